@@ -1,0 +1,103 @@
+"""``tooldns-resolve``: find tools for an intent from the command line (a thin shell over Resolver).
+
+    tooldns-resolve "historical weather Hong Kong"
+    tooldns-resolve "send a slack message" --service mcp --k 2 --json
+    tooldns-resolve "typhoon warning" --trust hko --trace --root 127.0.0.1:5300
+
+Exit status: 0 tools found, 1 none found, 2 bad usage, 3 resolution failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tooldns import names
+
+from .exceptions import ResolverError
+from .resolver import Resolver, parse_server
+from .results import Resolution
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def format_table(res: Resolution) -> str:
+    if not res.tools:
+        return f"no tools found for {res.intent!r}"
+    rows = [("#", "score", "name", "service", "target", "zone", "endpoint")]
+    for i, t in enumerate(res.tools, 1):
+        score = f"{t.score:.3f}" if t.score is not None else "-"
+        rows.append((str(i), score, t.name, t.service, f"{t.target.rstrip('.')}:{t.port}", t.zone, t.endpoint))
+    widths = [min(max(len(r[c]) for r in rows), 48) for c in range(len(rows[0]))]
+    lines = ["  ".join(cell[:w].ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    s = res.stats
+    lines.append(f";; {s.queries} queries, {s.nodes_visited} zones, {s.bytes_sent + s.bytes_received} bytes, "
+                 f"{s.packets} packets, {s.ms:.1f} ms")
+    return "\n".join(lines)
+
+
+def format_trace(res: Resolution) -> str:
+    out = []
+    for n, hop in enumerate(res.trace, 1):
+        flags = " (cached)" if hop.cached else ""
+        flags += " (fallback scorer)" if hop.fallback else ""
+        out.append(f";; hop {n}: {hop.server} {hop.transport} {hop.qname} SRV -> {hop.rcode} in {hop.ms:.2f} ms{flags}")
+        if hop.note:
+            out.append(f";;   {hop.note}")
+        for r in hop.referrals:
+            score = f"{r.score:.3f}" if r.score is not None else "-"
+            state = "followed" if r.followed else f"not followed: {r.why_not}"
+            out.append(f";;   referral {r.rank}. {r.zone:34} score {score:>7}  {r.kind:12} {state}")
+        for t in hop.tools:
+            score = f"{t.score:.3f}" if t.score is not None else "-"
+            out.append(f";;   tool {t.rank}. {t.name:40} score {score:>7}  {t.target.rstrip('.')}:{t.port}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="tooldns-resolve", description="Find tools for an intent by walking a .tools tree over DNS.")
+    p.add_argument("intent", help="what the agent wants to do, in natural language")
+    p.add_argument("--root", default="127.0.0.1:5300", help="root name server HOST:PORT (default: what 'tooldns serve zones/' starts)")
+    p.add_argument("--root-zone", default="tools.", help="zone the walk starts at (default tools.)")
+    p.add_argument("--k", type=int, default=3, help="children or tools asked for at each step (1-255, default 3)")
+    p.add_argument("--service", default=names.ANY_SERVICE,
+                   help=f"service to find: {', '.join(sorted(names.SERVICES))} (default any)")
+    p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
+    p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
+    p.add_argument("--top", type=int, default=None, help="print at most this many tools")
+    p.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for each reply (default 1)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--trace", action="store_true", help="show every hop, like dig +trace")
+    args = p.parse_args(argv)
+    if not 1 <= args.k <= 255:
+        p.error("--k must be from 1 to 255")
+    try:
+        root = parse_server(args.root)
+        with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout) as resolver:
+            res = resolver.resolve(args.intent, k=args.k, service=args.service.lower(),
+                                   trust=_split(args.trust), exclude=_split(args.exclude), top=args.top)
+    except ResolverError as exc:
+        print(f"tooldns-resolve: {exc}", file=sys.stderr)
+        return 3
+    if args.json:
+        data = res.to_dict()
+        if args.trace:
+            from dataclasses import asdict
+            data["trace"] = [asdict(h) for h in res.trace]
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        if args.trace:
+            print(format_trace(res))
+        print(format_table(res))
+    for err in res.errors:
+        print(f";; warning: {err}", file=sys.stderr)
+    return 0 if res.tools else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

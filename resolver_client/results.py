@@ -1,0 +1,95 @@
+"""What a resolution returns: ranked tools, the hops that found them and what it cost.
+
+    >>> res = Resolver().resolve("historical weather Hong Kong")
+    >>> res.tools[0].name, res.tools[0].zone, res.stats.queries
+    ('HKO Historical Climate Data', 'hko.weather.tools.', 6)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Tool:
+    name: str
+    service: str
+    target: str
+    port: int
+    zone: str
+    score: float | None
+    rank: int  # rank within its leaf's answer (1 = best there)
+    label: str = ""
+    endpoint: str = ""
+    description: str = ""
+    id: str = ""
+    path: list[str] = field(default_factory=list)  # zones walked from the root to the leaf
+    weight: int = 0
+
+    @property
+    def key(self) -> str:
+        """Identity for merging: the catalog id when known, else the tool's own DNS name."""
+        return self.id or f"{self.label}.{self.zone}"
+
+
+@dataclass
+class Referral:
+    """One child a server proposed, as seen in its reply."""
+
+    zone: str
+    rank: int
+    score: float | None
+    kind: str
+    summary: str = ""
+    followed: bool = True
+    why_not: str = ""
+
+
+@dataclass
+class Hop:
+    """One DNS exchange of the walk (like one step of ``dig +trace``)."""
+
+    server: str
+    qname: str
+    transport: str
+    rcode: str
+    ms: float
+    zone: str
+    referrals: list[Referral] = field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)
+    note: str = ""
+    cached: bool = False
+    fallback: bool = False
+
+
+@dataclass
+class Stats:
+    queries: int = 0  # DNS messages sent (retries included), cache hits excluded
+    cache_hits: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    packets: int = 0  # datagrams or TCP messages, both ways
+    tcp_retries: int = 0
+    timeouts: int = 0
+    nodes_visited: int = 0  # distinct zones asked
+    ms: float = 0.0
+    fallbacks: int = 0  # answers flagged as produced by a fallback scorer
+
+
+@dataclass
+class Resolution:
+    intent: str
+    k: int
+    service: str
+    tools: list[Tool]
+    stats: Stats
+    trace: list[Hop]
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "intent": self.intent, "k": self.k, "service": self.service,
+            "tools": [asdict(t) for t in self.tools],
+            "stats": asdict(self.stats),
+            "errors": list(self.errors),
+        }

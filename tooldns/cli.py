@@ -1,0 +1,114 @@
+"""``tooldns``: the server-side command line, a thin shell over the library.
+
+    tooldns serve zones/                 one server per zone on 127.0.0.x:5300, live reload
+    tooldns check zones/                 validate zone files, print file:line errors
+    tooldns demo "historical weather Hong Kong"   serve zones/, resolve one intent, stop
+
+Exit status: 0 ok, 1 invalid zone files, 2 bad usage, 3 cannot bind or serve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .exceptions import ToolDNSError, ZoneFileError
+from .serve import DEFAULT_PORT, Tree, TreeThread, load_tree
+from .zonefile import load_zone
+
+
+def _serve(args) -> int:
+    async def run() -> None:
+        tree = Tree(args.zonedir, args.port)
+        await tree.start()
+        print(tree.table(), flush=True)
+        address, port = tree.root()
+        print(f"root zone on {address}:{port}; try: tooldns-resolve \"historical weather Hong Kong\" "
+              f"--root {address}:{port}\nCtrl-C stops all servers.", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await tree.stop()
+        print("stopped", flush=True)
+
+    asyncio.run(run())
+    return 0
+
+
+def _check(args) -> int:
+    path = Path(args.path)
+    if path.is_dir():
+        stores = load_tree(path)
+        print(f"{len(stores)} zones, {sum(len(s.zone.tools) for s in stores)} tools: ok")
+    else:
+        zone = load_zone(path)
+        print(f"{zone.origin}: {len(zone.children)} children, {len(zone.tools)} tools: ok")
+    return 0
+
+
+def _demo(args) -> int:
+    from resolver_client.cli import format_table, format_trace
+    from resolver_client.resolver import Resolver
+
+    with TreeThread(args.zones, args.port) as tree:
+        print(tree.table())
+        print()
+        with Resolver(root=tree.root()) as resolver:
+            for intent in args.intent or ["historical weather Hong Kong"]:
+                res = resolver.resolve(intent, k=args.k)
+                print(f"intent: {intent}")
+                if args.trace:
+                    print(format_trace(res))
+                print(format_table(res))
+                print()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="tooldns", description="ToolDNS: tool discovery on DNS.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log reloads and errors")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="serve every zone file of a directory, one server per zone")
+    s.add_argument("zonedir")
+    s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on every zone's address (default {DEFAULT_PORT})")
+    s.set_defaults(func=_serve)
+    c = sub.add_parser("check", help="validate a zone file or a directory of them")
+    c.add_argument("path")
+    c.set_defaults(func=_check)
+    d = sub.add_parser("demo", help="serve a zone directory, resolve intents, print the results, stop")
+    d.add_argument("intent", nargs="*", help="intents to resolve (default: historical weather Hong Kong)")
+    d.add_argument("--zones", default="zones")
+    d.add_argument("--port", type=int, default=DEFAULT_PORT)
+    d.add_argument("--k", type=int, default=3)
+    d.add_argument("--trace", action="store_true")
+    d.set_defaults(func=_demo)
+    try:
+        from .build import add_build_command  # issue: catalog builder; absent until built
+    except ImportError:
+        add_build_command = None
+    if add_build_command is not None:
+        add_build_command(sub)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except ZoneFileError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"tooldns: {exc}", file=sys.stderr)
+        return 3
+    except ToolDNSError as exc:
+        print(f"tooldns: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Server-side exception hierarchy: every error ToolDNS's server side raises derives from one root.
+
+    ToolDNSError
+    ├── IntentError        the EDNS0 intent option is malformed (answered with FORMERR + EDE)
+    ├── NameError_         a DNS name or cursor name breaks RFC 1035 or the cursor grammar
+    ├── ZoneFileError      a zone file is invalid; carries every `file:line: message`
+    ├── ScorerError        a scorer cannot be built or used (unknown name, bad options)
+    └── BuildError         a tool catalog cannot be turned into a zone tree
+
+Each class's docstring is its default message, as in dnspython.
+"""
+
+from __future__ import annotations
+
+
+class ToolDNSError(Exception):
+    """A ToolDNS error occurred."""
+
+    def __init__(self, *args: object) -> None:
+        if not args:
+            args = (self.__doc__.strip(),)  # type: ignore[union-attr]
+        super().__init__(*args)
+
+
+class IntentError(ToolDNSError):
+    """The intent option is malformed."""
+
+
+class NameError_(ToolDNSError):  # noqa: N801 - trailing underscore avoids shadowing the builtin
+    """The name is not a valid DNS or cursor name."""
+
+
+class ZoneFileError(ToolDNSError):
+    """The zone file is invalid."""
+
+    def __init__(self, errors: list[str] | str) -> None:
+        self.errors = [errors] if isinstance(errors, str) else list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+class ScorerError(ToolDNSError):
+    """The scorer cannot be built."""
+
+
+class BuildError(ToolDNSError):
+    """The catalog cannot be built into a zone tree."""

@@ -1,0 +1,149 @@
+"""A zone indexed once for answering: records by name, scorers built, nothing parsed per query.
+
+Built from a :class:`tooldns.zone.Zone` when a zone file is (re)loaded; immutable afterwards, so
+a reload swaps the whole index at once and a query always sees one consistent version.
+
+    >>> ix = ZoneIndex(load_zone("zones/tools.yaml"))
+    >>> ix.child_for("_mcp._tcp.history.weather.tools.").name
+    'weather.tools.'
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
+
+from . import names
+from .metadata import MAX_RANKED_TEXT, encode_pairs
+from .scorers import Scorer, make_scorer
+from .zone import Delegation, Tool, Zone
+
+
+def address_rr(name: str, address: str, ttl: int) -> RR:
+    ip = ipaddress.ip_address(address)
+    if ip.version == 4:
+        return RR(name, QTYPE.A, ttl=ttl, rdata=A(address))
+    return RR(name, QTYPE.AAAA, ttl=ttl, rdata=AAAA(address))
+
+
+@dataclass
+class Candidates:
+    """What one scorer ranks: the entries it indexes, in document order."""
+
+    entries: list  # Delegation, the zone itself (for "self"), or Tool
+    scorer: Scorer
+
+
+def tool_metadata(tool: Tool, full: bool) -> list[tuple[str, object]]:
+    pairs: list[tuple[str, object]] = [("name", tool.name), ("service", tool.service)]
+    if tool.endpoint:
+        pairs.append(("endpoint", tool.endpoint))
+    if tool.id:
+        pairs.append(("id", tool.id))
+    pairs.append(("desc", tool.description))
+    if full:
+        for p in tool.parameters:
+            pairs.append(("param", f"{p.name}:{p.type}:{'required' if p.required else 'optional'}:{p.description}"[:240]))
+    return pairs
+
+
+class ZoneIndex:
+    """Everything :func:`tooldns.lookup.lookup` needs about one zone."""
+
+    def __init__(self, zone: Zone) -> None:
+        self.zone = zone
+        self.origin = zone.origin
+        self.origin_label = DNSLabel(zone.origin)
+        ttl = zone.ttl
+        self.ttl = ttl
+        soa = zone.soa
+        self.soa_rr = RR(zone.origin, QTYPE.SOA, ttl=ttl,
+                         rdata=SOA(soa.mname, soa.rname, (soa.serial, soa.refresh, soa.retry, soa.expire, soa.minimum)))
+        # Negative answers are cached for min(SOA TTL, SOA minimum) (RFC 2308).
+        self.negative_soa_rr = RR(zone.origin, QTYPE.SOA, ttl=min(ttl, soa.minimum), rdata=self.soa_rr.rdata)
+        self.records: dict[str, dict[int, list[RR]]] = {}
+        self.ents: set[str] = set()
+
+        def add(rr: RR) -> None:
+            owner = str(rr.rname).lower()
+            self.records.setdefault(owner, {}).setdefault(rr.rtype, []).append(rr)
+            # every name between the owner and the origin exists (empty non-terminals)
+            n = names.parent(owner)
+            while n != self.origin and names.is_subdomain(n, self.origin):
+                self.ents.add(n)
+                n = names.parent(n)
+
+        add(self.soa_rr)
+        self.apex_ns = [RR(zone.origin, QTYPE.NS, ttl=ttl, rdata=NS(ns.name)) for ns in zone.nameservers]
+        for rr in self.apex_ns:
+            add(rr)
+        for ns in zone.nameservers:
+            if names.is_subdomain(ns.name, zone.origin) and not self._below_child(ns.name):
+                add(address_rr(ns.name, ns.address, ttl))
+
+        # Delegations: NS and glue, intent-independent, so they keep the zone's TTL.
+        self.children = list(zone.children)
+        self.child_ns: dict[str, list[RR]] = {}
+        self.child_glue: dict[str, list[RR]] = {}
+        for child in zone.children:
+            self.child_ns[child.name] = [RR(child.name, QTYPE.NS, ttl=ttl, rdata=NS(ns.name)) for ns in child.nameservers]
+            self.child_glue[child.name] = [address_rr(ns.name, ns.address, ttl) for ns in child.nameservers]
+
+        # Tools, by (service, transport).
+        self.tools: dict[tuple[str, str], list[Tool]] = {}
+        for tool in zone.tools:
+            self.tools.setdefault((tool.service, tool.transport), []).append(tool)
+        for tools in list(self.tools.values()):
+            for tool in tools:
+                owner = tool.owner(zone.origin)
+                add(RR(owner, QTYPE.SRV, ttl=ttl, rdata=SRV(tool.priority, tool.weight, tool.port, tool.target)))
+                add(RR(owner, QTYPE.TXT, ttl=ttl, rdata=TXT(encode_pairs(tool_metadata(tool, full=True)))))
+        # the wildcard service: every tool of a transport, whatever its service
+        for tool in zone.tools:
+            self.tools.setdefault((names.ANY_SERVICE, tool.transport), []).append(tool)
+
+        # Scorers, built once. The zone's own tools take part in the referral ranking as one
+        # extra candidate ("self") so that a zone with both children and tools hides no tool.
+        settings = zone.settings
+        options = dict(settings.scorer_options)
+        if zone.corpus_stats is not None and settings.scorer == "bm25":
+            options.setdefault("stats", zone.corpus_stats)
+        self.scorer_name = settings.scorer
+        #: replies depend only on the query bytes and this index (so the server may cache them)
+        self.cacheable = settings.scorer == "bm25"
+        child_entries: list = list(zone.children)
+        child_docs = [c.summary.text() or c.label for c in zone.children]
+        if zone.children and zone.tools:
+            child_entries.append(zone)
+            child_docs.append(" ".join([zone.summary.text(), *(t.text() for t in zone.tools)]))
+        self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, **options))
+                                 if zone.children else None)
+        self.tool_candidates = {
+            key: Candidates(tools, make_scorer(settings.scorer, [t.text() for t in tools], **options))
+            for key, tools in self.tools.items()
+        }
+        # Precomputed metadata strings for ranked answers (rank/score are prepended per query).
+        self.ranked_tool_txt = {
+            id(t): encode_pairs(tool_metadata(t, full=False), clip=MAX_RANKED_TEXT)[1:]
+            for t in zone.tools
+        }
+        self.child_txt = {
+            id(c): encode_pairs([("kind", c.kind), ("summary", c.summary.text())], clip=MAX_RANKED_TEXT)[1:]
+            for c in zone.children
+        }
+        self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.text())], clip=MAX_RANKED_TEXT)[1:]
+
+    def _below_child(self, name: str) -> bool:
+        return any(names.is_subdomain(name, c.name) for c in self.zone.children)
+
+    def child_for(self, name: str) -> Delegation | None:
+        """The delegation at or above *name*, if *name* lies in a child zone."""
+        for child in self.children:
+            if names.is_subdomain(name, child.name):
+                return child
+        return None
+
+    def exists(self, name: str) -> bool:
+        return name in self.records or name in self.ents

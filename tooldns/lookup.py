@@ -1,0 +1,214 @@
+"""Deciding a query's result for one zone: answer, referral, name error, no data or refused.
+
+Pure decision, no message building (that is :mod:`tooldns.reply`), in the manner of CoreDNS's
+``file`` plugin: :func:`lookup` returns a :class:`Result` whose *kind* fixes the rcode and flags
+and whose record lists are copied into the reply as they are.
+
+Rules (``docs/protocol.md`` is the normative text):
+
+* cursor name at this zone (``_mcp._tcp._weather.tools.`` at ``weather.tools.``):
+  with children, a referral to the best K of them (the zone's own tools compete as one more
+  candidate, kind ``self``); without children, the tools themselves, through a CNAME from the
+  cursor name to the expanded name;
+* cursor name or any name at or below a child: a plain referral to that child;
+* expanded name (``_mcp._tcp.weather.tools.``): the zone's tools of that service as SRV;
+* other names: SOA, NS, name-server addresses and each tool's own SRV and TXT, as any
+  authoritative server; NXDOMAIN or NODATA with the SOA; REFUSED outside the zone.
+
+Anything whose presence, order or content depends on the intent is sent with TTL 0.
+
+    >>> lookup(ix, "_mcp._tcp._weather.tools.", QTYPE.SRV, Intent("rain history", 2)).kind
+    <Kind.REFERRAL: 'referral'>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from dnslib import CNAME, QTYPE, RR, SRV, TXT
+
+from . import names
+from .exceptions import NameError_
+from .index import ZoneIndex
+from .intent import FLAG_FALLBACK, FLAG_PRUNED, Intent
+from .metadata import FORMAT
+from .scorers import Ranking
+from .zone import Zone
+
+
+class Kind(Enum):
+    ANSWER = "answer"
+    REFERRAL = "referral"
+    NXDOMAIN = "nxdomain"
+    NODATA = "nodata"
+    REFUSED = "refused"
+
+
+@dataclass
+class Result:
+    kind: Kind
+    answer: list = field(default_factory=list)
+    authority: list = field(default_factory=list)
+    additional: list = field(default_factory=list)
+    #: for intent queries: meta option content (flags, cache TTL, scorer); None otherwise
+    meta: tuple[int, int, str] | None = None
+    #: text of an Extended DNS Error to attach, if any
+    ede: str | None = None
+
+
+_TXT_HEAD = [b"tooldns=" + FORMAT.encode()]
+
+
+def select(ranking: Ranking, k: int, prune_ratio: float) -> tuple[list[tuple[int, float]], bool]:
+    """Keep at most *k* items; drop those scoring below ``prune_ratio * best`` (when best > 0).
+
+    Returns (kept, pruned). If nothing scores above 0 there is no signal to prune on and the
+    first *k* are kept as ranked.
+    """
+    items = ranking.items[:k]
+    if not items or items[0][1] <= 0:
+        return items, False
+    floor = max(prune_ratio * items[0][1], 1e-12)
+    kept = [(i, s) for i, s in items if s >= floor]
+    return kept, len(kept) < len(items)
+
+
+def _rank_txt(owner, rank: int, score: float | None, rest: list[bytes]) -> RR:
+    head = _TXT_HEAD + [f"rank={rank}".encode()]
+    if score is not None:
+        head.append(f"score={score:.4f}".encode())
+    return RR(owner, QTYPE.TXT, ttl=0, rdata=TXT(head + rest))
+
+
+def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None) -> Result:
+    """Decide the result of (*qname*, *qtype*) with *intent* against zone index *ix*.
+
+    *qname* must be lower-case and absolute; names that break RFC 1035 get NXDOMAIN inside the
+    zone and REFUSED outside it.
+    """
+    origin = ix.origin
+    try:
+        qname = names.normalize(qname)
+        cur = names.parse_cursor(qname)
+    except NameError_ as exc:
+        if names.is_subdomain(qname.lower(), origin) or qname.lower().endswith("." + origin):
+            return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr], ede=str(exc))
+        return Result(Kind.REFUSED, ede=str(exc))
+
+    if cur is not None and not cur.expanded:
+        if cur.zone == origin:
+            return _search(ix, cur, qtype, intent)
+        if names.is_subdomain(cur.zone, origin):
+            child = ix.child_for(cur.zone)
+            if child is not None:
+                return _delegation(ix, child)
+            return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr])
+        if not names.is_subdomain(qname, origin):
+            return Result(Kind.REFUSED)
+
+    if not names.is_subdomain(qname, origin):
+        return Result(Kind.REFUSED)
+    child = ix.child_for(qname)
+    if child is not None:
+        return _delegation(ix, child)
+    if cur is not None and cur.expanded and cur.zone == origin:
+        return _tools(ix, qname, cur, qtype, intent, answer=[])
+    rrsets = ix.records.get(qname)
+    if rrsets is not None:
+        if qtype == QTYPE.ANY:
+            return Result(Kind.ANSWER, answer=[rr for rrs in rrsets.values() for rr in rrs])
+        if qtype in rrsets:
+            result = Result(Kind.ANSWER, answer=list(rrsets[qtype]))
+            if qtype == QTYPE.NS and qname == origin:
+                result.additional = _addresses(ix, [rr.rdata.label for rr in rrsets[qtype]])
+            return result
+        return Result(Kind.NODATA, authority=[ix.negative_soa_rr])
+    if qname in ix.ents:
+        return Result(Kind.NODATA, authority=[ix.negative_soa_rr])
+    return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr])
+
+
+def _addresses(ix: ZoneIndex, ns_names) -> list:
+    out = []
+    for n in ns_names:
+        rrsets = ix.records.get(str(n).lower(), {})
+        out.extend(rrsets.get(QTYPE.A, []) + rrsets.get(QTYPE.AAAA, []))
+    return out
+
+
+def _delegation(ix: ZoneIndex, child) -> Result:
+    return Result(Kind.REFERRAL, authority=list(ix.child_ns[child.name]), additional=list(ix.child_glue[child.name]))
+
+
+def _meta(ix: ZoneIndex, ranking: Ranking, pruned: bool) -> tuple[int, int, str]:
+    flags = (FLAG_FALLBACK if ranking.fallback else 0) | (FLAG_PRUNED if pruned else 0)
+    return flags, ix.zone.settings.intent_ttl, ranking.scorer
+
+
+def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None) -> Result:
+    """A cursor query at this zone: refer to the best children, or answer with the tools."""
+    zone: Zone = ix.zone
+    has_service = (cur.service, cur.transport) in ix.tools
+    if ix.child_candidates is None:
+        if not has_service:
+            return Result(Kind.NODATA, authority=[ix.negative_soa_rr])
+        expanded = cur.expand().to_text()
+        cname = RR(cur.to_text(), QTYPE.CNAME, ttl=ix.ttl, rdata=CNAME(expanded))
+        return _tools(ix, expanded, cur, qtype, intent, answer=[cname])
+
+    entries = ix.child_candidates.entries
+    # "self" stands for this zone's tools; useless when it has none of the asked service.
+    def usable(i: int) -> bool:
+        return entries[i] is not zone or has_service
+
+    if intent is None:
+        chosen = [(i, None) for i in range(len(entries)) if usable(i)]
+        meta = None
+    else:
+        k = min(intent.k, zone.settings.max_k)
+        ranking = ix.child_candidates.scorer.rank(intent.text, k + 1)
+        ranking.items = [(i, s) for i, s in ranking.items if usable(i)]
+        chosen, pruned = select(ranking, k, zone.settings.prune_ratio)
+        meta = _meta(ix, ranking, pruned)
+
+    authority, additional = [], []
+    for rank, (i, score) in enumerate(chosen, 1):
+        entry = entries[i]
+        if entry is zone:
+            authority.extend(ix.apex_ns)
+            additional.append(_rank_txt(ix.origin_label, rank, score, ix.self_txt))
+            additional.extend(_addresses(ix, [rr.rdata.label for rr in ix.apex_ns]))
+        else:
+            authority.extend(ix.child_ns[entry.name])
+            additional.append(_rank_txt(entry.name, rank, score, ix.child_txt[id(entry)]))
+            additional.extend(ix.child_glue[entry.name])
+    return Result(Kind.REFERRAL, authority=authority, additional=additional, meta=meta)
+
+
+def _tools(ix: ZoneIndex, owner: str, cur: names.Cursor, qtype: int, intent: Intent | None, answer: list) -> Result:
+    """The zone's tools of one service as SRV records (best first when there is an intent)."""
+    candidates = ix.tool_candidates.get((cur.service, cur.transport))
+    if candidates is None:
+        if answer:  # unreachable: _search checks has_service first
+            return Result(Kind.NODATA, authority=[ix.negative_soa_rr])
+        return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr])
+    if qtype not in (QTYPE.SRV, QTYPE.ANY):
+        kind = Kind.ANSWER if answer else Kind.NODATA
+        return Result(kind, answer=answer, authority=[ix.negative_soa_rr])
+    tools = candidates.entries
+    additional = []
+    if intent is None:
+        for tool in tools:
+            answer.append(RR(owner, QTYPE.SRV, ttl=ix.ttl, rdata=SRV(tool.priority, tool.weight, tool.port, tool.target)))
+            additional.append(_rank_txt(tool.owner(ix.origin), len(additional) + 1, None, ix.ranked_tool_txt[id(tool)]))
+        return Result(Kind.ANSWER, answer=answer, additional=additional)
+    k = min(intent.k, ix.zone.settings.max_k)
+    ranking = candidates.scorer.rank(intent.text, k)
+    chosen, pruned = select(ranking, k, ix.zone.settings.prune_ratio)
+    for rank, (i, score) in enumerate(chosen, 1):
+        tool = tools[i]
+        # priority = rank, so an ordinary SRV client takes the best first; TTL 0: intent-specific
+        answer.append(RR(owner, QTYPE.SRV, ttl=0, rdata=SRV(rank, tool.weight, tool.port, tool.target)))
+        additional.append(_rank_txt(tool.owner(ix.origin), rank, score, ix.ranked_tool_txt[id(tool)]))
+    return Result(Kind.ANSWER, answer=answer, additional=additional, meta=_meta(ix, ranking, pruned))

@@ -1,0 +1,152 @@
+"""Cursor names: where a search stands in the `.tools` tree, as pure functions on text.
+
+Grammar (labels compare case-insensitively; some resolvers randomise case, RFC draft 0x20)::
+
+    _<service>._<transport>._<first>.<rest>.   cursor form: "search the children of zone
+                                                <first>.<rest>. for this intent"
+    _<service>._<transport>.<zone>.            expanded form: "the tools of <zone>" (RFC 2782 SRV
+                                                owner name; an ordinary SRV client can ask it)
+
+    >>> parse_cursor("_mcp._tcp._weather.tools.")
+    Cursor(service='mcp', transport='tcp', zone='weather.tools.', expanded=False)
+    >>> Cursor("mcp", "tcp", "history.weather.tools.", expanded=True).to_text()
+    '_mcp._tcp.history.weather.tools.'
+
+Services are `mcp`, `a2a`, `http` and `skill`, and the wildcard `any` (tools of every service);
+:func:`register_service` adds more. Label and name
+lengths of RFC 1035 (63 and 255 octets on the wire) are enforced with clear errors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .exceptions import NameError_
+
+#: ``any`` is the wildcard service: a cursor with it asks for tools of every service.
+ANY_SERVICE = "any"
+SERVICES: set[str] = {"mcp", "a2a", "http", "skill", ANY_SERVICE}
+TRANSPORTS: set[str] = {"tcp", "udp"}
+MAX_LABEL = 63
+MAX_NAME = 255
+# Host-name labels plus the underscore used by service labels (RFC 8552) and cursors.
+_LABEL_RE = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$")
+
+
+def register_service(name: str) -> None:
+    """Allow a new service label (`_<name>`)."""
+    check_label(name)
+    SERVICES.add(name.lower())
+
+
+def check_label(label: str) -> str:
+    """Return *label* lower-cased, or raise saying why it is not a valid label."""
+    if not label:
+        raise NameError_("empty label (two dots in a row, or a leading dot)")
+    try:
+        raw = label.encode("ascii")
+    except UnicodeEncodeError:
+        raise NameError_(f"label {label!r} is not ASCII; use its IDNA (xn--) form") from None
+    if len(raw) > MAX_LABEL:
+        raise NameError_(f"label {label[:20]!r}... is {len(raw)} octets; at most {MAX_LABEL} are allowed")
+    low = label.lower()
+    if not _LABEL_RE.match(low):
+        raise NameError_(f"label {label!r} may hold only letters, digits, '-' and '_', "
+                         "and may not start or end with '-'")
+    return low
+
+
+def normalize(name: str) -> str:
+    """Return *name* lower-cased and absolute (ending in '.'), checked against RFC 1035 limits."""
+    if not isinstance(name, str):
+        raise NameError_(f"a name must be text, got {type(name).__name__}")
+    text = name.strip()
+    if text in ("", "."):
+        return "."
+    if not text.endswith("."):
+        text += "."
+    labels = text[:-1].split(".")
+    labels = [check_label(label) for label in labels]
+    wire = sum(len(label) + 1 for label in labels) + 1
+    if wire > MAX_NAME:
+        raise NameError_(f"name is {wire} octets on the wire; at most {MAX_NAME} are allowed")
+    return ".".join(labels) + "."
+
+
+def labels(name: str) -> list[str]:
+    """The labels of an absolute, normalized name, leftmost first ('.' has none)."""
+    return [] if name == "." else name[:-1].split(".")
+
+
+def is_subdomain(name: str, zone: str) -> bool:
+    """True if normalized *name* is *zone* or lies below it."""
+    return zone == "." or name == zone or name.endswith("." + zone)
+
+
+def parent(name: str) -> str:
+    parts = labels(name)
+    return ".".join(parts[1:]) + "." if len(parts) > 1 else "."
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A search position: which service, and which zone's children (or tools) are asked for."""
+
+    service: str
+    transport: str
+    zone: str
+    expanded: bool = False
+
+    def to_text(self) -> str:
+        if self.expanded:
+            return normalize(f"_{self.service}._{self.transport}.{self.zone}")
+        first, _, rest = self.zone.partition(".")
+        if not first:
+            raise NameError_("the DNS root has no cursor form")
+        return normalize(f"_{self.service}._{self.transport}._{first}.{rest}")
+
+    def descend(self, child_zone: str) -> "Cursor":
+        """The cursor one step down, at *child_zone* (a zone below this one)."""
+        return Cursor(self.service, self.transport, normalize(child_zone), expanded=False)
+
+    def expand(self) -> "Cursor":
+        """The expanded form of this cursor: the tools of its zone."""
+        return Cursor(self.service, self.transport, self.zone, expanded=True)
+
+
+def cursor(service: str, zone: str, transport: str = "tcp", expanded: bool = False) -> Cursor:
+    """Build a checked cursor."""
+    service, transport = service.lower(), transport.lower()
+    if service not in SERVICES:
+        raise NameError_(f"unknown service {service!r}; known: {', '.join(sorted(SERVICES))}")
+    if transport not in TRANSPORTS:
+        raise NameError_(f"unknown transport {transport!r}; known: {', '.join(sorted(TRANSPORTS))}")
+    c = Cursor(service, transport, normalize(zone), expanded)
+    c.to_text()  # enforce length limits of the name it makes
+    return c
+
+
+def parse_cursor(name: str) -> Cursor | None:
+    """Parse *name* as a cursor name; None if it is not one (no `_svc._proto.` prefix).
+
+    Raises :class:`NameError_` for names that break RFC 1035 or name an unknown service.
+    """
+    norm = normalize(name)
+    parts = labels(norm)
+    if len(parts) < 3 or not parts[0].startswith("_") or not parts[1].startswith("_"):
+        return None
+    service, transport = parts[0][1:], parts[1][1:]
+    if service not in SERVICES:
+        raise NameError_(f"unknown service label _{service}; known: "
+                         + ", ".join("_" + s for s in sorted(SERVICES)))
+    if transport not in TRANSPORTS:
+        raise NameError_(f"unknown transport label _{transport}; known: "
+                         + ", ".join("_" + t for t in sorted(TRANSPORTS)))
+    first = parts[2]
+    if first.startswith("_"):
+        if len(first) == 1:
+            raise NameError_("cursor label '_' names no zone")
+        zone = ".".join([first[1:], *parts[3:]]) + "."
+        return Cursor(service, transport, zone, expanded=False)
+    return Cursor(service, transport, ".".join(parts[2:]) + ".", expanded=True)

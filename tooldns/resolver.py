@@ -1,0 +1,95 @@
+"""The zone resolver: dnslib's one-method plugin contract, ``resolve(request, handler) -> reply``.
+
+It checks the query (opcode, question count, EDNS version, the intent option), asks
+:func:`tooldns.lookup.lookup` for the result against the current zone index and has
+:mod:`tooldns.reply` build the message. It is the safety net at the edge: a malformed intent
+becomes FORMERR with an Extended DNS Error text, any unexpected exception becomes SERVFAIL
+(dnslib's own server would send nothing and leave the client to time out).
+
+    >>> resolver = ZoneResolver(StaticSource(ZoneIndex(load_zone("zones/tools.yaml"))))
+    >>> reply = resolver.resolve(DNSRecord.parse(query_bytes), None)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from dnslib import CLASS, OPCODE, QTYPE, RCODE, DNSRecord
+from dnslib.server import BaseResolver
+
+from .exceptions import IntentError
+from .index import ZoneIndex
+from .intent import INTENT_OPTION_CODE, Intent, decode_intent
+from .lookup import lookup
+from .reply import BADVERS, error_reply, reply_for, request_opt
+
+log = logging.getLogger("tooldns.resolver")
+
+
+class IndexSource(Protocol):
+    """Anything that holds the current index of a zone (a :class:`tooldns.zonestore.ZoneStore`)."""
+
+    @property
+    def index(self) -> ZoneIndex: ...
+
+
+class StaticSource:
+    """A fixed index, for tests and embedding."""
+
+    def __init__(self, index: ZoneIndex) -> None:
+        self.index = index
+
+
+class ZoneResolver(BaseResolver):
+    """Answers queries for one zone. Counters: ``stats`` (queries, by rcode, errors)."""
+
+    def __init__(self, source: IndexSource, intent_code: int = INTENT_OPTION_CODE) -> None:
+        self.source = source
+        self.intent_code = intent_code
+        self.stats = {"queries": 0, "servfail": 0, "formerr": 0}
+
+    def resolve(self, request: DNSRecord, handler) -> DNSRecord:
+        self.stats["queries"] += 1
+        try:
+            return self._resolve(request)
+        except Exception:  # the safety net: never leave a client waiting
+            self.stats["servfail"] += 1
+            log.exception("internal error answering %s", request.q.qname if request.questions else "?")
+            return error_reply(request, RCODE.SERVFAIL, "internal server error")
+
+    def _formerr(self, request: DNSRecord, why: str) -> DNSRecord:
+        self.stats["formerr"] += 1
+        return error_reply(request, RCODE.FORMERR, why)
+
+    def _resolve(self, request: DNSRecord) -> DNSRecord:
+        header = request.header
+        if header.opcode != OPCODE.QUERY:
+            return error_reply(request, RCODE.NOTIMP, f"opcode {OPCODE.get(header.opcode)} is not implemented")
+        if len(request.questions) != 1:
+            return self._formerr(request, f"a query must have exactly one question, not {len(request.questions)}")
+        opt = request_opt(request)
+        if opt is not None and opt.edns_ver != 0:
+            return error_reply(request, BADVERS, f"EDNS version {opt.edns_ver} is not supported; use 0")
+        intent: Intent | None = None
+        if opt is not None:
+            datas = [o.data for o in opt.rdata if o.code == self.intent_code]
+            if len(datas) > 1:
+                return self._formerr(request, f"intent option {self.intent_code} appears {len(datas)} times; send one")
+            if datas:
+                try:
+                    intent = decode_intent(datas[0])
+                except IntentError as exc:
+                    return self._formerr(request, f"bad intent option: {exc}")
+        q = request.q
+        if q.qclass not in (CLASS.IN, 255):  # 255: class ANY (dnslib names it '*')
+            return error_reply(request, RCODE.REFUSED, f"class {CLASS.get(q.qclass)} is not served")
+        if q.qtype in (QTYPE.AXFR, QTYPE.IXFR):
+            return error_reply(request, RCODE.REFUSED, "zone transfers are not offered")
+        try:
+            qname = b".".join(q.qname.label).decode("ascii").lower() + "."
+        except UnicodeDecodeError:
+            qname = "\x00invalid."  # non-ASCII octets: names no zone holds; lookup refuses or NXDOMAINs
+        if qname == ".." or not q.qname.label:
+            qname = "."
+        return reply_for(request, lookup(self.source.index, qname, q.qtype, intent))

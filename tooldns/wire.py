@@ -1,0 +1,137 @@
+"""Strict request parsing and size-aware reply packing: pure functions over bytes, no sockets.
+
+dnslib parses messages, but it silently drops an empty EDNS option that ends the option list and
+ignores trailing bytes in OPT data; a server that must answer malformed intents with FORMERR
+needs to see them. :func:`parse_request` therefore walks the message with dnslib's own parsers
+and reads OPT options itself, strictly.
+
+:func:`pack_reply` packs a reply and, when it exceeds the size the client can take over UDP,
+returns the truncated form: header with TC set, the question and the OPT record kept
+(RFC 6891 7, RFC 2181 9), so that the client retries over TCP.
+
+    >>> req = parse_request(query_bytes)
+    >>> wire = pack_reply(reply, max_size=req.udp_size)
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from dnslib import QTYPE, RR, DNSBuffer, DNSError, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
+
+#: Largest UDP reply this server sends, whatever the client advertises (DNS Flag Day 2020).
+SERVER_UDP_SIZE = 1232
+#: Size assumed for clients without EDNS (RFC 1035).
+CLASSIC_UDP_SIZE = 512
+
+
+class MalformedRequest(Exception):
+    """The request cannot be parsed; *header* is set when at least the header could be read."""
+
+    def __init__(self, message: str, header: DNSHeader | None = None, questions=None) -> None:
+        super().__init__(message)
+        self.header = header
+        self.questions = questions or []
+
+
+@dataclass
+class Request:
+    record: DNSRecord
+    #: the OPT RR, or None for a query without EDNS
+    opt: RR | None
+    #: problem found in the OPT record (options malformed), to be answered with FORMERR
+    opt_error: str | None = None
+
+    @property
+    def udp_size(self) -> int:
+        if self.opt is None:
+            return CLASSIC_UDP_SIZE
+        return min(max(self.opt.rclass, CLASSIC_UDP_SIZE), SERVER_UDP_SIZE)
+
+    def options(self, code: int) -> list[bytes]:
+        if self.opt is None:
+            return []
+        return [o.data for o in self.opt.rdata if o.code == code]
+
+
+def parse_options(rdata: bytes) -> list[EDNSOption]:
+    """Parse OPT RDATA into options; raise ValueError if it is not a whole number of options."""
+    out, pos, n = [], 0, len(rdata)
+    while pos < n:
+        if n - pos < 4:
+            raise ValueError(f"{n - pos} stray bytes at the end of the OPT record")
+        code, length = struct.unpack_from("!HH", rdata, pos)
+        pos += 4
+        if pos + length > n:
+            raise ValueError(f"EDNS option {code} says {length} bytes but only {n - pos} remain")
+        out.append(EDNSOption(code, rdata[pos:pos + length]))
+        pos += length
+    return out
+
+
+def _parse_rr(buffer: DNSBuffer) -> tuple[RR, str | None]:
+    start = buffer.offset
+    owner = buffer.decode_name()
+    rtype, rclass, ttl, rdlength = buffer.unpack("!HHIH")
+    if rtype != QTYPE.OPT:
+        buffer.offset = start
+        return RR.parse(buffer), None
+    raw = buffer.get(rdlength)
+    error = None if not owner.label else "OPT record owner is not the root name"
+    try:
+        options = parse_options(raw)
+    except ValueError as exc:
+        options, error = [], str(exc)
+    return RR(".", QTYPE.OPT, rclass, ttl, options), error
+
+
+def parse_request(packet: bytes) -> Request:
+    """Parse a query strictly; raise :class:`MalformedRequest` if it cannot be read."""
+    if len(packet) < 12:
+        raise MalformedRequest(f"message is {len(packet)} bytes, shorter than a DNS header")
+    buffer = DNSBuffer(packet)
+    header = None
+    questions = []
+    try:
+        header = DNSHeader.parse(buffer)
+        for _ in range(header.q):
+            questions.append(DNSQuestion.parse(buffer))
+        sections: list[list[RR]] = [[], [], []]
+        opt, opt_error = None, None
+        for section, count in zip(sections, (header.a, header.auth, header.ar)):
+            for _ in range(count):
+                rr, error = _parse_rr(buffer)
+                if rr.rtype == QTYPE.OPT:
+                    if section is not sections[2]:
+                        opt_error = opt_error or "OPT record outside the additional section"
+                    elif opt is not None:
+                        opt_error = opt_error or "more than one OPT record"  # RFC 6891 6.1.1: FORMERR
+                    else:
+                        opt = rr
+                    opt_error = opt_error or error
+                section.append(rr)
+        if buffer.remaining():
+            raise MalformedRequest(f"{buffer.remaining()} bytes after the last record", header, questions)
+    except MalformedRequest:
+        raise
+    except (DNSError, Exception) as exc:  # dnslib raises BufferError and friends too
+        raise MalformedRequest(f"cannot parse message: {exc}", header, questions) from None
+    record = DNSRecord(header, questions, sections[0], auth=sections[1], ar=sections[2])
+    record.header = header  # DNSRecord() recomputes counts; keep what came on the wire
+    return Request(record, opt, opt_error)
+
+
+def pack_reply(reply: DNSRecord, max_size: int | None) -> bytes:
+    """Pack *reply*; if *max_size* is given and exceeded, pack the truncated form instead."""
+    wire = bytes(reply.pack())
+    if max_size is None or len(wire) <= max_size:
+        return wire
+    truncated = DNSRecord(DNSHeader(id=reply.header.id, bitmap=reply.header.bitmap), questions=list(reply.questions))
+    truncated.header.tc = 1
+    truncated.header.rcode = reply.header.rcode
+    for rr in reply.ar:
+        if rr.rtype == QTYPE.OPT:
+            # keep the OPT (extended rcode, size) but drop bulky options except EDE
+            truncated.add_ar(RR(".", QTYPE.OPT, rr.rclass, rr.ttl, [o for o in rr.rdata if o.code == 15]))
+    return bytes(truncated.pack())

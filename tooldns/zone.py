@@ -1,0 +1,116 @@
+"""The zone model: what one node of the `.tools` tree holds, independent of file format.
+
+A zone has an origin, SOA data, its own name servers, a summary its parent scores, delegations
+to child zones (functional domains such as ``history.weather.tools.`` or organisations such as
+``hku.weather.tools.``) and tools. :mod:`tooldns.zonefile` reads these from YAML;
+:mod:`tooldns.index` indexes them for answering.
+
+    >>> Tool(label="github", name="GitHub MCP", service="mcp", target="api.githubcopilot.com.",
+    ...      port=443, description="Repositories, issues and pull requests").owner("code.tools.")
+    'github._mcp._tcp.code.tools.'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .bm25 import CorpusStats
+
+KINDS = ("functional", "organisation")
+
+
+@dataclass(frozen=True)
+class NameServer:
+    name: str  # absolute, normalized
+    address: str  # IPv4 or IPv6 literal
+
+
+@dataclass(frozen=True)
+class Summary:
+    description: str = ""
+    keywords: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        return " ".join([self.description, *self.keywords]).strip()
+
+
+@dataclass(frozen=True)
+class SOA:
+    mname: str
+    rname: str
+    serial: int
+    refresh: int = 3600
+    retry: int = 600
+    expire: int = 604800
+    minimum: int = 300
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str = "string"
+    description: str = ""
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Delegation:
+    label: str
+    name: str  # label + "." + origin
+    kind: str
+    summary: Summary
+    nameservers: tuple[NameServer, ...]
+
+
+@dataclass(frozen=True)
+class Tool:
+    label: str
+    name: str
+    service: str
+    target: str
+    port: int
+    description: str
+    transport: str = "tcp"
+    priority: int = 10
+    weight: int = 100
+    endpoint: str = ""
+    parameters: tuple[Parameter, ...] = ()
+    id: str = ""  # catalog id, when the zone was built from a catalog
+
+    def owner(self, origin: str) -> str:
+        """The tool's own DNS name: ``<label>._<service>._<transport>.<origin>``."""
+        return f"{self.label}._{self.service}._{self.transport}.{origin}"
+
+    def text(self) -> str:
+        """What lexical scorers index: name, description and parameter names and descriptions."""
+        params = " ".join(f"{p.name} {p.description}" for p in self.parameters)
+        return f"{self.name} {self.description} {params}".strip()
+
+
+@dataclass(frozen=True)
+class Settings:
+    scorer: str = "bm25"
+    scorer_options: dict = field(default_factory=dict)
+    #: results scoring below prune_ratio * best are left out (fewer than K may come back)
+    prune_ratio: float = 0.1
+    #: K is capped here, whatever the client asks for
+    max_k: int = 32
+    #: seconds an intent-aware cache may keep an intent-ranked answer (wire TTL stays 0)
+    intent_ttl: int = 30
+
+
+@dataclass(frozen=True)
+class Zone:
+    origin: str
+    soa: SOA
+    nameservers: tuple[NameServer, ...]
+    ttl: int = 3600
+    summary: Summary = Summary()
+    children: tuple[Delegation, ...] = ()
+    tools: tuple[Tool, ...] = ()
+    settings: Settings = Settings()
+    corpus_stats: CorpusStats | None = None
+    source: str = ""
+
+    def child(self, label: str) -> Delegation | None:
+        return next((c for c in self.children if c.label == label), None)

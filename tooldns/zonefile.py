@@ -1,0 +1,407 @@
+"""Zone files: one YAML file per zone, as organisations write them, read with line-exact errors.
+
+Every problem is reported as ``file:line: what is wrong; what is allowed`` and all problems of a
+file are reported at once (:class:`ZoneFileError.errors`). A file with any error is refused
+whole: a server starting on it refuses to start; a server reloading it keeps the last good
+version (see :mod:`tooldns.zonestore`). The format is described in ``docs/zonefiles.md``::
+
+    origin: history.weather.tools.
+    soa: {contact: hostmaster@weather.example, serial: 2026113001}
+    nameservers: [{name: ns1.history.weather.tools., address: 127.0.0.11}]
+    summary: {description: Past weather observations, keywords: [archive, climate]}
+    tools:
+      - label: open-meteo-archive
+        name: Open-Meteo Historical Weather API
+        service: http
+        target: archive-api.open-meteo.com.
+        port: 443
+        description: Hourly weather back to 1940 for any coordinate.
+        endpoint: https://archive-api.open-meteo.com/v1/archive
+
+    >>> zone = load_zone("zones/history.weather.tools.yaml")
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from typing import Any
+
+import yaml
+
+from . import names
+from .bm25 import CorpusStats
+from .exceptions import NameError_, ZoneFileError
+from .zone import KINDS, SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
+
+
+class _Map(dict):
+    """A mapping that remembers the line of each key (1-based) and its own."""
+
+    line = 0
+    key_lines: dict
+
+
+class _Seq(list):
+    line = 0
+    item_lines: list
+
+
+_constructor = yaml.constructor.SafeConstructor()
+
+
+def _located(node: yaml.Node, errors: list[str], where: str) -> Any:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out = _Map()
+        out.line, out.key_lines = line, {}
+        for key_node, value_node in node.value:
+            key = _constructor.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+            kline = key_node.start_mark.line + 1
+            if not isinstance(key, str):
+                errors.append(f"{where}:{kline}: keys must be plain text")
+                continue
+            if key in out:
+                errors.append(f"{where}:{kline}: duplicate key '{key}' (first at line {out.key_lines[key]})")
+                continue
+            out[key] = _located(value_node, errors, where)
+            out.key_lines[key] = kline
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        out_s = _Seq(_located(n, errors, where) for n in node.value)
+        out_s.line, out_s.item_lines = line, [n.start_mark.line + 1 for n in node.value]
+        return out_s
+    return _constructor.construct_object(node, deep=True)
+
+
+class _Checker:
+    """Collects errors while turning located YAML into the zone model."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.errors: list[str] = []
+
+    def err(self, line: int, message: str) -> None:
+        self.errors.append(f"{self.where}:{line}: {message}")
+
+    def mapping(self, value: Any, line: int, what: str, required: set[str], optional: set[str]) -> _Map | None:
+        if not isinstance(value, _Map):
+            self.err(line, f"{what} must be a mapping of keys to values")
+            return None
+        allowed = required | optional
+        for key in value:
+            if key not in allowed:
+                self.err(value.key_lines[key], f"unknown key '{key}' in {what}; allowed: {', '.join(sorted(allowed))}")
+        for key in sorted(required - set(value)):
+            self.err(value.line, f"{what} is missing '{key}'")
+        return value
+
+    def lineof(self, m: _Map, key: str) -> int:
+        return m.key_lines.get(key, m.line)
+
+    def text(self, m: _Map, key: str, what: str, default: str | None = None, empty_ok: bool = False) -> str:
+        if key not in m:
+            return default or ""
+        value = m[key]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            self.err(self.lineof(m, key), f"{what} '{key}' must be text")
+            return default or ""
+        if not value.strip() and not empty_ok:
+            self.err(self.lineof(m, key), f"{what} '{key}' is empty")
+        return value.strip()
+
+    def integer(self, m: _Map, key: str, what: str, default: int, lo: int, hi: int) -> int:
+        if key not in m:
+            return default
+        value = m[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            self.err(self.lineof(m, key), f"{what} '{key}' must be a whole number from {lo} to {hi}, got {value!r}")
+            return default
+        return value
+
+    def number(self, m: _Map, key: str, what: str, default: float, lo: float, hi: float) -> float:
+        if key not in m:
+            return default
+        value = m[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+            self.err(self.lineof(m, key), f"{what} '{key}' must be a number from {lo} to {hi}, got {value!r}")
+            return default
+        return float(value)
+
+    def name(self, value: Any, line: int, what: str) -> str | None:
+        if not isinstance(value, str) or not value.strip():
+            self.err(line, f"{what} must be a domain name")
+            return None
+        try:
+            return names.normalize(value)
+        except NameError_ as exc:
+            self.err(line, f"{what} {value!r}: {exc}")
+            return None
+
+    def label(self, value: Any, line: int, what: str) -> str | None:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            self.err(line, f"{what} must be a DNS label (letters, digits, '-')")
+            return None
+        try:
+            low = names.check_label(value)
+        except NameError_ as exc:
+            self.err(line, f"{what}: {exc}")
+            return None
+        if low.startswith("_"):
+            self.err(line, f"{what} {value!r} may not start with '_' (reserved for service and cursor labels)")
+            return None
+        return low
+
+    def address(self, value: Any, line: int, what: str) -> str | None:
+        try:
+            return str(ipaddress.ip_address(str(value)))
+        except ValueError:
+            self.err(line, f"{what} {value!r} is not an IPv4 or IPv6 address")
+            return None
+
+    def seq(self, m: _Map, key: str, what: str) -> list[tuple[Any, int]]:
+        if key not in m or m[key] is None:
+            return []
+        value = m[key]
+        if not isinstance(value, _Seq):
+            self.err(self.lineof(m, key), f"'{key}' in {what} must be a list")
+            return []
+        return list(zip(value, value.item_lines))
+
+    def summary(self, value: Any, line: int, what: str) -> Summary:
+        m = self.mapping(value, line, what, {"description"}, {"keywords"})
+        if m is None:
+            return Summary()
+        desc = self.text(m, "description", what)
+        keywords = []
+        for kw, kline in self.seq(m, "keywords", what):
+            if not isinstance(kw, (str, int)) or isinstance(kw, bool) or not str(kw).strip():
+                self.err(kline, f"keyword in {what} must be non-empty text")
+            else:
+                keywords.append(str(kw).strip())
+        return Summary(desc, tuple(keywords))
+
+    def nameservers(self, m: _Map, what: str, bailiwick: str | None) -> tuple[NameServer, ...]:
+        """Name servers with addresses; in-bailiwick names need an address (glue)."""
+        out = []
+        items = self.seq(m, "nameservers", what)
+        if not items:
+            need = "glue: a name server name and its address" if bailiwick else "a name server name and its address"
+            self.err(self.lineof(m, "nameservers"), f"{what} has no name servers; it needs at least one, with {need}")
+        seen = set()
+        for item, line in items:
+            ns = self.mapping(item, line, f"name server of {what}", {"name", "address"}, set())
+            if ns is None or "name" not in ns or "address" not in ns:
+                continue
+            name = self.name(ns["name"], self.lineof(ns, "name"), "name server name")
+            addr = self.address(ns["address"], self.lineof(ns, "address"), "name server address")
+            if name and bailiwick and not names.is_subdomain(name, bailiwick):
+                self.err(self.lineof(ns, "name"),
+                         f"glue for {name} is outside the bailiwick of {bailiwick}: a delegation's name "
+                         f"servers must be named inside {bailiwick} so that their addresses can be served as glue")
+                continue
+            if name and addr:
+                if (name, addr) in seen:
+                    self.err(line, f"duplicate name server {name} {addr}")
+                seen.add((name, addr))
+                out.append(NameServer(name, addr))
+        return tuple(out)
+
+
+ZONE_KEYS_REQUIRED = {"origin", "soa", "nameservers"}
+ZONE_KEYS_OPTIONAL = {"ttl", "summary", "settings", "children", "tools", "corpus_stats"}
+TOOL_KEYS_REQUIRED = {"label", "name", "service", "target", "port", "description"}
+TOOL_KEYS_OPTIONAL = {"transport", "priority", "weight", "endpoint", "parameters", "id"}
+
+
+def parse_zone(text: str, where: str = "<zone>") -> Zone:
+    """Parse and validate zone-file text; raise :class:`ZoneFileError` listing every problem."""
+    errors: list[str] = []
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ZoneFileError(f"{where}:{line}: bad YAML: {problem}") from None
+    if node is None:
+        raise ZoneFileError(f"{where}:1: the file is empty; a zone needs at least origin, soa and nameservers")
+    data = _located(node, errors, where)
+    c = _Checker(where)
+    c.errors.extend(errors)
+    top = c.mapping(data, 1, "the zone", ZONE_KEYS_REQUIRED, ZONE_KEYS_OPTIONAL)
+    if top is None:
+        raise ZoneFileError(c.errors)
+
+    origin = c.name(top.get("origin"), c.lineof(top, "origin"), "origin") if "origin" in top else None
+    if origin == ".":
+        c.err(c.lineof(top, "origin"), "origin may not be the DNS root")
+        origin = None
+    zone_origin = origin or "invalid."
+
+    ttl = c.integer(top, "ttl", "zone", 3600, 0, 2**31 - 1)
+    soa = _soa(c, top, zone_origin)
+    own_ns = c.nameservers(top, "the zone", None) if "nameservers" in top else ()
+    summary = c.summary(top["summary"], c.lineof(top, "summary"), "summary") if "summary" in top else Summary()
+    settings = _settings(c, top)
+    children = _children(c, top, zone_origin)
+    tools = _tools(c, top, zone_origin)
+    stats = _corpus_stats(c, top)
+    if c.errors:
+        raise ZoneFileError(c.errors)
+    return Zone(origin=zone_origin, soa=soa, nameservers=own_ns, ttl=ttl, summary=summary,
+                children=children, tools=tools, settings=settings, corpus_stats=stats, source=where)
+
+
+def load_zone(path: str | os.PathLike) -> Zone:
+    """Read and validate one zone file."""
+    where = os.fspath(path)
+    try:
+        with open(where, encoding="utf-8") as fh:
+            text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise ZoneFileError(f"{where}:1: the file is not UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise ZoneFileError(f"{where}:0: cannot read: {exc.strerror}") from None
+    return parse_zone(text, where)
+
+
+def _soa(c: _Checker, top: _Map, origin: str) -> SOA:
+    if "soa" not in top:
+        return SOA(f"ns1.{origin}", f"hostmaster.{origin}", 1)
+    m = c.mapping(top["soa"], c.lineof(top, "soa"), "soa", {"serial"},
+                  {"contact", "mname", "refresh", "retry", "expire", "minimum"})
+    if m is None:
+        return SOA(f"ns1.{origin}", f"hostmaster.{origin}", 1)
+    contact = c.text(m, "contact", "soa", default=f"hostmaster@{origin.rstrip('.')}")
+    # RFC 1035 RNAME: the mailbox with '@' turned into '.', dots in the local part escaped.
+    local, _, domain = contact.partition("@")
+    rname_text = f"{local.replace('.', chr(92) + '.')}.{domain}" if domain else contact
+    rname = rname_text if rname_text.endswith(".") else rname_text + "."
+    mname = c.name(m["mname"], c.lineof(m, "mname"), "soa mname") if "mname" in m else None
+    return SOA(
+        mname=mname or (f"ns1.{origin}"),
+        rname=rname,
+        serial=c.integer(m, "serial", "soa", 1, 0, 2**32 - 1),
+        refresh=c.integer(m, "refresh", "soa", 3600, 0, 2**31 - 1),
+        retry=c.integer(m, "retry", "soa", 600, 0, 2**31 - 1),
+        expire=c.integer(m, "expire", "soa", 604800, 0, 2**31 - 1),
+        minimum=c.integer(m, "minimum", "soa", 300, 0, 2**31 - 1),
+    )
+
+
+def _settings(c: _Checker, top: _Map) -> Settings:
+    if "settings" not in top:
+        return Settings()
+    m = c.mapping(top["settings"], c.lineof(top, "settings"), "settings", set(),
+                  {"scorer", "scorer_options", "prune_ratio", "max_k", "intent_ttl"})
+    if m is None:
+        return Settings()
+    from .scorers import scorer_names  # late: the LLM scorer registers itself on import
+
+    scorer = c.text(m, "scorer", "settings", default="bm25")
+    if scorer not in scorer_names():
+        c.err(c.lineof(m, "scorer"), f"unknown scorer '{scorer}'; allowed: {', '.join(scorer_names())}")
+    options = m.get("scorer_options") or {}
+    if not isinstance(options, dict):
+        c.err(c.lineof(m, "scorer_options"), "scorer_options must be a mapping")
+        options = {}
+    return Settings(
+        scorer=scorer,
+        scorer_options=dict(options),
+        prune_ratio=c.number(m, "prune_ratio", "settings", 0.1, 0.0, 1.0),
+        max_k=c.integer(m, "max_k", "settings", 32, 1, 255),
+        intent_ttl=c.integer(m, "intent_ttl", "settings", 30, 0, 86400),
+    )
+
+
+def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
+    out: list[Delegation] = []
+    seen: dict[str, int] = {}
+    for item, line in c.seq(top, "children", "the zone"):
+        m = c.mapping(item, line, "child", {"label", "summary"}, {"kind", "nameservers"})
+        if m is None or "label" not in m:
+            continue
+        label = c.label(m["label"], c.lineof(m, "label"), "child label")
+        if label is None:
+            continue
+        if label in seen:
+            c.err(c.lineof(m, "label"), f"duplicate child label '{label}' (first at line {seen[label]})")
+            continue
+        seen[label] = c.lineof(m, "label")
+        kind = c.text(m, "kind", "child", default="functional").lower()
+        kind = "organisation" if kind == "organization" else kind
+        if kind not in KINDS:
+            c.err(c.lineof(m, "kind"), f"child kind '{kind}' is unknown; allowed: {', '.join(KINDS)}")
+        summary = c.summary(m["summary"], c.lineof(m, "summary"), f"summary of child '{label}'") if "summary" in m else Summary()
+        child_name = f"{label}.{origin}"
+        ns = c.nameservers(m, f"delegation to '{label}'", origin)
+        out.append(Delegation(label, child_name, kind, summary, ns))
+    return tuple(out)
+
+
+def _tools(c: _Checker, top: _Map, origin: str) -> tuple[Tool, ...]:
+    out: list[Tool] = []
+    seen: dict[tuple[str, str], int] = {}
+    for item, line in c.seq(top, "tools", "the zone"):
+        m = c.mapping(item, line, "tool", TOOL_KEYS_REQUIRED, TOOL_KEYS_OPTIONAL)
+        if m is None or "label" not in m:
+            continue
+        label = c.label(m["label"], c.lineof(m, "label"), "tool label")
+        what = f"tool '{label or m.get('label')}'"
+        service = c.text(m, "service", what).lower()
+        if service and (service not in names.SERVICES or service == names.ANY_SERVICE):
+            allowed = sorted(names.SERVICES - {names.ANY_SERVICE})
+            c.err(c.lineof(m, "service"), f"{what}: unknown service '{service}'; allowed: {', '.join(allowed)}")
+        transport = c.text(m, "transport", what, default="tcp").lower()
+        if transport not in names.TRANSPORTS:
+            c.err(c.lineof(m, "transport"), f"{what}: unknown transport '{transport}'; allowed: {', '.join(sorted(names.TRANSPORTS))}")
+        if label and (service, label) in seen:
+            c.err(c.lineof(m, "label"), f"duplicate tool label '{label}' for service {service} (first at line {seen[(service, label)]})")
+            continue
+        if label:
+            seen[(service, label)] = c.lineof(m, "label")
+        target = c.name(m.get("target"), c.lineof(m, "target"), f"{what} target") if "target" in m else None
+        params = []
+        for p, pline in c.seq(m, "parameters", what):
+            pm = c.mapping(p, pline, f"parameter of {what}", {"name"}, {"type", "description", "required"})
+            if pm is None or "name" not in pm:
+                continue
+            required = pm.get("required", False)
+            if not isinstance(required, bool):
+                c.err(c.lineof(pm, "required"), f"parameter 'required' must be true or false, got {required!r}")
+                required = False
+            params.append(Parameter(c.text(pm, "name", "parameter"), c.text(pm, "type", "parameter", default="string"),
+                                    c.text(pm, "description", "parameter", empty_ok=True), required))
+        tool = Tool(
+            label=label or "invalid", name=c.text(m, "name", what), service=service, target=target or ".",
+            port=c.integer(m, "port", what, 0, 0, 65535), description=c.text(m, "description", what),
+            transport=transport, priority=c.integer(m, "priority", what, 10, 0, 65535),
+            weight=c.integer(m, "weight", what, 100, 0, 65535), endpoint=c.text(m, "endpoint", what, empty_ok=True),
+            parameters=tuple(params), id=c.text(m, "id", what, empty_ok=True),
+        )
+        if label:
+            try:
+                names.normalize(tool.owner(origin))
+            except NameError_ as exc:
+                c.err(c.lineof(m, "label"), f"{what}: its name {tool.owner(origin)} is too long: {exc}")
+        out.append(tool)
+    return tuple(out)
+
+
+def _corpus_stats(c: _Checker, top: _Map) -> CorpusStats | None:
+    if "corpus_stats" not in top:
+        return None
+    m = c.mapping(top["corpus_stats"], c.lineof(top, "corpus_stats"), "corpus_stats", {"n_docs", "avgdl", "df"}, set())
+    if m is None:
+        return None
+    df = m.get("df")
+    if not isinstance(df, dict) or not all(isinstance(v, int) and v > 0 for v in df.values()):
+        c.err(c.lineof(m, "df"), "corpus_stats 'df' must map terms to positive whole numbers")
+        df = {}
+    return CorpusStats(c.integer(m, "n_docs", "corpus_stats", 1, 1, 2**31 - 1),
+                       c.number(m, "avgdl", "corpus_stats", 1.0, 0.0, 1e9), {str(k): v for k, v in df.items()})
