@@ -10,7 +10,9 @@ leaves in different zones give scores comparable enough to merge. The formula is
                                                                    zone of one or two documents
                                                                    still ranks (BM25Okapi's idf
                                                                    is 0 there)
-    score(d, q) = sum over t in q: idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl))
+    score(d, q) = sum over t in q: idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl))
+
+(Lucene 8+ drops the constant factor k1 + 1 of the classic numerator; rankings are the same.)
 
 With :class:`CorpusStats` given, N, avgdl and df come from it (a term it lacks falls back to the
 local df), so the same document scores the same in every zone that holds it.
@@ -74,7 +76,7 @@ class BM25:
                 df = (stats.df.get(term) if stats else None) or local.df[term]
                 # max(): a df carried from outside may exceed a stale N; idf must stay positive.
                 idf = math.log(1 + (max(n_docs, df) - df + 0.5) / (df + 0.5))
-                postings.setdefault(term, []).append((i, idf * tf * (k1 + 1) / (tf + norm)))
+                postings.setdefault(term, []).append((i, idf * tf / (tf + norm)))
         self._postings = postings
 
     def scores_tokens(self, query_tokens: Sequence[str]) -> list[float]:

@@ -1,0 +1,71 @@
+"""Shared fixtures: real servers on loopback, each test tree on its own 127.x.y.0/24 addresses."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import re
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from tooldns.serve import TreeThread
+
+ROOT = Path(__file__).resolve().parent.parent
+ZONES = ROOT / "zones"
+_subnets = itertools.count(random.Random(os.getpid()).randrange(1, 200))
+
+
+def fresh_subnet() -> str:
+    """A 127.A.B prefix no other test in this run uses."""
+    n = next(_subnets)
+    return f"127.{(n // 250) % 250 + 1}.{n % 250 + 1}"
+
+
+def free_port(address: str) -> int:
+    """A port free for both UDP and TCP on *address*."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            u.bind((address, 0))
+            port = u.getsockname()[1]
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+                try:
+                    t.bind((address, port))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError("no free port")
+
+
+def copy_tree(src: Path, dst: Path, subnet: str) -> Path:
+    """Copy zone files, moving every 127.0.0.N address to subnet.N."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.glob("*.yaml"):
+        text = re.sub(r"127\.0\.0\.(\d+)", lambda m: f"{subnet}.{m.group(1)}", f.read_text(encoding="utf-8"))
+        (dst / f.name).write_text(text, encoding="utf-8")
+    return dst
+
+
+@pytest.fixture
+def demo_dir(tmp_path) -> Path:
+    return copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+
+
+def start_tree(zonedir: Path, **kwargs) -> TreeThread:
+    first = next(iter(re.findall(r"address: (127\.\d+\.\d+)\.\d+", (zonedir / next(zonedir.glob('*.yaml')).name).read_text())))
+    port = free_port(first + ".1")
+    return TreeThread(zonedir, port, watch_interval=0.2, **kwargs).start()
+
+
+@pytest.fixture
+def demo_tree(demo_dir):
+    tree = start_tree(demo_dir)
+    yield tree
+    tree.stop()
+
+
+def dig_path() -> str | None:
+    return shutil.which("dig")

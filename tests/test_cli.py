@@ -1,0 +1,111 @@
+"""The command lines, as users run them: tooldns-resolve and tooldns."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from resolver_client.cli import main as resolve_main
+from tooldns.cli import main as tooldns_main
+
+from conftest import copy_tree, fresh_subnet, free_port, ZONES
+
+
+def root_arg(tree):
+    address, port = tree.root()
+    return f"{address}:{port}"
+
+
+def test_resolve_table(demo_tree, capsys):
+    assert resolve_main(["historical weather Hong Kong", "--root", root_arg(demo_tree)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:3] == ["#", "score", "name"]
+    assert "hko.weather.tools." in out and ";; " in out and "queries" in out
+
+
+def test_resolve_json(demo_tree, capsys):
+    assert resolve_main(["send a slack message", "--root", root_arg(demo_tree), "--json", "--k", "2"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    tool = data["tools"][0]
+    assert {"name", "service", "target", "port", "zone", "score"} <= set(tool)
+    assert {"queries", "bytes_sent", "bytes_received", "packets", "ms"} <= set(data["stats"])
+
+
+def test_resolve_trace_like_dig(demo_tree, capsys):
+    assert resolve_main(["typhoon warning", "--root", root_arg(demo_tree), "--trace", "--trust", "hko"]) == 0
+    out = capsys.readouterr().out
+    assert ";; hop 1: " in out and "_any._tcp._tools. SRV -> NOERROR" in out
+    assert "referral 1. weather.tools." in out
+    assert "tool 1. HKO Weather Warning Summary" in out
+
+
+def test_resolve_service_and_trust_flags(demo_tree, capsys):
+    code = resolve_main(["Hong Kong Observatory warnings", "--root", root_arg(demo_tree), "--trust", "", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert all(not t["zone"].startswith("hko.") for t in data["tools"])
+    assert code in (0, 1)
+    assert resolve_main(["pull requests", "--root", root_arg(demo_tree), "--service", "mcp", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tools"] and all(t["service"] == "mcp" for t in data["tools"])
+
+
+def test_resolve_errors(capsys):
+    port = free_port("127.0.0.1")
+    assert resolve_main(["weather", "--root", f"127.0.0.1:{port}", "--timeout", "0.3"]) == 3
+    assert "no root name server answered" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        resolve_main(["weather", "--k", "0"])
+    assert info.value.code == 2
+    assert resolve_main(["weather", "--service", "gopher"]) == 3
+
+
+def test_check_reports_errors(tmp_path, capsys):
+    d = copy_tree(ZONES, tmp_path / "z", "127.0.0")
+    assert tooldns_main(["check", str(d)]) == 0
+    assert "25 zones" in capsys.readouterr().out
+    bad = d / "history.weather.tools.yaml"
+    bad.write_text(bad.read_text().replace("service: http", "service: gopher", 1))
+    assert tooldns_main(["check", str(d)]) == 1
+    err = capsys.readouterr().err
+    assert "history.weather.tools.yaml:" in err and "unknown service 'gopher'" in err
+
+
+def test_serve_starts_prints_and_stops_on_ctrl_c(tmp_path):
+    subnet = fresh_subnet()
+    d = copy_tree(ZONES, tmp_path / "z", subnet)
+    port = free_port(subnet + ".1")
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(d), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if "Ctrl-C" in line or not line:
+                break
+        text = "".join(lines)
+        assert f"{subnet}.1 " in text
+        assert "hko.weather.tools." in text
+        from resolver_client import Resolver
+        with Resolver(root=(f"{subnet}.1", port), timeout=2) as r:
+            assert r.resolve("historical weather Hong Kong").tools
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0
+        assert "stopped" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_serve_refuses_broken_tree(tmp_path):
+    d = copy_tree(ZONES, tmp_path / "z", fresh_subnet())
+    (d / "maps.tools.yaml").write_text("origin: maps.tools.\nsoa: {serial: 1}\nnameservers: []\nbogus: 1\n")
+    out = subprocess.run([sys.executable, "-m", "tooldns.cli", "serve", str(d), "--port", "0"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1
+    assert "maps.tools.yaml:4: unknown key 'bogus'" in out.stderr

@@ -1,0 +1,219 @@
+"""Real servers on loopback, real DNS over UDP and TCP, the real resolver library."""
+
+import asyncio
+import logging
+import re
+import socket
+import struct
+import time
+
+import pytest
+from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
+
+from resolver_client import AsyncResolver, Resolver
+from tooldns.intent import INTENT_OPTION_CODE, encode_intent
+
+from conftest import copy_tree, fresh_subnet, start_tree, ZONES
+
+
+def resolver_for(tree, **kwargs) -> Resolver:
+    return Resolver(root=tree.root(), timeout=2.0, **kwargs)
+
+
+def test_resolve_over_udp(demo_tree):
+    with resolver_for(demo_tree, cache=False) as r:
+        res = r.resolve("historical weather records for Hong Kong", k=3)
+    assert res.tools, res.trace
+    top = res.tools[0]
+    assert top.zone in ("hko.weather.tools.", "history.weather.tools.")
+    assert top.path[0] == "tools." and top.path[-1] == top.zone
+    assert top.score and top.score > 0 and top.endpoint.startswith("https://")
+    scores = [t.score for t in res.tools]
+    assert scores == sorted(scores, reverse=True)
+    s = res.stats
+    assert s.queries >= 3 and s.bytes_sent > 0 and s.bytes_received > s.bytes_sent and s.packets >= 2 * s.queries
+    assert all(h.rcode == "NOERROR" for h in res.trace)
+
+
+def test_different_intents_reach_different_domains(demo_tree):
+    with resolver_for(demo_tree) as r:
+        slack = r.resolve("post a message to a Slack channel", k=2).tools[0]
+        arxiv = r.resolve("search arXiv preprints", k=2).tools[0]
+        mcp = r.resolve("GitHub pull requests", k=2, service="mcp").tools
+    assert slack.zone == "chat.comms.tools." and "Slack" in slack.name
+    assert arxiv.name == "arXiv API"
+    assert mcp and all(t.service == "mcp" for t in mcp) and mcp[0].name == "GitHub MCP Server"
+
+
+def test_chinese_intent_end_to_end(demo_tree):
+    with resolver_for(demo_tree) as r:
+        res = r.resolve("香港天文台历史气候数据", k=3)
+    assert res.tools and res.tools[0].zone == "hko.weather.tools."
+    assert res.tools[0].name == "HKO Historical Climate Data"
+
+
+def test_async_resolver_same_answer(demo_tree):
+    with resolver_for(demo_tree, cache=False) as r:
+        sync = r.resolve("weather forecast for tomorrow", k=3)
+    res = asyncio.run(AsyncResolver(root=demo_tree.root(), timeout=2.0, cache=False)
+                      .resolve("weather forecast for tomorrow", k=3))
+    assert [t.key for t in res.tools] == [t.key for t in sync.tools]
+
+
+def test_truncation_then_tcp_retry(demo_tree):
+    with resolver_for(demo_tree, cache=False) as r:
+        res = r.resolve("create and edit documents: pdf, docx, xlsx, pptx, notes and files", k=8)
+    assert res.stats.tcp_retries >= 1
+    assert any(h.transport == "tcp" for h in res.trace)
+    assert len([t for t in res.tools if t.zone == "docs.productivity.tools."]) >= 5
+
+
+def test_tcp_several_queries_per_connection(demo_tree):
+    address, port = demo_tree.root()
+    with socket.create_connection((address, port), timeout=2) as sock:
+        for i in range(3):
+            q = DNSRecord.question("_any._tcp._tools.", "SRV")
+            q.add_ar(EDNS0(udp_len=1232, opts=[EDNSOption(INTENT_OPTION_CODE, encode_intent(f"weather {i}", 2))]))
+            wire = bytes(q.pack())
+            sock.sendall(struct.pack("!H", len(wire)) + wire)
+            length = struct.unpack("!H", sock.recv(2, socket.MSG_WAITALL))[0]
+            reply = DNSRecord.parse(sock.recv(length, socket.MSG_WAITALL))
+            assert reply.header.id == q.header.id and reply.header.rcode == RCODE.NOERROR
+            assert str(reply.auth[0].rname) == "weather.tools."
+
+
+def test_malformed_packets_do_not_stop_the_server(demo_tree):
+    address, port = demo_tree.root()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(2)
+        sock.sendto(b"\x12\x34" + b"\x00" * 4 + b"\xff" * 20, (address, port))  # garbage after a header
+        reply = DNSRecord.parse(sock.recv(4096))
+        assert reply.header.id == 0x1234 and reply.header.rcode == RCODE.FORMERR
+        sock.sendto(b"\x00", (address, port))  # not even a header: dropped, no reply
+        q = DNSRecord.question("tools.", "SOA")
+        sock.sendto(bytes(q.pack()), (address, port))
+        assert DNSRecord.parse(sock.recv(4096)).header.rcode == RCODE.NOERROR
+
+
+def _two_server_tree(tmp_path):
+    """The demo tree with weather.tools. served by two name servers (.2 and .102)."""
+    import yaml
+
+    subnet = fresh_subnet()
+    d = copy_tree(ZONES, tmp_path / "zones2", subnet)
+    extra = {"name": "ns2.weather.tools.", "address": f"{subnet}.102"}
+    weather = yaml.safe_load((d / "weather.tools.yaml").read_text())
+    weather["nameservers"].append(extra)
+    (d / "weather.tools.yaml").write_text(yaml.safe_dump(weather, allow_unicode=True))
+    root = yaml.safe_load((d / "tools.yaml").read_text())
+    next(c for c in root["children"] if c["label"] == "weather")["nameservers"].append(extra)
+    (d / "tools.yaml").write_text(yaml.safe_dump(root, allow_unicode=True))
+    return d, subnet
+
+
+def test_server_killed_mid_walk_uses_other_server(tmp_path):
+    d, subnet = _two_server_tree(tmp_path)
+    tree = start_tree(d)
+    try:
+        with resolver_for(tree, cache=False) as r:
+            before = r.resolve("historical weather archive", k=2)
+            tree.call(tree.tree.stop_server("weather.tools.", f"{subnet}.2"))
+            after = r.resolve("historical weather archive", k=2)
+    finally:
+        tree.stop()
+    assert [t.key for t in after.tools] == [t.key for t in before.tools]
+    weather_hops = [h for h in after.trace if h.zone == "weather.tools."]
+    assert weather_hops[0].server.startswith(f"{subnet}.2:") and weather_hops[0].rcode != "NOERROR"
+    assert weather_hops[-1].server.startswith(f"{subnet}.102:") and weather_hops[-1].rcode == "NOERROR"
+
+
+def _wait_for(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+NEW_TOOL = """\
+- label: knmi-archive
+  name: KNMI Daily Weather Archive
+  service: http
+  target: www.daggegevens.knmi.nl.
+  port: 443
+  description: Daily weather observations of Dutch stations from the Royal Netherlands Meteorological Institute, zeppelin test marker.
+  endpoint: https://www.daggegevens.knmi.nl/klimatologie/daggegevens
+"""
+
+
+def test_live_edit_add_change_remove_and_broken(demo_dir, caplog):
+    tree = start_tree(demo_dir)
+    path = demo_dir / "history.weather.tools.yaml"
+    original = path.read_text()
+    others = {s.path: s.index for s in tree.tree.stores if not s.path.endswith("history.weather.tools.yaml")}
+    try:
+        with resolver_for(tree, cache=False) as r:
+            def found(name):
+                return any(t.name == name for t in r.resolve("historical weather zeppelin", k=3).tools)
+
+            assert not found("KNMI Daily Weather Archive")
+            path.write_text(original.replace("tools:\n", "tools:\n" + NEW_TOOL, 1))
+            assert _wait_for(lambda: found("KNMI Daily Weather Archive"), 3.0), "added tool not served"
+            path.write_text(original.replace("tools:\n", "tools:\n" + NEW_TOOL.replace("KNMI Daily", "KNMI Daily Renamed"), 1))
+            assert _wait_for(lambda: found("KNMI Daily Renamed Weather Archive"), 3.0), "changed tool not served"
+            # a broken edit is refused; the last good version keeps serving
+            with caplog.at_level(logging.ERROR, logger="tooldns.zonestore"):
+                path.write_text(original.replace("tools:\n", "tools:\n- label: broken\n  port: nope\n", 1))
+                assert _wait_for(lambda: "kept the last good version" in caplog.text, 3.0)
+            assert re.search(r"history\.weather\.tools\.yaml:\d+: ", caplog.text)
+            assert found("KNMI Daily Renamed Weather Archive")
+            path.write_text(original)
+            assert _wait_for(lambda: not found("KNMI Daily Renamed Weather Archive"), 3.0), "removed tool still served"
+        # no other zone was reloaded
+        assert all(s.index is others[s.path] for s in tree.tree.stores if s.path in others)
+    finally:
+        tree.stop()
+
+
+def test_trust_filtering_end_to_end(demo_tree):
+    with resolver_for(demo_tree, cache=False) as r:
+        open_ = r.resolve("Hong Kong Observatory weather warnings", k=3)
+        none = r.resolve("Hong Kong Observatory weather warnings", k=3, trust=[])
+        hko = r.resolve("Hong Kong Observatory weather warnings", k=3, trust=["hko"])
+        excl = r.resolve("Hong Kong Observatory weather warnings", k=3, exclude=["hko"])
+    assert any(t.zone == "hko.weather.tools." for t in open_.tools)
+    assert not any(t.zone.endswith(("hko.weather.tools.", "noaa.weather.tools.")) for t in none.tools)
+    assert any(t.zone == "hko.weather.tools." for t in hko.tools)
+    assert not any(t.zone == "hko.weather.tools." for t in excl.tools)
+
+
+def test_client_cache_honours_ttl(demo_tree):
+    from resolver_client import ReplyCache
+
+    now = [0.0]
+    cache = ReplyCache(clock=lambda: now[0])
+    with resolver_for(demo_tree, cache=cache) as r:
+        first = r.resolve("weather forecast for tomorrow", k=2)
+        second = r.resolve("weather forecast for tomorrow", k=2)
+        other_k = r.resolve("weather forecast for tomorrow", k=1)
+        now[0] += 31  # past the 30 s the servers allow for intent-ranked answers
+        third = r.resolve("weather forecast for tomorrow", k=2)
+    assert first.stats.queries > 0 and first.stats.cache_hits == 0
+    assert second.stats.queries == 0 and second.stats.cache_hits == first.stats.queries
+    assert [t.key for t in second.tools] == [t.key for t in first.tools]
+    assert other_k.stats.queries > 0  # K is part of the key
+    assert third.stats.queries == first.stats.queries
+
+
+def test_rejected_intent_raises(demo_tree):
+    """A malformed option reaches a real server; its FORMERR text reaches the caller."""
+    from resolver_client import IntentRejected, transport
+    from resolver_client.walk import Walk
+
+    walk = Walk("weather", root=[demo_tree.root()])
+    [q] = walk.start()
+    q.wire = q.wire.replace(encode_intent("weather", 3), b"\x00\x00\x06\x03weather")
+    walk.take(q, transport.udp(q.wire, *q.server, 2.0))
+    with pytest.raises(IntentRejected, match="says 6 bytes but 7 follow"):
+        walk.result()

@@ -1,0 +1,85 @@
+"""Scorers: BM25 agrees with bm25s (Lucene variant), ranks tiny corpora, registry by name."""
+
+import pytest
+
+from tooldns.bm25 import BM25, CorpusStats
+from tooldns.exceptions import ScorerError
+from tooldns.scorers import make_scorer, scorer_names
+from tooldns.tokenize import tokenize
+
+DOCS = [
+    "Historical weather archive: past temperature and rainfall observations",
+    "Weather forecast for tomorrow and the next week",
+    "Stock market quotes and exchange rates",
+    "Send a message to a Slack channel",
+    "Geocode an address into coordinates, weather of the place not included",
+]
+
+
+def test_matches_bm25s_lucene():
+    bm25s = pytest.importorskip("bm25s")
+    tokens = [tokenize(d) for d in DOCS]
+    ref = bm25s.BM25(method="lucene", k1=1.5, b=0.75)
+    ref.index(tokens, show_progress=False)
+    ours = BM25(tokens=tokens, k1=1.5, b=0.75)
+    for query in ["historical weather", "weather", "slack message", "exchange rates stock", "nothing matches"]:
+        q = tokenize(query)
+        expected = list(ref.get_scores(q))
+        assert ours.scores_tokens(q) == pytest.approx(expected, rel=1e-5, abs=1e-6), query
+
+
+@pytest.mark.parametrize("docs", [["weather forecast"], ["weather forecast", "stock quotes"]])
+def test_tiny_corpora_still_rank(docs):
+    # rank_bm25's BM25Okapi scores everything 0 on two documents; this idf never does
+    s = make_scorer("bm25", docs)
+    items = s.rank("weather", 2).items
+    assert items[0] == (0, pytest.approx(items[0][1]))
+    assert items[0][1] > 0
+    if len(docs) == 2:
+        assert items[1][1] == 0
+
+
+def test_rank_orders_and_truncates():
+    s = make_scorer("bm25", DOCS)
+    items = s.rank("weather forecast tomorrow", 2).items
+    assert [i for i, _ in items] == [1, 0] or [i for i, _ in items][0] == 1
+    assert len(items) == 2 and items[0][1] >= items[1][1]
+
+
+def test_global_stats_make_scores_comparable():
+    """The same document scores the same in two zones when both carry the corpus statistics."""
+    all_tokens = [tokenize(d) for d in DOCS]
+    stats = CorpusStats.from_tokens(all_tokens)
+    zone_a = BM25(DOCS[:2], stats=stats)
+    zone_b = BM25(DOCS[1:], stats=stats)
+    flat = BM25(DOCS)
+    q = "weather forecast"
+    assert zone_a.scores(q)[1] == pytest.approx(zone_b.scores(q)[0])
+    assert zone_a.scores(q)[1] == pytest.approx(flat.scores(q)[1])
+    # without the shared statistics they differ
+    assert BM25(DOCS[:2]).scores(q)[1] != pytest.approx(BM25(DOCS[1:]).scores(q)[0])
+
+
+def test_restricted_stats_keep_only_needed_terms():
+    stats = CorpusStats.from_tokens([tokenize(d) for d in DOCS])
+    small = stats.restricted({"weather", "nope"})
+    assert small.df == {"weather": stats.df["weather"]} and small.n_docs == len(DOCS)
+
+
+def test_unknown_scorer_lists_valid_names():
+    with pytest.raises(ScorerError, match="valid names: .*bm25"):
+        make_scorer("tfidf", DOCS)
+    assert "bm25" in scorer_names()
+
+
+def test_bad_options():
+    with pytest.raises(ScorerError):
+        make_scorer("bm25", DOCS, k1=-1)
+    with pytest.raises(ScorerError):
+        make_scorer("bm25", DOCS, colour="red")
+
+
+def test_tokenizer_scripts():
+    assert tokenize("getHistoricalWeather for Hong Kong") == ["get", "historical", "weather", "hong", "kong"]
+    assert tokenize("香港历史天气") == ["香港", "港历", "历史", "史天", "天气"]
+    assert tokenize("天 weather_forecasts") == ["天", "weather", "forecast"]

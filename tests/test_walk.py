@@ -1,0 +1,176 @@
+"""The walk as a pure state machine, driven with hand-made dnspython messages (no sockets)."""
+
+import dns.edns
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
+import pytest
+
+from resolver_client import IntentRejected, NoServersReachable, Walk
+from tooldns.intent import INTENT_OPTION_CODE, META_OPTION_CODE, decode_intent, encode_meta
+from tooldns.metadata import encode_pairs
+
+ROOT = [("127.0.0.1", 5300), ("127.0.0.99", 5300)]
+
+
+def txt(owner, pairs):
+    strings = " ".join('"%s"' % s.decode() for s in encode_pairs(pairs))
+    return dns.rrset.from_text(owner, 0, "IN", "TXT", strings)
+
+
+def referral(q, children, rcode=dns.rcode.NOERROR):
+    """children: (zone, address, rank, score, kind)"""
+    r = dns.message.make_response(q.message)
+    r.flags &= ~dns.flags.AA
+    r.set_rcode(rcode)
+    for zone, address, rank, score, kind in children:
+        r.authority.append(dns.rrset.from_text(zone, 3600, "IN", "NS", f"ns1.{zone}"))
+        r.additional.append(txt(zone, [("rank", rank), ("score", score), ("kind", kind)]))
+        r.additional.append(dns.rrset.from_text(f"ns1.{zone}", 3600, "IN", "A", address))
+    r.use_edns(0, 0, 1232, options=[dns.edns.GenericOption(META_OPTION_CODE, encode_meta(0, 30, "bm25"))])
+    return r.to_wire()
+
+
+def answer(q, tools):
+    """tools: (label, target, port, rank, score, name)"""
+    r = dns.message.make_response(q.message)
+    r.flags |= dns.flags.AA
+    owner = q.qname
+    for label, target, port, rank, score, name in tools:
+        r.answer.append(dns.rrset.from_text(owner, 0, "IN", "SRV", f"{rank} 100 {port} {target}"))
+        r.additional.append(txt(f"{label}._http._tcp.{q.zone}", [("rank", rank), ("score", score), ("name", name),
+                                                                   ("service", "http"), ("desc", name + " tool")]))
+    return r.to_wire()
+
+
+def test_start_query_is_iterative_with_intent():
+    walk = Walk("historical weather 香港", k=4, root=ROOT)
+    [q] = walk.start()
+    assert q.qname == "_any._tcp._tools." and q.server == ROOT[0]
+    assert not (q.message.flags & dns.flags.RD)
+    opt = [o for o in q.message.options if o.otype == INTENT_OPTION_CODE][0]
+    intent = decode_intent(opt.to_wire())
+    assert intent.text == "historical weather 香港" and intent.k == 4
+
+
+def test_referral_moves_cursor_down_through_glue():
+    walk = Walk("weather", k=2, root=ROOT)
+    [q] = walk.start()
+    nxt = walk.take(q, referral(q, [("weather.tools.", "127.0.0.2", 1, 3.5, "functional"),
+                                    ("maps.tools.", "127.0.0.7", 2, 1.0, "functional")]))
+    assert [(n.qname, n.servers, n.depth) for n in nxt] == [
+        ("_any._tcp._weather.tools.", [("127.0.0.2", 5300)], 1),
+        ("_any._tcp._maps.tools.", [("127.0.0.7", 5300)], 1),
+    ]
+    assert nxt[0].path == ("tools.", "weather.tools.")
+    hop = walk.trace[0]
+    assert [(r.zone, r.rank, r.score) for r in hop.referrals] == [("weather.tools.", 1, 3.5), ("maps.tools.", 2, 1.0)]
+
+
+def test_self_entry_asks_expanded_name_of_same_zone():
+    walk = Walk("weather", root=ROOT)
+    [q] = walk.start()
+    [w] = walk.take(q, referral(q, [("weather.tools.", "127.0.0.2", 1, 2.0, "functional")]))
+    [s] = walk.take(w, referral(w, [("weather.tools.", "127.0.0.2", 1, 2.0, "self")]))
+    assert s.qname == "_any._tcp.weather.tools." and s.depth == 1
+
+
+def test_answers_merge_best_first():
+    walk = Walk("weather", root=ROOT)
+    [q] = walk.start()
+    a, b = walk.take(q, referral(q, [("history.tools.", "127.0.0.4", 1, 2.0, "functional"),
+                                     ("forecast.tools.", "127.0.0.3", 2, 1.0, "functional")]))
+    assert walk.take(b, answer(b, [("f1", "f1.example.", 443, 1, 0.5, "F1"), ("f2", "f2.example.", 80, 2, 0.2, "F2")])) == []
+    assert walk.take(a, answer(a, [("h1", "h1.example.", 443, 1, 0.9, "H1")])) == []
+    res = walk.result()
+    assert [(t.name, t.score, t.zone) for t in res.tools] == [
+        ("H1", 0.9, "history.tools."), ("F1", 0.5, "forecast.tools."), ("F2", 0.2, "forecast.tools.")]
+    assert res.tools[2].port == 80 and res.tools[2].target == "f2.example."
+    assert res.stats.queries == 3 and res.stats.nodes_visited == 3
+
+
+def test_trust_and_exclude():
+    children = [("hko.weather.tools.", "127.0.0.5", 1, 3.0, "organisation"),
+                ("noaa.weather.tools.", "127.0.0.6", 2, 2.0, "organisation"),
+                ("history.weather.tools.", "127.0.0.4", 3, 1.0, "functional")]
+    for trust, exclude, expected in [
+        (None, None, {"hko", "noaa", "history"}),
+        (["hko"], None, {"hko", "history"}),
+        ([], None, {"history"}),
+        (None, ["noaa"], {"hko", "history"}),
+        (["hko.weather.tools"], ["history"], {"hko"}),
+    ]:
+        walk = Walk("weather", root=ROOT, root_zone="weather.tools.", trust=trust, exclude=exclude)
+        [q] = walk.start()
+        nxt = walk.take(q, referral(q, children))
+        assert {n.zone.split(".")[0] for n in nxt} == expected, (trust, exclude)
+        why = {r.zone.split(".")[0]: r.why_not for r in walk.trace[0].referrals if not r.followed}
+        assert all(w in ("organisation not trusted", "excluded") for w in why.values())
+
+
+def test_out_of_bailiwick_referral_ignored():
+    walk = Walk("weather", root=ROOT, root_zone="weather.tools.")
+    [q] = walk.start()
+    assert walk.take(q, referral(q, [("evil.example.", "127.0.0.66", 1, 9.0, "functional")])) == []
+    assert walk.trace[0].referrals[0].why_not == "outside weather.tools."
+
+
+def test_truncated_reply_retries_over_tcp_same_server():
+    walk = Walk("weather", root=ROOT)
+    [q] = walk.start()
+    r = dns.message.make_response(q.message)
+    r.flags |= dns.flags.TC
+    [retry] = walk.take(q, r.to_wire())
+    assert retry.tcp and retry.server == q.server and walk.stats.tcp_retries == 1
+
+
+def test_timeout_and_mismatch_move_to_next_server():
+    walk = Walk("weather", root=ROOT)
+    [q] = walk.start()
+    [second] = walk.take(q, None, TimeoutError("no reply"))
+    assert second.server == ROOT[1] and walk.stats.timeouts == 1
+    other = dns.message.make_query("_any._tcp._tools.", "SRV")
+    bad = dns.message.make_response(other).to_wire()  # another ID
+    assert walk.take(second, bad) == []
+    with pytest.raises(NoServersReachable):
+        walk.result()
+
+
+def test_servfail_refused_next_server_then_error_recorded():
+    walk = Walk("weather", root=ROOT)
+    [q] = walk.start()
+    [w] = walk.take(q, referral(q, [("weather.tools.", "127.0.0.2", 1, 2.0, "functional")]))
+    r = dns.message.make_response(w.message)
+    r.set_rcode(dns.rcode.SERVFAIL)
+    assert walk.take(w, r.to_wire()) == []  # one server only
+    res = walk.result()
+    assert res.tools == [] and "weather.tools." in res.errors[0]
+
+
+def test_formerr_raises_intent_rejected_with_ede_text():
+    walk = Walk("weather", root=ROOT)
+    [q] = walk.start()
+    r = dns.message.make_response(q.message)
+    r.set_rcode(dns.rcode.FORMERR)
+    r.use_edns(0, 0, 1232, options=[dns.edns.EDEOption(dns.edns.EDECode.OTHER, "bad intent option: K is 0")])
+    assert walk.take(q, r.to_wire()) == []
+    with pytest.raises(IntentRejected, match="K is 0"):
+        walk.result()
+
+
+def test_depth_limit():
+    walk = Walk("weather", root=ROOT, max_depth=1)
+    [q] = walk.start()
+    [w] = walk.take(q, referral(q, [("weather.tools.", "127.0.0.2", 1, 2.0, "functional")]))
+    assert walk.take(w, referral(w, [("history.weather.tools.", "127.0.0.4", 1, 2.0, "functional")])) == []
+    assert walk.trace[-1].referrals[0].why_not == "depth limit"
+
+
+def test_bad_intent_rejected_before_sending():
+    from resolver_client import ResolverError
+    with pytest.raises(ResolverError, match="empty"):
+        Walk("   ", root=ROOT)
+    with pytest.raises(ResolverError, match="unknown service"):
+        Walk("x", root=ROOT, service="gopher")

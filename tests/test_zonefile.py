@@ -1,0 +1,166 @@
+"""Zone-file validation: one test per error class, each with the file:line a zone editor needs."""
+
+import textwrap
+
+import pytest
+
+from tooldns.exceptions import ZoneFileError
+from tooldns.zonefile import load_zone, parse_zone
+
+GOOD = textwrap.dedent("""\
+    origin: weather.tools.
+    soa:
+      contact: hostmaster@weather.tools
+      serial: 7
+    nameservers:
+      - name: ns1.weather.tools.
+        address: 127.0.0.2
+    summary:
+      description: Weather data
+    children:
+      - label: history
+        kind: functional
+        summary:
+          description: Past weather
+        nameservers:
+          - name: ns1.history.weather.tools.
+            address: 127.0.0.3
+    tools:
+      - label: wttr
+        name: wttr.in
+        service: http
+        target: wttr.in.
+        port: 443
+        description: Console weather
+""")
+
+
+def errors_of(text: str) -> list[str]:
+    with pytest.raises(ZoneFileError) as info:
+        parse_zone(text, "w.yaml")
+    return info.value.errors
+
+
+def one_error(text: str, line: int, *fragments: str) -> str:
+    errs = errors_of(text)
+    assert len(errs) == 1, errs
+    assert errs[0].startswith(f"w.yaml:{line}: "), errs[0]
+    for f in fragments:
+        assert f in errs[0], errs[0]
+    return errs[0]
+
+
+def test_good_zone_parses():
+    z = parse_zone(GOOD, "w.yaml")
+    assert z.origin == "weather.tools."
+    assert z.soa.serial == 7 and z.soa.rname == "hostmaster.weather.tools."
+    assert [c.name for c in z.children] == ["history.weather.tools."]
+    assert z.tools[0].owner(z.origin) == "wttr._http._tcp.weather.tools."
+
+
+def test_bad_yaml():
+    one_error(GOOD.replace("  serial: 7", "  serial: [7"), 5, "bad YAML")
+
+
+def test_unknown_key():
+    one_error(GOOD.replace("    port: 443", "    port: 443\n    colour: red"), 24, "unknown key 'colour'", "allowed:")
+
+
+def test_missing_field():
+    one_error(GOOD.replace("    port: 443\n", ""), 19, "tool is missing 'port'")
+
+
+def test_bad_label():
+    one_error(GOOD.replace("label: wttr", "label: -wttr"), 19, "tool label", "may not start or end with '-'")
+
+
+def test_underscore_label_reserved():
+    one_error(GOOD.replace("label: history", "label: _history"), 11, "reserved")
+
+
+def test_duplicate_label():
+    dup = GOOD + textwrap.indent(textwrap.dedent("""\
+        - label: wttr
+          name: again
+          service: http
+          target: wttr.in.
+          port: 80
+          description: Again
+    """), "  ")
+    one_error(dup, 25, "duplicate tool label 'wttr'", "first at line 19")
+
+
+def test_duplicate_yaml_key():
+    one_error(GOOD.replace("    port: 443", "    port: 443\n    port: 80"), 24, "duplicate key 'port'")
+
+
+def test_delegation_without_glue():
+    text = GOOD.replace("""    nameservers:
+      - name: ns1.history.weather.tools.
+        address: 127.0.0.3
+""", "")
+    one_error(text, 11, "delegation to 'history' has no name servers", "glue")
+
+
+def test_glue_without_address():
+    one_error(GOOD.replace("        address: 127.0.0.3\n", ""), 16, "is missing 'address'")
+
+
+def test_glue_outside_bailiwick():
+    one_error(GOOD.replace("ns1.history.weather.tools.", "ns1.example.org."), 16, "outside the bailiwick")
+
+
+def test_unknown_service():
+    one_error(GOOD.replace("service: http", "service: gopher"), 21, "unknown service 'gopher'", "allowed: a2a, http, mcp, skill")
+
+
+def test_bad_address():
+    one_error(GOOD.replace("address: 127.0.0.3", "address: 127.0.0.300"), 17, "not an IPv4 or IPv6 address")
+
+
+def test_bad_port():
+    one_error(GOOD.replace("port: 443", "port: 70000"), 23, "from 0 to 65535")
+
+
+def test_bad_kind():
+    one_error(GOOD.replace("kind: functional", "kind: company"), 12, "allowed: functional, organisation")
+
+
+def test_organization_spelling_accepted():
+    assert parse_zone(GOOD.replace("kind: functional", "kind: organization"), "w.yaml").children[0].kind == "organisation"
+
+
+def test_empty_and_non_mapping():
+    assert "empty" in errors_of("")[0]
+    one_error("- just\n- a list\n", 1, "must be a mapping")
+
+
+def test_all_errors_reported_at_once():
+    text = GOOD.replace("service: http", "service: gopher").replace("port: 443", "port: -1")
+    assert len(errors_of(text)) == 2
+
+
+def test_load_zone_reports_path(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("origin: [x\n")
+    with pytest.raises(ZoneFileError, match=r"bad\.yaml:\d+: bad YAML"):
+        load_zone(p)
+    with pytest.raises(ZoneFileError, match="cannot read"):
+        load_zone(tmp_path / "missing.yaml")
+
+
+def test_shipped_tree_is_valid_and_big_enough():
+    from tooldns.serve import load_tree
+    from conftest import ZONES
+
+    stores = load_tree(ZONES)
+    zones = {s.index.origin: s.zone for s in stores}
+    tools = [t for z in zones.values() for t in z.tools]
+    assert "tools." in zones
+    assert len(zones["tools."].children) >= 6
+    assert max(len(o.split(".")) - 1 for o in zones) >= 3  # depth 3: tools. > weather.tools. > history.weather.tools.
+    assert len(tools) >= 60
+    assert {t.service for t in tools} == {"mcp", "a2a", "http", "skill"}
+    orgs = [c for z in zones.values() for c in z.children if c.kind == "organisation"]
+    parents = [z.origin for z in zones.values() if sum(c.kind == "organisation" for c in z.children) >= 2]
+    assert len(orgs) >= 2 and parents
