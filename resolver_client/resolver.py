@@ -1,8 +1,9 @@
 """The resolver library: sync and async shells around the I/O-free :class:`Walk`.
 
 Both share one base (configuration, cache, the walk) and differ only in how they send a query
-(after httpx's clients). The sync resolver sends the queries a referral fans out to from a thread
-pool, the async one with asyncio tasks; both process each reply as it arrives.
+(after httpx's clients). The sync resolver keeps the queries a referral fans out to in flight
+together on non-blocking sockets, the async one as asyncio tasks; both take each reply as it
+arrives.
 
     >>> from resolver_client import Resolver
     >>> res = Resolver(root="127.0.0.1:5300").resolve("historical weather Hong Kong", k=3)
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+import selectors
 
 from tooldns.intent import INTENT_OPTION_CODE
 from tooldns.names import ANY_SERVICE
@@ -66,30 +67,29 @@ class _BaseResolver:
                     exclude=list(exclude) if exclude else None,
                     max_depth=self.max_depth, max_queries=self.max_queries, intent_code=self.intent_code)
 
-    def _cached(self, q: Query) -> bytes | None:
+    def _cached(self, q: Query):
+        """A parsed reply for *q* from the cache, or None."""
         if self.cache is None or q.tcp:
             return None
-        wire = self.cache.get(q.cache_key)
-        return q.wire[:2] + wire[2:] if wire is not None else None
+        return self.cache.get(q.cache_key)
 
-    def _remember(self, q: Query, wire: bytes | None) -> None:
-        if self.cache is not None and wire is not None and q.cache_ttl > 0:
-            self.cache.put(q.cache_key, wire, q.cache_ttl)
+    def _remember(self, q: Query) -> None:
+        if self.cache is not None and q.response is not None and q.cache_ttl > 0:
+            self.cache.put(q.cache_key, q.response, q.cache_ttl)
 
 
 class Resolver(_BaseResolver):
-    """Blocking resolver; safe to share between threads."""
+    """Blocking resolver; one thread, the queries a referral fans out to in flight together.
 
-    def __init__(self, root=DEFAULT_ROOT, *, workers: int = 16, **kwargs) -> None:
-        super().__init__(root, **kwargs)
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tooldns-resolve")
+    UDP queries go out at once on non-blocking sockets and replies are taken as they arrive
+    (a selector, no threads); the rare TCP retry after truncation is a blocking exchange.
+    Safe to share between threads: each call has its own sockets.
+    """
 
-    def _exchange(self, q: Query) -> tuple[bytes | None, Exception | None, float]:
+    def _exchange_tcp(self, q: Query) -> tuple[bytes | None, Exception | None, float]:
         t0 = time.perf_counter()
-        address, port = q.server
         try:
-            send = transport.tcp if q.tcp else transport.udp
-            return send(q.wire, address, port, self.timeout), None, (time.perf_counter() - t0) * 1000
+            return transport.tcp(q.wire, *q.server, self.timeout), None, (time.perf_counter() - t0) * 1000
         except (OSError, TimeoutError) as exc:
             return None, exc, (time.perf_counter() - t0) * 1000
 
@@ -99,31 +99,68 @@ class Resolver(_BaseResolver):
         t0 = time.perf_counter()
         walk = self._walk(intent, k, service, trust, exclude)
         ready: deque[Query] = deque(walk.start())
-        inflight: dict = {}
-        while ready or inflight:
-            while ready:
-                q = ready.popleft()
-                hit = self._cached(q)
-                if hit is not None:
-                    ready.extend(walk.take(q, hit, cached=True))
-                elif not inflight and not ready:
-                    wire, err, ms = self._exchange(q)  # a lone query: no thread hop
-                    ready.extend(walk.take(q, wire, err, ms))
-                    self._remember(q, wire)
-                else:
-                    inflight[self._pool.submit(self._exchange, q)] = q
-            if inflight:
-                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
-                for future in done:
-                    q = inflight.pop(future)
-                    wire, err, ms = future.result()
-                    ready.extend(walk.take(q, wire, err, ms))
-                    self._remember(q, wire)
+        inflight: dict = {}  # socket -> (query, start time)
+        with selectors.DefaultSelector() as selector:
+            try:
+                while ready or inflight:
+                    while ready:
+                        q = ready.popleft()
+                        hit = self._cached(q)
+                        if hit is not None:
+                            ready.extend(walk.take(q, None, cached=hit))
+                        elif q.tcp:
+                            wire, err, ms = self._exchange_tcp(q)
+                            ready.extend(walk.take(q, wire, err, ms))
+                            self._remember(q)
+                        else:
+                            try:
+                                sock = transport.udp_send(q.wire, *q.server)
+                            except OSError as exc:
+                                ready.extend(walk.take(q, None, exc, 0.0))
+                                continue
+                            selector.register(sock, selectors.EVENT_READ)
+                            inflight[sock] = (q, time.perf_counter())
+                    if inflight:
+                        ready.extend(self._collect(walk, selector, inflight))
+            finally:
+                for sock in inflight:
+                    sock.close()
         walk.stats.ms = (time.perf_counter() - t0) * 1000
         return walk.result(top)
 
+    def _collect(self, walk: Walk, selector, inflight: dict) -> list[Query]:
+        """Wait for the next replies (or the next timeout); hand each outcome to the walk."""
+        now = time.perf_counter()
+        wait_for = max(0.0, min(started for _, started in inflight.values()) + self.timeout - now)
+        out: list[Query] = []
+        for key, _ in selector.select(wait_for):
+            sock = key.fileobj
+            q, started = inflight[sock]
+            ms = (time.perf_counter() - started) * 1000
+            try:
+                wire = transport.udp_recv(sock, q.wire)
+                if wire is None:
+                    continue  # a stray datagram: keep waiting for the real reply
+                err = None
+            except OSError as exc:  # ICMP port unreachable: the server is down
+                wire, err = None, exc
+            selector.unregister(sock)
+            sock.close()
+            del inflight[sock]
+            out.extend(walk.take(q, wire, err, ms))
+            self._remember(q)
+        now = time.perf_counter()
+        for sock, (q, started) in list(inflight.items()):
+            if now - started >= self.timeout:
+                selector.unregister(sock)
+                sock.close()
+                del inflight[sock]
+                out.extend(walk.take(q, None, TimeoutError(f"no UDP reply from {q.server[0]}:{q.server[1]} "
+                                                           f"within {self.timeout:g} s"), (now - started) * 1000))
+        return out
+
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        """Nothing to release (kept so that ``with Resolver() as r:`` reads naturally)."""
 
     def __enter__(self) -> "Resolver":
         return self
@@ -155,7 +192,7 @@ class AsyncResolver(_BaseResolver):
                 q = ready.popleft()
                 hit = self._cached(q)
                 if hit is not None:
-                    ready.extend(walk.take(q, hit, cached=True))
+                    ready.extend(walk.take(q, None, cached=hit))
                 else:
                     inflight[asyncio.ensure_future(self._exchange(q))] = q
             if inflight:
@@ -164,6 +201,6 @@ class AsyncResolver(_BaseResolver):
                     q = inflight.pop(task)
                     wire, err, ms = task.result()
                     ready.extend(walk.take(q, wire, err, ms))
-                    self._remember(q, wire)
+                    self._remember(q)
         walk.stats.ms = (time.perf_counter() - t0) * 1000
         return walk.result(top)

@@ -16,6 +16,25 @@ def _family(address: str) -> int:
     return socket.AF_INET6 if ":" in address else socket.AF_INET
 
 
+def udp_send(wire: bytes, address: str, port: int) -> socket.socket:
+    """Send *wire* from a new connected, non-blocking UDP socket; read the reply with :func:`udp_recv`."""
+    sock = socket.socket(_family(address), socket.SOCK_DGRAM)
+    try:
+        sock.setblocking(False)
+        sock.connect((address, port))
+        sock.send(wire)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def udp_recv(sock: socket.socket, wire: bytes) -> bytes | None:
+    """The reply to *wire* if one is waiting on *sock*; None for a datagram with another ID."""
+    data = sock.recv(65535)
+    return data if data[:2] == wire[:2] else None
+
+
 def udp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
     with socket.socket(_family(address), socket.SOCK_DGRAM) as sock:
         sock.settimeout(timeout)

@@ -27,13 +27,11 @@ Rules it follows (``docs/protocol.md``):
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
 import dns.edns
 import dns.exception
 import dns.flags
-import dns.message
 import dns.rcode
 import dns.rdatatype
 
@@ -43,10 +41,10 @@ from tooldns.intent import EDE_OPTION_CODE, INTENT_OPTION_CODE, META_OPTION_CODE
 from tooldns.metadata import decode_pairs
 
 from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
+from .message import Reply, is_reply_to, make_query, opt_record, parse_reply
 from .results import Hop, Referral, Resolution, Stats, Tool
 
 UDP_PAYLOAD = 1232
-_ids = random.SystemRandom()
 
 
 @dataclass
@@ -58,14 +56,35 @@ class Query:
     servers: list[tuple[str, int]]
     path: tuple[str, ...]
     depth: int
-    wire: bytes = b""
-    message: dns.message.Message | None = None
+    opt: bytes = b""  # the OPT record with the intent option, shared by the whole walk
     server_index: int = 0
     tcp: bool = False
     attempts: int = 0
     cache_key: tuple = ()
     #: set by Walk.take: how long the reply to this query may be cached (0: not at all)
     cache_ttl: float = 0.0
+    #: set by Walk.take: the parsed reply (what a cache keeps)
+    response: Reply | None = None
+    _wire: bytes | None = None
+
+    @property
+    def wire(self) -> bytes:
+        """The query message; built when a driver first sends it, so a cache hit never pays for it."""
+        if self._wire is None:
+            self._wire = make_query(self.qname, self.opt)
+        return self._wire
+
+    @wire.setter
+    def wire(self, value: bytes) -> None:
+        self._wire = value
+
+    def retry(self, **changes) -> "Query":
+        """The same question again, to another server or over TCP (a new message ID)."""
+        fields = dict(qname=self.qname, zone=self.zone, servers=self.servers, path=self.path, depth=self.depth,
+                      opt=self.opt, server_index=self.server_index, tcp=self.tcp,
+                      attempts=self.attempts + 1, cache_key=self.cache_key)
+        fields.update(changes)
+        return Query(**fields)
 
     @property
     def server(self) -> tuple[str, int]:
@@ -88,7 +107,8 @@ class Walk:
 
     def __post_init__(self) -> None:
         try:
-            self._option = dns.edns.GenericOption(self.intent_code, encode_intent(self.intent, self.k))
+            self._opt_record = opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(self.intent, self.k))],
+                                   UDP_PAYLOAD)
             self._cursor = names.cursor(self.service, self.root_zone, self.transport)
         except (IntentError, NameError_) as exc:
             raise ResolverError(str(exc)) from exc
@@ -102,15 +122,8 @@ class Walk:
 
     # -- building queries --
     def _query(self, qname: str, zone: str, servers, path, depth) -> Query:
-        q = Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth)
-        q.cache_key = (qname, dns.rdatatype.SRV, self.intent, self.k)
-        return self._build(q)
-
-    def _build(self, q: Query) -> Query:
-        msg = dns.message.make_query(q.qname, dns.rdatatype.SRV, use_edns=0, payload=UDP_PAYLOAD,
-                                     options=[self._option], flags=0, id=_ids.randrange(65536))
-        q.message, q.wire = msg, msg.to_wire()
-        return q
+        return Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth,
+                     opt=self._opt_record, cache_key=(qname, dns.rdatatype.SRV, self.intent, self.k))
 
     def start(self) -> list[Query]:
         if not self.root:
@@ -119,38 +132,44 @@ class Walk:
 
     # -- taking results --
     def take(self, q: Query, wire: bytes | None, error: Exception | None = None, ms: float = 0.0,
-             cached: bool = False) -> list[Query]:
-        """Account for the outcome of *q* (reply bytes, or the error that came instead)."""
+             cached: Reply | None = None) -> list[Query]:
+        """Account for the outcome of *q*: reply bytes, or the error that came instead.
+
+        *cached* is a reply taken from a cache (already parsed and checked when it was received).
+        """
         server = f"{q.server[0]}:{q.server[1]}"
         transport = "tcp" if q.tcp else "udp"
         if self.fatal is not None:
             return []
-        if not cached:
+        if cached is None:
             self.stats.queries += 1
             self.stats.bytes_sent += len(q.wire)
             self.stats.packets += 1
         else:
             self.stats.cache_hits += 1
         self._zones.add(q.zone)
-        if error is not None or wire is None:
+        if cached is None and (error is not None or wire is None):
             if isinstance(error, (TimeoutError, dns.exception.Timeout)):
                 self.stats.timeouts += 1
             reason = type(error).__name__ if error is not None else "no reply"
             self.trace.append(Hop(server, q.qname, transport, reason, ms, q.zone, note=str(error or "")))
             return self._next_server(q, f"{server}: {reason}")
-        if not cached:
+        if cached is not None:
+            resp = cached
+        else:
             self.stats.bytes_received += len(wire)
             self.stats.packets += 1
-        try:
-            resp = dns.message.from_wire(wire, ignore_trailing=False)
-        except dns.exception.DNSException as exc:
-            self.trace.append(Hop(server, q.qname, transport, "MALFORMED", ms, q.zone, note=str(exc)))
-            return self._next_server(q, f"{server}: malformed reply ({exc})")
-        if not q.message.is_response(resp):
-            self.trace.append(Hop(server, q.qname, transport, "MISMATCH", ms, q.zone))
-            return self._next_server(q, f"{server}: reply does not match the query (ID or question)")
-        rcode = resp.rcode()
-        hop = Hop(server, q.qname, transport, dns.rcode.to_text(rcode), ms, q.zone, cached=cached)
+            try:
+                resp = parse_reply(wire)
+            except dns.exception.DNSException as exc:
+                self.trace.append(Hop(server, q.qname, transport, "MALFORMED", ms, q.zone, note=str(exc)))
+                return self._next_server(q, f"{server}: malformed reply ({exc})")
+            if not is_reply_to(q.wire, resp):
+                self.trace.append(Hop(server, q.qname, transport, "MISMATCH", ms, q.zone))
+                return self._next_server(q, f"{server}: reply does not match the query (ID or question)")
+        q.response = resp
+        rcode = resp.rcode
+        hop = Hop(server, q.qname, transport, dns.rcode.to_text(rcode), ms, q.zone, cached=cached is not None)
         self.trace.append(hop)
         meta = self._meta(resp)
         if meta is not None and meta.fallback:
@@ -161,9 +180,7 @@ class Walk:
                 return self._next_server(q, f"{server}: truncated over TCP")
             self.stats.tcp_retries += 1
             hop.note = "truncated; retrying over TCP"
-            retry = Query(q.qname, q.zone, q.servers, q.path, q.depth, server_index=q.server_index, tcp=True,
-                          attempts=q.attempts, cache_key=q.cache_key)
-            return [self._build(retry)]
+            return [q.retry(tcp=True)]
         if rcode == dns.rcode.FORMERR:
             text = self._ede(resp) or "the server answered FORMERR"
             hop.note = text
@@ -178,8 +195,7 @@ class Walk:
         if rcode != dns.rcode.NOERROR:
             return self._next_server(q, f"{server}: {dns.rcode.to_text(rcode)}")
         q.cache_ttl = self._ttl(resp, meta)
-        srv = [rrset for rrset in resp.answer if rrset.rdtype == dns.rdatatype.SRV]
-        if srv:
+        if any(r.rdtype == dns.rdatatype.SRV for r in resp.answer):
             hop.tools = self._take_tools(q, resp)
             return []
         if not (resp.flags & dns.flags.AA) and any(r.rdtype == dns.rdatatype.NS for r in resp.authority):
@@ -188,24 +204,22 @@ class Walk:
 
     def _next_server(self, q: Query, why: str) -> list[Query]:
         if q.server_index + 1 < len(q.servers):
-            nxt = Query(q.qname, q.zone, q.servers, q.path, q.depth, server_index=q.server_index + 1,
-                        attempts=q.attempts + 1, cache_key=q.cache_key)
-            return [self._build(nxt)]
+            return [q.retry(server_index=q.server_index + 1, tcp=False)]
         self.errors.append(f"{q.zone}: no name server answered ({why})")
         if q.depth == 0:
             self.fatal = NoServersReachable(f"no root name server answered: {why}")
         return []
 
     @staticmethod
-    def _ttl(resp: dns.message.Message, meta) -> float:
+    def _ttl(resp: Reply, meta) -> float:
         """How long this reply may be cached under (name, type, intent, K)."""
         if meta is not None:
             return float(meta.cache_ttl)
-        ttls = [rrset.ttl for section in (resp.answer, resp.authority) for rrset in section]
+        ttls = [r.ttl for section in (resp.answer, resp.authority) for r in section]
         return float(min(ttls)) if ttls else 0.0
 
     @staticmethod
-    def _opt(resp: dns.message.Message, code: int) -> bytes | None:
+    def _opt(resp: Reply, code: int) -> bytes | None:
         for opt in resp.options:
             if opt.otype == code:
                 return opt.to_wire() if hasattr(opt, "to_wire") else getattr(opt, "data", b"")
@@ -232,14 +246,13 @@ class Walk:
                 return text
         return None
 
-    def _txt_by_owner(self, resp) -> dict[str, dict[str, str]]:
+    def _txt_by_owner(self, resp: Reply) -> dict[str, dict[str, str]]:
         out = {}
-        for rrset in resp.additional:
-            if rrset.rdtype == dns.rdatatype.TXT:
-                for rd in rrset:
-                    pairs = decode_pairs(rd.strings)
-                    if pairs.get("tooldns"):
-                        out[rrset.name.to_text().lower()] = pairs
+        for r in resp.additional:
+            if r.rdtype == dns.rdatatype.TXT:
+                pairs = decode_pairs(r.rdata.strings)
+                if pairs.get("tooldns"):
+                    out[r.name] = pairs
         return out
 
     def _take_tools(self, q: Query, resp) -> list[Tool]:
@@ -251,25 +264,23 @@ class Walk:
             except ValueError:
                 continue
         found = []
-        for rrset in resp.answer:
-            if rrset.rdtype != dns.rdatatype.SRV:
-                continue
-            for rd in sorted(rrset, key=lambda r: r.priority):
-                owner, pairs = by_rank.get(rd.priority, ("", {}))
-                label = owner.split(".", 1)[0] if owner else ""
-                score = pairs.get("score")
-                tool = Tool(
-                    name=pairs.get("name", label or rd.target.to_text()),
-                    service=pairs.get("service", self.service),
-                    target=rd.target.to_text(), port=rd.port, weight=rd.weight,
-                    zone=q.zone, score=float(score) if score else None, rank=rd.priority, label=label,
-                    endpoint=pairs.get("endpoint", ""), description=pairs.get("desc", ""),
-                    id=pairs.get("id", ""), path=list(q.path),
-                )
-                found.append(tool)
-                old = self._tools.get(tool.key)
-                if old is None or (tool.score or 0) > (old.score or 0):
-                    self._tools[tool.key] = tool
+        srv = sorted((r.rdata for r in resp.answer if r.rdtype == dns.rdatatype.SRV), key=lambda rd: rd.priority)
+        for rd in srv:
+            owner, pairs = by_rank.get(rd.priority, ("", {}))
+            label = owner.split(".", 1)[0] if owner else ""
+            score = pairs.get("score")
+            tool = Tool(
+                name=pairs.get("name", label or rd.target.to_text()),
+                service=pairs.get("service", self.service),
+                target=rd.target.to_text(), port=rd.port, weight=rd.weight,
+                zone=q.zone, score=float(score) if score else None, rank=rd.priority, label=label,
+                endpoint=pairs.get("endpoint", ""), description=pairs.get("desc", ""),
+                id=pairs.get("id", ""), path=list(q.path),
+            )
+            found.append(tool)
+            old = self._tools.get(tool.key)
+            if old is None or (tool.score or 0) > (old.score or 0):
+                self._tools[tool.key] = tool
         return found
 
     def _allowed(self, zone: str, kind: str) -> tuple[bool, str]:
@@ -285,16 +296,16 @@ class Walk:
     def _take_referral(self, q: Query, resp, hop: Hop) -> list[Query]:
         meta = self._txt_by_owner(resp)
         glue: dict[str, list[str]] = {}
-        for rrset in resp.additional:
-            if rrset.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
-                glue.setdefault(rrset.name.to_text().lower(), []).extend(rd.address for rd in rrset)
-        children: list[tuple[str, list[str]]] = []
-        for rrset in resp.authority:
-            if rrset.rdtype == dns.rdatatype.NS:
-                children.append((rrset.name.to_text().lower(), [rd.target.to_text().lower() for rd in rrset]))
+        for r in resp.additional:
+            if r.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
+                glue.setdefault(r.name, []).append(r.rdata.address)
+        children: dict[str, list[str]] = {}  # zone -> its name servers, in the order they came
+        for r in resp.authority:
+            if r.rdtype == dns.rdatatype.NS:
+                children.setdefault(r.name, []).append(r.rdata.target.to_text().lower())
         port = q.server[1]
         out = []
-        for zone, ns_names in children:
+        for zone, ns_names in children.items():
             pairs = meta.get(zone, {})
             score = pairs.get("score")
             kind = pairs.get("kind", "functional")

@@ -15,6 +15,11 @@ from tooldns.metadata import encode_pairs
 ROOT = [("127.0.0.1", 5300), ("127.0.0.99", 5300)]
 
 
+def msg(q):
+    """The walk's query as a dnspython message, to build hand-made replies from."""
+    return dns.message.from_wire(q.wire)
+
+
 def txt(owner, pairs):
     strings = " ".join('"%s"' % s.decode() for s in encode_pairs(pairs))
     return dns.rrset.from_text(owner, 0, "IN", "TXT", strings)
@@ -22,7 +27,7 @@ def txt(owner, pairs):
 
 def referral(q, children, rcode=dns.rcode.NOERROR):
     """children: (zone, address, rank, score, kind)"""
-    r = dns.message.make_response(q.message)
+    r = dns.message.make_response(msg(q))
     r.flags &= ~dns.flags.AA
     r.set_rcode(rcode)
     for zone, address, rank, score, kind in children:
@@ -35,7 +40,7 @@ def referral(q, children, rcode=dns.rcode.NOERROR):
 
 def answer(q, tools):
     """tools: (label, target, port, rank, score, name)"""
-    r = dns.message.make_response(q.message)
+    r = dns.message.make_response(msg(q))
     r.flags |= dns.flags.AA
     owner = q.qname
     for label, target, port, rank, score, name in tools:
@@ -49,8 +54,8 @@ def test_start_query_is_iterative_with_intent():
     walk = Walk("historical weather 香港", k=4, root=ROOT)
     [q] = walk.start()
     assert q.qname == "_any._tcp._tools." and q.server == ROOT[0]
-    assert not (q.message.flags & dns.flags.RD)
-    opt = [o for o in q.message.options if o.otype == INTENT_OPTION_CODE][0]
+    assert not (msg(q).flags & dns.flags.RD)
+    opt = [o for o in msg(q).options if o.otype == INTENT_OPTION_CODE][0]
     intent = decode_intent(opt.to_wire())
     assert intent.text == "historical weather 香港" and intent.k == 4
 
@@ -120,7 +125,7 @@ def test_out_of_bailiwick_referral_ignored():
 def test_truncated_reply_retries_over_tcp_same_server():
     walk = Walk("weather", root=ROOT)
     [q] = walk.start()
-    r = dns.message.make_response(q.message)
+    r = dns.message.make_response(msg(q))
     r.flags |= dns.flags.TC
     [retry] = walk.take(q, r.to_wire())
     assert retry.tcp and retry.server == q.server and walk.stats.tcp_retries == 1
@@ -142,7 +147,7 @@ def test_servfail_refused_next_server_then_error_recorded():
     walk = Walk("weather", root=ROOT)
     [q] = walk.start()
     [w] = walk.take(q, referral(q, [("weather.tools.", "127.0.0.2", 1, 2.0, "functional")]))
-    r = dns.message.make_response(w.message)
+    r = dns.message.make_response(msg(w))
     r.set_rcode(dns.rcode.SERVFAIL)
     assert walk.take(w, r.to_wire()) == []  # one server only
     res = walk.result()
@@ -152,7 +157,7 @@ def test_servfail_refused_next_server_then_error_recorded():
 def test_formerr_raises_intent_rejected_with_ede_text():
     walk = Walk("weather", root=ROOT)
     [q] = walk.start()
-    r = dns.message.make_response(q.message)
+    r = dns.message.make_response(msg(q))
     r.set_rcode(dns.rcode.FORMERR)
     r.use_edns(0, 0, 1232, options=[dns.edns.EDEOption(dns.edns.EDECode.OTHER, "bad intent option: K is 0")])
     assert walk.take(q, r.to_wire()) == []

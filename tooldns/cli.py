@@ -23,7 +23,7 @@ from .zonefile import load_zone
 
 def _serve(args) -> int:
     async def run() -> None:
-        tree = Tree(args.zonedir, args.port)
+        tree = Tree(args.zonedir, args.port, answer_cache=args.answer_cache)
         await tree.start()
         print(tree.table(), flush=True)
         address, port = tree.root()
@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("serve", help="serve every zone file of a directory, one server per zone")
     s.add_argument("zonedir")
     s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on every zone's address (default {DEFAULT_PORT})")
+    s.add_argument("--answer-cache", type=int, default=4096, metavar="N",
+                   help="replies kept per server for repeated identical queries (0: off; default 4096)")
     s.set_defaults(func=_serve)
     c = sub.add_parser("check", help="validate a zone file or a directory of them")
     c.add_argument("path")

@@ -20,7 +20,7 @@ FORMAT = "1"
 _CHUNK = 250
 #: descriptions longer than this (bytes) are cut in ranked answers; a TXT query on the tool's
 #: own name returns the whole text
-MAX_RANKED_TEXT = 200
+MAX_RANKED_TEXT = 120
 
 
 def _clip(value: str, limit: int) -> str:

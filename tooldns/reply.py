@@ -33,11 +33,14 @@ def request_opt(request: DNSRecord) -> RR | None:
     return next((rr for rr in request.ar if rr.rtype == QTYPE.OPT), None)
 
 
-def _skeleton(request: DNSRecord | None, header: DNSHeader | None = None) -> DNSRecord:
+def _skeleton(request: DNSRecord | None, header: DNSHeader | None = None, answer=None, authority=None,
+              additional=None) -> DNSRecord:
     h = request.header if request is not None else header
+    # sections passed at construction: dnslib recounts the header once, not once per record
     return DNSRecord(DNSHeader(id=h.id if h else 0, qr=1, opcode=h.opcode if h else 0,
                                rd=h.rd if h else 0, ra=0, aa=0),
-                     questions=list(request.questions) if request is not None else [])
+                     questions=list(request.questions) if request is not None else [],
+                     rr=answer, auth=authority, ar=additional)
 
 
 def _opt(rcode: int, options: list[EDNSOption]) -> RR:
@@ -54,14 +57,9 @@ def _finish(reply: DNSRecord, rcode: int, edns: bool, options: list[EDNSOption])
 
 def reply_for(request: DNSRecord, result: Result) -> DNSRecord:
     """The reply to *request* carrying *result*."""
-    reply = _skeleton(request)
+    reply = _skeleton(request, answer=list(result.answer), authority=list(result.authority),
+                      additional=list(result.additional))
     reply.header.aa = _AA[result.kind]
-    for rr in result.answer:
-        reply.add_answer(rr)
-    for rr in result.authority:
-        reply.add_auth(rr)
-    for rr in result.additional:
-        reply.add_ar(rr)
     options = []
     if result.meta is not None:
         flags, ttl, scorer = result.meta

@@ -73,9 +73,10 @@ class Tree:
     """All servers of a zone directory in the running event loop."""
 
     def __init__(self, zonedir: str | os.PathLike, port: int = DEFAULT_PORT, *, watch_interval: float = 0.5,
-                 stores: list[ZoneStore] | None = None) -> None:
+                 stores: list[ZoneStore] | None = None, answer_cache: int = 4096) -> None:
         self.zonedir = Path(zonedir)
         self.port = port
+        self.answer_cache = answer_cache
         self.watch_interval = watch_interval
         self.stores = stores if stores is not None else load_tree(zonedir)
         self.servers: list[tuple[ZoneStore, DNSServer]] = []
@@ -85,7 +86,7 @@ class Tree:
         for store in self.stores:
             resolver = ZoneResolver(store)
             for ns in store.zone.nameservers:
-                server = DNSServer(resolver, ns.address, self.port)
+                server = DNSServer(resolver, ns.address, self.port, cache_size=self.answer_cache)
                 try:
                     await server.start()
                 except OSError as exc:
