@@ -112,6 +112,8 @@ class Walk:
             self._cursor = names.cursor(self.service, self.root_zone, self.transport)
         except (IntentError, NameError_) as exc:
             raise ResolverError(str(exc)) from exc
+        # a query that cannot fit one datagram (header, longest name, OPT) goes over TCP from the start
+        self._tcp_only = 12 + 255 + 4 + len(self._opt_record) > UDP_PAYLOAD
         self.stats = Stats()
         self.trace: list[Hop] = []
         self.errors: list[str] = []
@@ -123,7 +125,8 @@ class Walk:
     # -- building queries --
     def _query(self, qname: str, zone: str, servers, path, depth) -> Query:
         return Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth,
-                     opt=self._opt_record, cache_key=(qname, dns.rdatatype.SRV, self.intent, self.k))
+                     opt=self._opt_record, tcp=self._tcp_only,
+                     cache_key=(qname, dns.rdatatype.SRV, self.intent, self.k))
 
     def start(self) -> list[Query]:
         if not self.root:
@@ -204,7 +207,7 @@ class Walk:
 
     def _next_server(self, q: Query, why: str) -> list[Query]:
         if q.server_index + 1 < len(q.servers):
-            return [q.retry(server_index=q.server_index + 1, tcp=False)]
+            return [q.retry(server_index=q.server_index + 1, tcp=self._tcp_only)]
         self.errors.append(f"{q.zone}: no name server answered ({why})")
         if q.depth == 0:
             self.fatal = NoServersReachable(f"no root name server answered: {why}")

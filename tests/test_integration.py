@@ -217,3 +217,15 @@ def test_rejected_intent_raises(demo_tree):
     walk.take(q, transport.udp(q.wire, *q.server, 2.0))
     with pytest.raises(IntentRejected, match="says 6 bytes but 7 follow"):
         walk.result()
+
+
+def test_long_intent_goes_over_tcp(demo_tree):
+    """An intent too long for one UDP datagram (agents pass whole dialogues) is sent over TCP."""
+    intent = "I need the historical weather records of Hong Kong for my report. " * 40  # ~2.7 kB
+    with resolver_for(demo_tree, cache=False) as r:
+        res = r.resolve(intent, k=2)
+    assert res.tools and res.tools[0].zone in ("hko.weather.tools.", "history.weather.tools.")
+    assert res.trace and all(h.transport == "tcp" for h in res.trace)
+    from resolver_client import ResolverError
+    with pytest.raises(ResolverError, match="at most 4096"):
+        resolver_for(demo_tree).resolve("x" * 4097)

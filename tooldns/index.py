@@ -107,9 +107,11 @@ class ZoneIndex:
         # Scorers, built once. The zone's own tools take part in the referral ranking as one
         # extra candidate ("self") so that a zone with both children and tools hides no tool.
         settings = zone.settings
-        options = dict(settings.scorer_options)
+        child_options = {**settings.scorer_options, **settings.child_scorer_options}
+        tool_options = dict(settings.scorer_options)
+        # corpus statistics make tool scores comparable across zones; children need no such thing
         if zone.corpus_stats is not None and settings.scorer == "bm25":
-            options.setdefault("stats", zone.corpus_stats)
+            tool_options.setdefault("stats", zone.corpus_stats)
         self.scorer_name = settings.scorer
         #: replies depend only on the query bytes and this index (so the server may cache them)
         self.cacheable = settings.scorer == "bm25"
@@ -118,10 +120,10 @@ class ZoneIndex:
         if zone.children and zone.tools:
             child_entries.append(zone)
             child_docs.append(" ".join([zone.summary.text(), *(t.text() for t in zone.tools)]))
-        self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, **options))
+        self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, **child_options))
                                  if zone.children else None)
         self.tool_candidates = {
-            key: Candidates(tools, make_scorer(settings.scorer, [t.text() for t in tools], **options))
+            key: Candidates(tools, make_scorer(settings.scorer, [t.text() for t in tools], **tool_options))
             for key, tools in self.tools.items()
         }
         # Precomputed metadata strings for ranked answers (rank/score are prepended per query).
@@ -130,10 +132,10 @@ class ZoneIndex:
             for t in zone.tools
         }
         self.child_txt = {
-            id(c): encode_pairs([("kind", c.kind), ("summary", c.summary.text())], clip=MAX_RANKED_TEXT)[1:]
+            id(c): encode_pairs([("kind", c.kind), ("summary", c.summary.display())], clip=MAX_RANKED_TEXT)[1:]
             for c in zone.children
         }
-        self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.text())], clip=MAX_RANKED_TEXT)[1:]
+        self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.display())], clip=MAX_RANKED_TEXT)[1:]
 
     def _below_child(self, name: str) -> bool:
         return any(names.is_subdomain(name, c.name) for c in self.zone.children)

@@ -43,9 +43,9 @@ EDE_OPTION_CODE = 15
 EDE_OTHER = 0
 
 VERSION = 0
-#: Longest accepted payload in bytes. Long enough for a paragraph of intent, short enough that a
-#: query stays well inside one 1232-byte UDP datagram.
-MAX_INTENT_BYTES = 512
+#: Longest accepted payload in bytes: a page of text (agents pass whole task descriptions and
+#: dialogue turns). A query whose intent does not fit one 1232-byte UDP datagram goes over TCP.
+MAX_INTENT_BYTES = 4096
 
 FLAG_FALLBACK = 0x01
 FLAG_PRUNED = 0x02

@@ -29,9 +29,17 @@ class NameServer:
 class Summary:
     description: str = ""
     keywords: tuple[str, ...] = ()
+    #: longer text that scorers index but answers do not show (``tooldns build`` puts the text of
+    #: every tool beneath a child here)
+    corpus: str = ""
+
+    def display(self) -> str:
+        """What referrals show: description and keywords."""
+        return " ".join([self.description, *self.keywords]).strip()
 
     def text(self) -> str:
-        return " ".join([self.description, *self.keywords]).strip()
+        """What scorers index."""
+        return " ".join([self.description, *self.keywords, self.corpus]).strip()
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,9 @@ class Tool:
 class Settings:
     scorer: str = "bm25"
     scorer_options: dict = field(default_factory=dict)
+    #: options for ranking children only, over the ones above (long aggregated summaries want a
+    #: much larger BM25 k1 than tool descriptions do)
+    child_scorer_options: dict = field(default_factory=dict)
     #: results scoring below prune_ratio * best are left out (fewer than K may come back)
     prune_ratio: float = 0.1
     #: K is capped here, whatever the client asks for

@@ -48,6 +48,8 @@ class _Seq(list):
 
 
 _constructor = yaml.constructor.SafeConstructor()
+# libyaml's parser when PyYAML has it (built zone files can be megabytes); marks are the same
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _located(node: yaml.Node, errors: list[str], where: str) -> Any:
@@ -173,17 +175,18 @@ class _Checker:
         return list(zip(value, value.item_lines))
 
     def summary(self, value: Any, line: int, what: str) -> Summary:
-        m = self.mapping(value, line, what, {"description"}, {"keywords"})
+        m = self.mapping(value, line, what, {"description"}, {"keywords", "corpus"})
         if m is None:
             return Summary()
         desc = self.text(m, "description", what)
+        corpus = self.text(m, "corpus", what, empty_ok=True)
         keywords = []
         for kw, kline in self.seq(m, "keywords", what):
             if not isinstance(kw, (str, int)) or isinstance(kw, bool) or not str(kw).strip():
                 self.err(kline, f"keyword in {what} must be non-empty text")
             else:
                 keywords.append(str(kw).strip())
-        return Summary(desc, tuple(keywords))
+        return Summary(desc, tuple(keywords), corpus)
 
     def nameservers(self, m: _Map, what: str, bailiwick: str | None) -> tuple[NameServer, ...]:
         """Name servers with addresses; in-bailiwick names need an address (glue)."""
@@ -222,7 +225,7 @@ def parse_zone(text: str, where: str = "<zone>") -> Zone:
     """Parse and validate zone-file text; raise :class:`ZoneFileError` listing every problem."""
     errors: list[str] = []
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark else 1
@@ -298,7 +301,7 @@ def _settings(c: _Checker, top: _Map) -> Settings:
     if "settings" not in top:
         return Settings()
     m = c.mapping(top["settings"], c.lineof(top, "settings"), "settings", set(),
-                  {"scorer", "scorer_options", "prune_ratio", "max_k", "intent_ttl"})
+                  {"scorer", "scorer_options", "child_scorer_options", "prune_ratio", "max_k", "intent_ttl"})
     if m is None:
         return Settings()
     from .scorers import scorer_names  # late: the LLM scorer registers itself on import
@@ -306,13 +309,17 @@ def _settings(c: _Checker, top: _Map) -> Settings:
     scorer = c.text(m, "scorer", "settings", default="bm25")
     if scorer not in scorer_names():
         c.err(c.lineof(m, "scorer"), f"unknown scorer '{scorer}'; allowed: {', '.join(scorer_names())}")
-    options = m.get("scorer_options") or {}
-    if not isinstance(options, dict):
-        c.err(c.lineof(m, "scorer_options"), "scorer_options must be a mapping")
-        options = {}
+    options = {}
+    for key in ("scorer_options", "child_scorer_options"):
+        value = m.get(key) or {}
+        if not isinstance(value, dict):
+            c.err(c.lineof(m, key), f"{key} must be a mapping")
+            value = {}
+        options[key] = dict(value)
     return Settings(
         scorer=scorer,
-        scorer_options=dict(options),
+        scorer_options=options["scorer_options"],
+        child_scorer_options=options["child_scorer_options"],
         prune_ratio=c.number(m, "prune_ratio", "settings", 0.1, 0.0, 1.0),
         max_k=c.integer(m, "max_k", "settings", 32, 1, 255),
         intent_ttl=c.integer(m, "intent_ttl", "settings", 30, 0, 86400),

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Retrieval quality of resolution over the real protocol, against flat BM25, on any catalog.
+
+Builds the zone tree from the catalog (``tooldns build``: the offline tree, or --taxonomy),
+starts ``tooldns serve`` on loopback in its own process, resolves every query with the real
+resolver library over UDP (client cache off) and scores the merged ranking against the
+queries' correct tools. In the same run: a flat BM25 baseline over the whole catalog with the
+same tokenizer, and a sweep over K for the plot.
+
+    python scripts/bench_retrieval.py \\
+        --services ../shared/data/toolret/services.en.json \\
+        --queries ../shared/data/toolret/queries.dev.en.json --json out/en.json
+
+Inputs: a catalog list of {id, name, description, metadata} (several --services are merged:
+same id, one tool), and queries [{id, query, correct_tools: [{id}]}].
+Outputs (beside --json): the JSON figures, a markdown report (.md) and a plot (.png) of hit
+rate@10 and documents scored against K.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from resolver_client import Resolver  # noqa: E402
+from tooldns.bm25 import BM25  # noqa: E402
+from tooldns.build import AutoTreeBuilder, build, zone_tool  # noqa: E402
+from tooldns.catalog import load_catalogs  # noqa: E402
+from tooldns.serve import load_tree  # noqa: E402
+
+
+def percentile(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else 0.0
+
+
+def metrics(ranked: list[str], correct: set[str]) -> dict:
+    out = {}
+    for n in (1, 5, 10):
+        top = ranked[:n]
+        hits = len(correct & set(top))
+        out[f"hr@{n}"] = 1.0 if hits else 0.0
+        out[f"recall@{n}"] = hits / len(correct)
+    rr = next((1.0 / (i + 1) for i, t in enumerate(ranked) if t in correct), 0.0)
+    out["mrr"] = rr
+    dcg = sum(1.0 / math.log2(i + 2) for i, t in enumerate(ranked[:10]) if t in correct)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(correct), 10)))
+    out["ndcg@10"] = dcg / ideal if ideal else 0.0
+    return out
+
+
+def mean_metrics(rows: list[dict]) -> dict:
+    return {k: statistics.mean(r[k] for r in rows) for k in rows[0]} if rows else {}
+
+
+def start_servers(zonedir: str, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", zonedir, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "Ctrl-C" in line:
+            return proc
+        if not line:
+            raise SystemExit("servers did not start:\n" + "".join(lines[-20:]))
+
+
+def run_queries(resolver: Resolver, queries, k: int, top: int, sizes: dict[str, int], n_tools: int,
+                service: str) -> dict:
+    rows, ms, qs, nbytes, packets, nodes, docs, failures = [], [], [], [], [], [], [], 0
+    for q in queries:
+        correct = {c["id"] for c in q["correct_tools"]}
+        t0 = time.perf_counter()
+        try:
+            res = resolver.resolve(q["query"], k=k, service=service, top=top)
+        except Exception as exc:  # counted, never hidden
+            failures += 1
+            print(f"  query {q['id']}: {exc}", file=sys.stderr)
+            rows.append(metrics([], correct))
+            continue
+        ms.append((time.perf_counter() - t0) * 1000)
+        ranked = []
+        for t in res.tools:
+            if t.id and t.id not in ranked:
+                ranked.append(t.id)
+        rows.append(metrics(ranked, correct))
+        qs.append(res.stats.queries)
+        nbytes.append(res.stats.bytes_sent + res.stats.bytes_received)
+        packets.append(res.stats.packets)
+        nodes.append(res.stats.nodes_visited)
+        docs.append(sum(sizes.get(h.zone, 0) for h in res.trace if h.rcode == "NOERROR"))
+    out = mean_metrics(rows)
+    out.update({
+        "k": k, "queries": len(queries), "failures": failures,
+        "docs_scored_per_query": statistics.mean(docs) if docs else 0.0,
+        "docs_scored_fraction": (statistics.mean(docs) / n_tools) if docs else 0.0,
+        "p50_ms": statistics.median(ms) if ms else 0.0, "p99_ms": percentile(ms, 99),
+        "queries_per_resolution": statistics.mean(qs) if qs else 0.0,
+        "bytes_per_resolution": statistics.mean(nbytes) if nbytes else 0.0,
+        "packets_per_resolution": statistics.mean(packets) if packets else 0.0,
+        "nodes_per_resolution": statistics.mean(nodes) if nodes else 0.0,
+    })
+    return out
+
+
+def flat_baseline(catalog, queries, top: int) -> dict:
+    texts = [zone_tool(t, "x", "http").text() for t in catalog.tools]
+    index = BM25(texts, k1=1.5, b=0.75)
+    ids = [t.id for t in catalog.tools]
+    rows = []
+    for q in queries:
+        ranked = [ids[i] for i, s in index.rank(q["query"], top) if s > 0]
+        rows.append(metrics(ranked, {c["id"] for c in q["correct_tools"]}))
+    return mean_metrics(rows)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--services", action="append", required=True, help="catalog JSON (repeat to merge)")
+    p.add_argument("--queries", action="append", required=True, help="queries JSON (repeat to pool)")
+    p.add_argument("--taxonomy", help="A2X taxonomy directory to use instead of the offline tree")
+    p.add_argument("--k", type=int, default=3, help="K asked at each step for the headline figures (default 3)")
+    p.add_argument("--ks", default="1,2,3,5,8", help="K values for the sweep and plot (default 1,2,3,5,8)")
+    p.add_argument("--top", type=int, default=10, help="tools kept from each resolution (default 10)")
+    p.add_argument("--json", help="write the figures here (also .md report and .png plot beside it)")
+    p.add_argument("--port", type=int, default=6355)
+    p.add_argument("--subnet", default="127.0")
+    p.add_argument("--overlap", type=float, default=0.9)
+    p.add_argument("--child-k1", type=float, default=10.0)
+    p.add_argument("--prune-ratio", type=float, default=0.0)
+    p.add_argument("--limit", type=int, help="use only the first N queries (smoke runs)")
+    args = p.parse_args()
+    t_start = time.perf_counter()
+    queries = [q for path in args.queries for q in json.loads(Path(path).read_text(encoding="utf-8"))]
+    queries = [q for q in queries if q.get("correct_tools")]
+    if args.limit:
+        queries = queries[:args.limit]
+    ks = sorted({int(x) for x in args.ks.split(",") if x} | {args.k})
+
+    with tempfile.TemporaryDirectory(prefix="tooldns-bench-") as tmp:
+        zonedir = str(Path(tmp) / "zones")
+        builder = None if args.taxonomy else AutoTreeBuilder(overlap=args.overlap)
+        report = build(args.services, zonedir, taxonomy=args.taxonomy, builder=builder, subnet=args.subnet,
+                       child_k1=args.child_k1, prune_ratio=args.prune_ratio,
+                       progress=lambda m: print(f"[build] {m}", file=sys.stderr))
+        print(f"build: {report.text()}", file=sys.stderr)
+        catalog = load_catalogs(args.services)
+        sizes = {}
+        for store in load_tree(zonedir):
+            z = store.zone
+            sizes[z.origin] = (len(z.children) + (1 if z.children and z.tools else 0)) if z.children else len(z.tools)
+        known = {t.id for t in catalog.tools}
+        missing = sum(1 for q in queries for c in q["correct_tools"] if c["id"] not in known)
+        proc = start_servers(zonedir, args.port)
+        try:
+            root = load_tree(zonedir)[0]
+            root_addr = next(s.zone.nameservers[0].address for s in load_tree(zonedir) if s.zone.origin == "tools.")
+            del root
+            sweep = {}
+            with Resolver(root=(root_addr, args.port), cache=False, timeout=2.0) as resolver:
+                resolver.resolve("warm up", k=1)
+                for k in ks:
+                    sweep[k] = run_queries(resolver, queries, k, args.top, sizes, len(catalog.tools), "any")
+                    s = sweep[k]
+                    print(f"K={k}: hr@10 {s['hr@10']:.3f} recall@10 {s['recall@10']:.3f} docs {s['docs_scored_fraction']:.3f} "
+                          f"p50 {s['p50_ms']:.1f} ms", file=sys.stderr)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    flat = flat_baseline(catalog, queries, args.top)
+    head = sweep[args.k]
+    result = {
+        **{k: head[k] for k in ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10")},
+        "docs_scored_fraction": head["docs_scored_fraction"], "docs_scored_per_query": head["docs_scored_per_query"],
+        "p50_ms": head["p50_ms"], "p99_ms": head["p99_ms"],
+        "queries_per_resolution": head["queries_per_resolution"], "bytes_per_resolution": head["bytes_per_resolution"],
+        "packets_per_resolution": head["packets_per_resolution"], "nodes_per_resolution": head["nodes_per_resolution"],
+        "k": args.k, "top": args.top, "queries": len(queries), "failures": head["failures"],
+        "correct_ids_not_in_catalog": missing,
+        "flat_bm25": {k: flat[k] for k in ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10")},
+        "sweep": {str(k): v for k, v in sweep.items()},
+        "build": report.__dict__ | {"warnings": len(report.warnings)},
+        "services": args.services, "query_files": args.queries, "taxonomy": args.taxonomy,
+        "seconds": time.perf_counter() - t_start,
+    }
+    lines = [
+        f"# ToolDNS retrieval benchmark",
+        "",
+        f"Catalog: {', '.join(args.services)} ({len(catalog.tools)} tools); queries: {', '.join(args.queries)} "
+        f"({len(queries)}); tree: {'A2X taxonomy ' + args.taxonomy if args.taxonomy else 'offline (tooldns build)'}; "
+        f"{report.zones} zones, depth {report.depth}. K = {args.k} at each step, top {args.top} kept.",
+        "",
+        "| metric | resolution over DNS | flat BM25 |",
+        "| --- | --- | --- |",
+    ]
+    for key in ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10"):
+        lines.append(f"| {key} | {head[key]:.3f} | {flat[key]:.3f} |")
+    lines += [
+        f"| documents scored per query | {head['docs_scored_per_query']:.0f} ({head['docs_scored_fraction']:.1%} of the catalog) | {len(catalog.tools)} (100%) |",
+        f"| DNS queries / bytes / packets per resolution | {head['queries_per_resolution']:.1f} / {head['bytes_per_resolution']:.0f} / {head['packets_per_resolution']:.1f} | |",
+        f"| zones visited per resolution | {head['nodes_per_resolution']:.1f} | |",
+        f"| resolution latency p50 / p99 | {head['p50_ms']:.1f} ms / {head['p99_ms']:.1f} ms | |",
+        "",
+        "## K sweep",
+        "",
+        "| K | hr@10 | recall@10 | mrr | docs scored | queries/resolution | p50 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for k, s in sweep.items():
+        lines.append(f"| {k} | {s['hr@10']:.3f} | {s['recall@10']:.3f} | {s['mrr']:.3f} | {s['docs_scored_fraction']:.1%} | "
+                     f"{s['queries_per_resolution']:.1f} | {s['p50_ms']:.1f} |")
+    lines += ["", f"Whole run (build included): {result['seconds']:.0f} s."]
+    markdown = "\n".join(lines) + "\n"
+    print(markdown)
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
+        out.with_suffix(".md").write_text(markdown, encoding="utf-8")
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            fig, ax1 = plt.subplots(figsize=(6, 4))
+            xs = list(sweep)
+            ax1.plot(xs, [sweep[k]["hr@10"] for k in xs], "o-", color="tab:blue", label="hit rate@10 (DNS)")
+            ax1.axhline(flat["hr@10"], color="tab:blue", linestyle=":", label="hit rate@10 (flat BM25)")
+            ax1.set_xlabel("K (children or tools asked for at each step)")
+            ax1.set_ylabel("hit rate@10")
+            ax1.set_ylim(0, 1)
+            ax2 = ax1.twinx()
+            ax2.plot(xs, [sweep[k]["docs_scored_fraction"] for k in xs], "s--", color="tab:red",
+                     label="documents scored (share of catalog)")
+            ax2.set_ylabel("documents scored per query / catalog size")
+            ax2.set_ylim(0, 1)
+            handles = ax1.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+            ax1.legend(handles, [h.get_label() for h in handles], loc="lower right", fontsize=8)
+            ax1.set_title(f"ToolDNS on {Path(args.services[0]).name}: {len(queries)} queries")
+            fig.tight_layout()
+            fig.savefig(out.with_suffix(".png"), dpi=120)
+        except ImportError:
+            print("matplotlib is not installed: no plot (pip install -e '.[bench]')", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

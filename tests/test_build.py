@@ -1,0 +1,174 @@
+"""Catalog to zone tree: checks, the offline and A2X tree builders, and serving what they write."""
+
+import json
+
+import pytest
+
+from tooldns.build import build, build_zones
+from tooldns.catalog import load_catalogs, parse_catalog
+from tooldns.exceptions import BuildError
+from tooldns.names import check_label
+from tooldns.serve import load_tree
+from tooldns.taxonomy import A2XTreeBuilder, AutoTreeBuilder
+
+THEMES = {
+    "weather": ["forecast", "rain", "temperature", "wind", "humidity", "storm"],
+    "finance": ["stock", "quote", "dividend", "exchange", "currency", "portfolio"],
+    "music": ["song", "album", "artist", "playlist", "lyrics", "chart"],
+    "maps": ["route", "geocode", "address", "distance", "directions", "place"],
+}
+
+
+def synthetic_catalog(n_per_theme: int = 30) -> list[dict]:
+    tools = []
+    for theme, words in THEMES.items():
+        for i in range(n_per_theme):
+            a, b = words[i % len(words)], words[(i * 5 + 1) % len(words)]
+            tools.append({"id": f"{theme}_{i}", "name": f"get{a.title()}{b.title()}{i}",
+                          "description": f"{theme.title()} tool {i}: returns the {a} and {b} for a {theme} request.",
+                          "metadata": {"inputSchema": {"query": {"type": "string", "description": f"the {a}",
+                                                                 "required": True}},
+                                       "url": f"https://api.{theme}.example/v1/{a}"}})
+    return tools
+
+
+@pytest.fixture
+def catalog_file(tmp_path):
+    path = tmp_path / "services.json"
+    path.write_text(json.dumps(synthetic_catalog()))
+    return path
+
+
+def test_bad_catalogs_listed_at_once():
+    data = [{"id": "a", "name": "A", "description": "x"}, {"id": "a", "name": "again", "description": "y"},
+            {"name": "no id", "description": "z"}, "not an object", {"id": "b"}]
+    with pytest.raises(BuildError) as info:
+        parse_catalog(data, "cat.json")
+    text = str(info.value)
+    assert "cat.json[1] (id a): duplicate id, first at index 0" in text
+    assert "cat.json[2]: missing or empty 'id'" in text
+    assert "cat.json[3]: each tool is a JSON object" in text
+    assert "cat.json[4] (id b): neither 'name' nor 'description'" in text
+    with pytest.raises(BuildError, match="JSON list"):
+        parse_catalog({"id": "a"}, "cat.json")
+
+
+def test_warnings_are_counted_not_dropped():
+    cat = parse_catalog([{"id": "a", "name": "Only a name"}, {"id": "b", "description": "only text"},
+                         {"id": "c", "name": "C", "description": "d", "metadata": {"inputSchema": 5}}], "c.json")
+    assert len(cat.tools) == 3 and len(cat.warnings) == 3
+    assert cat.tools[0].description == "Only a name" and cat.tools[1].name == "b"
+
+
+def test_catalogs_merge_by_id(tmp_path):
+    (tmp_path / "en.json").write_text(json.dumps([{"id": "t1", "name": "Weather", "description": "Weather today"}]))
+    (tmp_path / "zh.json").write_text(json.dumps([{"id": "t1", "name": "天气", "description": "今天的天气"}]),
+                                      encoding="utf-8")
+    cat = load_catalogs([tmp_path / "en.json", tmp_path / "zh.json"])
+    assert len(cat.tools) == 1 and cat.tools[0].names == ["Weather", "天气"]
+    assert "今天的天气" in cat.tools[0].text() and "Weather today" in cat.tools[0].text()
+
+
+def test_auto_tree_deterministic_complete_and_dns_safe(catalog_file, tmp_path):
+    builder = AutoTreeBuilder(max_children=4, max_leaf=10, max_depth=3)
+    r1 = build([catalog_file], tmp_path / "a", builder=builder)
+    r2 = build([catalog_file], tmp_path / "b", builder=AutoTreeBuilder(max_children=4, max_leaf=10, max_depth=3))
+    files_a = sorted(p.name for p in (tmp_path / "a").glob("*.yaml"))
+    assert files_a == sorted(p.name for p in (tmp_path / "b").glob("*.yaml"))
+    for name in files_a:
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
+    assert r1.tools_in_catalog == 120 and r1.placements >= 120 and r1.zones > 5
+    assert r1.depth <= 4 and r1.leaf_sizes["max"] <= 40
+    stores = load_tree(tmp_path / "a")  # what tooldns serve would load
+    for s in stores:
+        assert len(s.zone.children) <= 4
+        for c in s.zone.children:
+            check_label(c.label)
+    mapping = json.loads((tmp_path / "a" / "catalog-map.json").read_text())
+    assert len(mapping) == 120 and all(mapping.values())
+    assert r1.__dict__ == {**r2.__dict__, "seconds": r1.seconds, "out": r1.out}
+
+
+def test_built_tree_resolves_over_dns(catalog_file, tmp_path):
+    from conftest import fresh_subnet, start_tree
+    from resolver_client import Resolver
+
+    subnet = fresh_subnet()
+    build([catalog_file], tmp_path / "z", builder=AutoTreeBuilder(max_children=4, max_leaf=10),
+          subnet=".".join(subnet.split(".")[:2]))
+    tree = start_tree(tmp_path / "z")
+    try:
+        with Resolver(root=tree.root(), timeout=2, cache=False) as r:
+            res = r.resolve("song lyrics for an artist album", k=2)
+    finally:
+        tree.stop()
+    assert res.tools and res.tools[0].id.startswith("music_")
+    assert all(t.id for t in res.tools)
+
+
+def test_global_statistics_make_scores_equal_across_zones(catalog_file, tmp_path):
+    from tooldns.catalog import load_catalogs
+    from tooldns.taxonomy import Category
+
+    cat = load_catalogs([catalog_file])
+    # the same tool (index 0) in two leaves with different neighbours
+    placed = {0, 1, 2, 40, 80, 100}
+    root = Category("", "root", tools=[i for i in range(len(cat.tools)) if i not in placed],
+                    children=[Category("left", "left", tools=[0, 1, 2]),
+                              Category("right", "right", tools=[0, 40, 80, 100])])
+    build_zones(cat, root, tmp_path / "z")
+    from tooldns.index import ZoneIndex
+    from tooldns.zonefile import load_zone
+
+    q = cat.tools[0].description
+    scores = []
+    for zone in ("left.tools", "right.tools"):
+        ix = ZoneIndex(load_zone(tmp_path / "z" / f"{zone}.yaml"))
+        candidates = ix.tool_candidates[("http", "tcp")]
+        ranking = candidates.scorer.rank(q, 10).items
+        scores.append(next(s for i, s in ranking if candidates.entries[i].id == cat.tools[0].id))
+    assert scores[0] == pytest.approx(scores[1])
+
+
+def test_a2x_taxonomy_builder(catalog_file, tmp_path):
+    tax = tmp_path / "tax"
+    tax.mkdir()
+    (tax / "taxonomy.json").write_text(json.dumps({"root": "root", "categories": {
+        "root": {"children": ["c1", "c2"], "services": []},
+        "c1": {"children": [], "services": [f"weather_{i}" for i in range(30)] + ["ghost_tool"]},
+        "c2": {"children": [], "services": [f"music_{i}" for i in range(30)] + ["weather_0"]},
+    }}))
+    (tax / "class.json").write_text(json.dumps({"c1": {"name": "Weather & Climate", "description": "Weather data"},
+                                                "c2": {"name": "Music", "description": "Songs"}}))
+    report = build([catalog_file], tmp_path / "z", taxonomy=str(tax))
+    assert report.tools_unplaced_by_tree == 60  # finance and maps tools go to the root zone
+    assert report.tools_placed_more_than_once == 1  # weather_0
+    origins = {s.zone.origin for s in load_tree(tmp_path / "z")}
+    assert {"weather-climate.tools.", "music.tools."} <= origins
+    root = next(s.zone for s in load_tree(tmp_path / "z") if s.zone.origin == "tools.")
+    assert len(root.tools) == 60 and len(root.children) == 2
+
+
+def test_chinese_catalog_labels_are_dns_safe(tmp_path):
+    data = [{"id": f"zh_{i}", "name": f"天气查询{i}" if i < 20 else f"股票行情{i}",
+             "description": ("查询城市天气预报和气温" if i < 20 else "查询股票价格和行情走势") + f"，编号{i}"} for i in range(40)]
+    (tmp_path / "zh.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    build([tmp_path / "zh.json"], tmp_path / "z", builder=AutoTreeBuilder(max_children=2, max_leaf=10))
+    stores = load_tree(tmp_path / "z")
+    labels = [c.label for s in stores for c in s.zone.children] + [t.label for s in stores for t in s.zone.tools]
+    for label in labels:
+        check_label(label)
+    assert any(label.startswith("xn--") for label in labels)
+
+
+def test_build_cli(catalog_file, tmp_path, capsys):
+    from tooldns.cli import main
+
+    assert main(["build", str(catalog_file), "--out", str(tmp_path / "z"), "--max-leaf", "10",
+                 "--max-children", "4"]) == 0
+    out = capsys.readouterr()
+    assert "120 tools (120 catalog entries read)" in out.out and "[build] splitting" in out.err
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{]")
+    assert main(["build", str(bad), "--out", str(tmp_path / "y")]) == 1
+    assert "bad.json:1: not valid JSON" in capsys.readouterr().err

@@ -1,0 +1,262 @@
+"""``tooldns build``: from a tool catalog to a directory of zone files that ``tooldns serve`` runs.
+
+    tooldns build services.en.json --out built/                    # offline tree (k-means)
+    tooldns build services.en.json --taxonomy a2x-taxonomy/ --out built/
+    tooldns build services.en.json services.zh.json --out built/   # one bilingual tree
+
+Steps: load and check the catalog (:mod:`tooldns.catalog`), build a category tree
+(:mod:`tooldns.taxonomy`), then write one zone file per category with loopback addresses and
+glue assigned, plus ``catalog-map.json`` (catalog id -> the tool's DNS names) and
+``build-report.json``. Decisions, measured on the ToolRet data (``docs/building.md``):
+
+* a child's summary, which its parent scores, is the text of every tool beneath it (short
+  category names and descriptions route badly), scored with BM25 k1 = 10 (long documents);
+* every zone carries the catalog's global BM25 statistics (document count, mean length, and the
+  document frequency of each term its tools use), so a tool scores the same in any zone and the
+  client can merge leaves by score.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+from . import names
+from .bm25 import CorpusStats
+from .catalog import Catalog, CatalogTool, load_catalogs
+from .exceptions import BuildError
+from .taxonomy import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
+from .tokenize import tokenize
+from .zone import Parameter, Tool
+
+DEFAULT_CHILD_K1 = 10.0
+DEFAULT_TOOL_K1 = 1.5
+
+
+@dataclass
+class BuildReport:
+    tools_in_catalog: int = 0
+    entries_read: int = 0
+    placements: int = 0
+    tools_placed_more_than_once: int = 0
+    tools_unplaced_by_tree: int = 0
+    zones: int = 0
+    depth: int = 0
+    leaf_sizes: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    out: str = ""
+
+    def text(self) -> str:
+        ls = self.leaf_sizes
+        return (f"{self.tools_in_catalog} tools ({self.entries_read} catalog entries read) -> {self.zones} zones, "
+                f"depth {self.depth}; {self.placements} placements, {self.tools_placed_more_than_once} tools in more "
+                f"than one zone, {self.tools_unplaced_by_tree} put at the root by the tree builder; leaves: "
+                f"{ls.get('count', 0)} of min {ls.get('min', 0)} / median {ls.get('median', 0)} / max "
+                f"{ls.get('max', 0)} tools; {len(self.warnings)} warnings; {self.seconds:.1f} s -> {self.out}")
+
+
+def zone_tool(tool: CatalogTool, label: str, service: str) -> Tool:
+    url = tool.url
+    parsed = urlparse(url) if url else None
+    if parsed and parsed.scheme in ("http", "https") and parsed.hostname:
+        target, port = parsed.hostname.rstrip(".") + ".", parsed.port or (443 if parsed.scheme == "https" else 80)
+    else:
+        target, port = "localhost.", 0
+    description = " ".join([*tool.names[1:], tool.description]).strip()
+    params = tuple(Parameter(n, t or "string", d, r) for n, t, d, r in tool.parameters)
+    return Tool(label=label, name=tool.names[0], service=service, target=target, port=port, description=description,
+                endpoint=url, parameters=params, id=tool.id)
+
+
+def _addresses(subnet: str):
+    """127.0.0.1, 127.0.0.2, ... skipping .0 and .255 in the last octet."""
+    a, b = (int(x) for x in subnet.split("."))
+    for c in range(256):
+        for d in range(1, 255):
+            yield f"{a}.{b}.{c}.{d}"
+
+
+def _tool_labels(catalog: Catalog, indices, taken: set[str]) -> dict[int, str]:
+    out = {}
+    for i in sorted(indices):
+        t = catalog.tools[i]
+        out[i] = unique_label(slug(t.names[0]) or slug(t.id), taken, f"t{i}")
+    return out
+
+
+def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, origin: str = "tools.",
+                subnet: str = "127.0", service: str = "http", child_k1: float = DEFAULT_CHILD_K1,
+                tool_k1: float = DEFAULT_TOOL_K1, prune_ratio: float = 0.0, progress=lambda s: None) -> BuildReport:
+    """Write one zone file per category of *root* into *out*; return the report."""
+    t0 = time.perf_counter()
+    origin = names.normalize(origin)
+    if service not in names.SERVICES or service == names.ANY_SERVICE:
+        raise BuildError(f"unknown service {service!r}")
+    outdir = Path(out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    for old in outdir.glob("*.yaml"):
+        old.unlink()
+
+    # Zone tools and global statistics over exactly the text zone servers index.
+    labels_by_cat: dict[int, dict[int, str]] = {}
+    proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
+    tool_tokens = [tokenize(t.text()) for t in proto_tools]
+    stats = CorpusStats.from_tokens(tool_tokens)
+
+    # Origins and addresses, breadth-first so that the root gets the first address.
+    addresses = _addresses(subnet)
+    order: list[tuple[Category, str, int]] = []
+    queue = [(root, origin, 0)]
+    while queue:
+        cat, zone_origin, depth = queue.pop(0)
+        order.append((cat, zone_origin, depth))
+        for child in cat.children:
+            queue.append((child, f"{child.label}.{zone_origin}", depth + 1))
+    address_of = {id(cat): next(addresses) for cat, _, _ in order}
+    origin_of = {id(cat): o for cat, o, _ in order}
+
+    subtree_tools: dict[int, set[int]] = {}
+
+    def below(cat: Category) -> set[int]:
+        if id(cat) not in subtree_tools:
+            subtree_tools[id(cat)] = cat.all_tools()
+        return subtree_tools[id(cat)]
+
+    report = BuildReport(tools_in_catalog=len(catalog.tools), entries_read=catalog.entries_read,
+                         warnings=list(catalog.warnings), out=str(outdir))
+    mapping: dict[str, list[str]] = {t.id: [] for t in catalog.tools}
+    leaf_sizes = []
+    for n, (cat, zone_origin, depth) in enumerate(order, 1):
+        zone_tools_idx = sorted(set(cat.tools))
+        labels = _tool_labels(catalog, zone_tools_idx, set())
+        labels_by_cat[id(cat)] = labels
+        tools_out, terms = [], set()
+        for i in zone_tools_idx:
+            tool = zone_tool(catalog.tools[i], labels[i], service)
+            terms.update(tool_tokens[i])
+            mapping[tool.id].append(tool.owner(zone_origin))
+            d = {"label": tool.label, "name": tool.name, "service": tool.service, "target": tool.target,
+                 "port": tool.port, "description": tool.description, "id": tool.id}
+            if tool.endpoint:
+                d["endpoint"] = tool.endpoint
+            if tool.parameters:
+                d["parameters"] = [{"name": p.name, "type": p.type, "required": p.required,
+                                    "description": p.description} for p in tool.parameters]
+            tools_out.append(d)
+        if not cat.children:
+            leaf_sizes.append(len(zone_tools_idx))
+        children_out = []
+        for child in cat.children:
+            beneath = sorted(below(child))
+            corpus = " ".join(proto_tools[i].text() for i in beneath)
+            child_origin = origin_of[id(child)]
+            children_out.append({
+                "label": child.label, "kind": child.kind,
+                "summary": {"description": f"{child.title}: {child.description}".strip(": "),
+                            "keywords": list(child.keywords), "corpus": corpus},
+                "nameservers": [{"name": f"ns1.{child_origin}", "address": address_of[id(child)]}],
+            })
+        zone_doc = {
+            "origin": zone_origin,
+            "ttl": 3600,
+            "soa": {"contact": f"hostmaster@{zone_origin.rstrip('.')}", "serial": 1},
+            "nameservers": [{"name": f"ns1.{zone_origin}", "address": address_of[id(cat)]}],
+            "summary": {"description": f"{cat.title}: {cat.description}".strip(": ") or zone_origin},
+            "settings": {"scorer": "bm25", "scorer_options": {"k1": tool_k1},
+                         "child_scorer_options": {"k1": child_k1}, "prune_ratio": prune_ratio},
+        }
+        if children_out:
+            zone_doc["children"] = children_out
+        if tools_out:
+            zone_doc["tools"] = tools_out
+            restricted = stats.restricted(terms)
+            zone_doc["corpus_stats"] = {"n_docs": restricted.n_docs, "avgdl": round(restricted.avgdl, 6),
+                                        "df": dict(sorted(restricted.df.items()))}
+        fname = ("root" if zone_origin == origin else zone_origin.rstrip(".")) + ".yaml"
+        with open(outdir / fname, "w", encoding="utf-8") as fh:
+            fh.write(f"# Built by tooldns build from {', '.join(catalog.sources)}\n")
+            yaml.dump(zone_doc, fh, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                      allow_unicode=True, width=120)
+        if n % 20 == 0 or n == len(order):
+            progress(f"wrote {n}/{len(order)} zones")
+
+    placed_counts = [len(v) for v in mapping.values()]
+    unplaced = [tid for tid, v in mapping.items() if not v]
+    if unplaced:  # every builder must place every tool; a bug otherwise, never a silent drop
+        raise BuildError(f"{len(unplaced)} tools were not placed in any zone, e.g. {unplaced[:5]}")
+    report.placements = sum(placed_counts)
+    report.tools_placed_more_than_once = sum(1 for c in placed_counts if c > 1)
+    report.zones = len(order)
+    report.depth = max(d for _, _, d in order) + 1
+    report.leaf_sizes = {"count": len(leaf_sizes), "min": min(leaf_sizes, default=0),
+                         "median": statistics.median(leaf_sizes) if leaf_sizes else 0,
+                         "max": max(leaf_sizes, default=0)}
+    report.seconds = time.perf_counter() - t0
+    (outdir / "catalog-map.json").write_text(json.dumps(mapping, ensure_ascii=False, indent=0), encoding="utf-8")
+    (outdir / "build-report.json").write_text(json.dumps(report.__dict__, ensure_ascii=False, indent=2),
+                                              encoding="utf-8")
+    return report
+
+
+def build(services: list[str], out: str, *, taxonomy: str | None = None, builder: TreeBuilder | None = None,
+          progress=lambda s: None, **options) -> BuildReport:
+    """Catalog files -> zone directory, with the given tree, the A2X tree in *taxonomy*, or the offline one."""
+    t0 = time.perf_counter()
+    catalog = load_catalogs(services)
+    progress(f"catalog: {len(catalog.tools)} tools from {', '.join(catalog.sources)}; {len(catalog.warnings)} warnings")
+    if builder is None:
+        builder = A2XTreeBuilder(taxonomy) if taxonomy else AutoTreeBuilder()
+    root = builder.build(catalog, progress)
+    report = build_zones(catalog, root, out, progress=progress, **options)
+    report.tools_unplaced_by_tree = getattr(builder, "unplaced", 0)
+    report.seconds = time.perf_counter() - t0
+    (Path(out) / "build-report.json").write_text(json.dumps(report.__dict__, ensure_ascii=False, indent=2),
+                                                 encoding="utf-8")
+    return report
+
+
+def _run(args) -> int:
+    builder = None
+    if not args.taxonomy:
+        builder = AutoTreeBuilder(args.max_children, args.max_leaf, args.max_depth, args.overlap)
+
+    def progress(msg: str) -> None:
+        print(f"[build] {msg}", file=sys.stderr, flush=True)
+
+    report = build(args.services, args.out, taxonomy=args.taxonomy, builder=builder, progress=progress,
+                   origin=args.origin, subnet=args.subnet, service=args.service, child_k1=args.child_k1,
+                   tool_k1=args.tool_k1, prune_ratio=args.prune_ratio)
+    for w in report.warnings[:20]:
+        print(f"warning: {w}", file=sys.stderr)
+    if len(report.warnings) > 20:
+        print(f"warning: ... and {len(report.warnings) - 20} more (build-report.json has them all)", file=sys.stderr)
+    print(report.text())
+    return 0
+
+
+def add_build_command(sub) -> None:
+    b = sub.add_parser("build", help="build a zone tree from a tool catalog")
+    b.add_argument("services", nargs="+", help="catalog JSON files (same id in two files = one tool)")
+    b.add_argument("--out", required=True, help="directory for the zone files (its *.yaml are replaced)")
+    b.add_argument("--taxonomy", help="directory with an A2X taxonomy.json and class.json to use as the tree")
+    b.add_argument("--origin", default="tools.")
+    b.add_argument("--subnet", default="127.0", help="first two octets of the loopback addresses (default 127.0)")
+    b.add_argument("--service", default="http", help="service of catalog tools (default http)")
+    b.add_argument("--max-children", type=int, default=20)
+    b.add_argument("--max-leaf", type=int, default=40)
+    b.add_argument("--max-depth", type=int, default=3)
+    b.add_argument("--overlap", type=float, default=0.9,
+                   help="place a tool in a second category too when its similarity is at least this share of the best")
+    b.add_argument("--child-k1", type=float, default=DEFAULT_CHILD_K1)
+    b.add_argument("--tool-k1", type=float, default=DEFAULT_TOOL_K1)
+    b.add_argument("--prune-ratio", type=float, default=0.0)
+    b.set_defaults(func=_run)

@@ -1,0 +1,142 @@
+"""Tool catalogs: the JSON users arrive with, loaded and checked, nothing silently dropped.
+
+Shape (as ``services.en.json`` of the ToolRet benchmark)::
+
+    [{"id": "apibank_tool_25", "name": "OpenBankAccount", "description": "...",
+      "metadata": {"inputSchema": {"account": {"type": "string", "description": "...", "required": false}},
+                   "url": "apis/open_bank_account.py"}}, ...]
+
+Errors that stop a build (all listed at once, with the entry's index): not a JSON list, an entry
+that is not an object, a missing or empty id, a duplicate id, no name and no description.
+Warnings that do not (each counted in the report): an empty description (the name stands in),
+an inputSchema that is not an object (ignored). Several catalogs may be merged: entries with the
+same id are the same tool, and their texts are joined (an English and a Chinese catalog make one
+bilingual tree).
+
+    >>> catalog = load_catalogs(["services.en.json"])
+    >>> len(catalog.tools), catalog.warnings[:1]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from .exceptions import BuildError
+
+
+@dataclass
+class CatalogTool:
+    id: str
+    name: str
+    description: str
+    parameters: list[tuple[str, str, str, bool]] = field(default_factory=list)  # name, type, description, required
+    url: str = ""
+    names: list[str] = field(default_factory=list)  # every name seen (merged catalogs)
+
+    def text(self) -> str:
+        """What lexical scorers and the tree builder read."""
+        params = " ".join(f"{p[0]} {p[2]}" for p in self.parameters)
+        return " ".join([*self.names, self.description, params]).strip()
+
+
+@dataclass
+class Catalog:
+    tools: list[CatalogTool]
+    warnings: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    entries_read: int = 0
+
+    def by_id(self) -> dict[str, CatalogTool]:
+        return {t.id: t for t in self.tools}
+
+
+def _params(schema, where: str, warnings: list[str]) -> list[tuple[str, str, str, bool]]:
+    if schema is None:
+        return []
+    if not isinstance(schema, dict):
+        warnings.append(f"{where}: inputSchema is not an object; ignored")
+        return []
+    # JSON Schema style {"type": "object", "properties": {...}, "required": [...]} or a flat mapping
+    required_list = schema.get("required") if isinstance(schema.get("required"), list) else []
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else schema
+    out = []
+    for name, spec in props.items():
+        if not isinstance(spec, dict):
+            continue
+        required = spec.get("required", name in required_list)
+        out.append((str(name), str(spec.get("type", "")), str(spec.get("description", "")), bool(required is True)))
+    return out
+
+
+def parse_catalog(data, source: str = "<catalog>") -> Catalog:
+    """Check one catalog's decoded JSON; raise :class:`BuildError` listing every fatal problem."""
+    if not isinstance(data, list):
+        raise BuildError(f"{source}: a catalog is a JSON list of tools, got {type(data).__name__}")
+    errors, warnings, tools, seen = [], [], [], {}
+    for i, entry in enumerate(data):
+        where = f"{source}[{i}]"
+        if not isinstance(entry, dict):
+            errors.append(f"{where}: each tool is a JSON object, got {type(entry).__name__}")
+            continue
+        tid = entry.get("id")
+        if not isinstance(tid, (str, int)) or not str(tid).strip():
+            errors.append(f"{where}: missing or empty 'id'")
+            continue
+        tid = str(tid).strip()
+        where = f"{where} (id {tid})"
+        if tid in seen:
+            errors.append(f"{where}: duplicate id, first at index {seen[tid]}")
+            continue
+        seen[tid] = i
+        name = str(entry.get("name") or "").strip()
+        desc = str(entry.get("description") or "").strip()
+        if not name and not desc:
+            errors.append(f"{where}: neither 'name' nor 'description'; nothing to index")
+            continue
+        if not desc:
+            warnings.append(f"{where}: empty description; the name stands in for it")
+            desc = name
+        if not name:
+            warnings.append(f"{where}: empty name; the id stands in for it")
+            name = tid
+        meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
+        tools.append(CatalogTool(tid, name, desc, _params(meta.get("inputSchema"), where, warnings),
+                                 str(meta.get("url") or ""), [name]))
+    if errors:
+        shown = errors[:50] + ([f"... and {len(errors) - 50} more"] if len(errors) > 50 else [])
+        raise BuildError("\n".join(shown))
+    return Catalog(tools, warnings, [source], len(data))
+
+
+def load_catalogs(paths: list[str | os.PathLike]) -> Catalog:
+    """Load and merge catalogs; the same id in two catalogs is one tool with both texts."""
+    merged: dict[str, CatalogTool] = {}
+    out = Catalog([], [], [], 0)
+    for path in paths:
+        source = os.fspath(path)
+        try:
+            with open(source, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except OSError as exc:
+            raise BuildError(f"{source}: cannot read: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise BuildError(f"{source}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        cat = parse_catalog(data, source)
+        out.warnings.extend(cat.warnings)
+        out.sources.append(source)
+        out.entries_read += cat.entries_read
+        for tool in cat.tools:
+            old = merged.get(tool.id)
+            if old is None:
+                merged[tool.id] = tool
+                out.tools.append(tool)
+            else:
+                if tool.name not in old.names:
+                    old.names.append(tool.name)
+                if tool.description not in old.description:
+                    old.description = f"{old.description} {tool.description}"
+                if not old.parameters:
+                    old.parameters = tool.parameters
+    return out

@@ -1,0 +1,208 @@
+"""Category trees over a catalog: what ``tooldns build`` turns into zones.
+
+A :class:`Category` holds tools (indices into the catalog) and child categories. Builders are
+interchangeable behind one method, ``build(catalog, progress) -> Category``:
+
+* :class:`AutoTreeBuilder`: offline, deterministic, no model and no network. Recursive
+  splitting (the A2X defaults: at most 20 children a node, leaves of at most 40 tools, depth at
+  most 3) by k-means over TF-IDF vectors of the tools' text; a tool nearly as close to a second
+  cluster as to its own is placed in both. Children get short DNS labels from their most
+  distinctive terms.
+* :class:`A2XTreeBuilder`: a given tree in the A2X format (``taxonomy.json`` + ``class.json``).
+* An LLM builder (A2X's Algorithm 1) plugs in the same way.
+
+    >>> root = AutoTreeBuilder().build(load_catalogs(["services.en.json"]))
+    >>> [c.label for c in root.children][:3]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from .catalog import Catalog
+from .exceptions import BuildError
+from .tokenize import tokenize
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass
+class Category:
+    label: str  # DNS label ("" for the root)
+    title: str
+    description: str = ""
+    tools: list[int] = field(default_factory=list)  # catalog indices placed at this node
+    children: list["Category"] = field(default_factory=list)
+    kind: str = "functional"
+    keywords: list[str] = field(default_factory=list)
+
+    def walk(self, depth: int = 0):
+        yield self, depth
+        for child in self.children:
+            yield from child.walk(depth + 1)
+
+    def all_tools(self) -> set[int]:
+        out = set(self.tools)
+        for child in self.children:
+            out |= child.all_tools()
+        return out
+
+
+class TreeBuilder(Protocol):
+    def build(self, catalog: Catalog, progress: Progress = _quiet) -> Category: ...
+
+
+def slug(text: str, limit: int = 40) -> str:
+    """A DNS label from text: ASCII letters and digits joined by '-', or '' if none remain."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    ascii_text = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", ascii_text)
+    out = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+    return out[:limit].strip("-")
+
+
+def unique_label(base: str, taken: set[str], fallback: str) -> str:
+    label = base or fallback
+    candidate, n = label, 2
+    while candidate in taken:
+        suffix = f"-{n}"
+        candidate = label[:63 - len(suffix)] + suffix
+        n += 1
+    taken.add(candidate)
+    return candidate
+
+
+def _idna_label(term: str) -> str:
+    try:
+        label = term.encode("idna").decode("ascii")
+    except UnicodeError:
+        return ""
+    return label if len(label) <= 63 and re.fullmatch(r"[a-z0-9-]+", label) else ""
+
+
+class AutoTreeBuilder:
+    """Offline recursive k-means splitting; deterministic for the same input and parameters."""
+
+    def __init__(self, max_children: int = 20, max_leaf: int = 40, max_depth: int = 3, overlap: float = 0.9,
+                 seed: int = 0) -> None:
+        if max_children < 2 or max_leaf < 1 or max_depth < 1:
+            raise BuildError("max_children must be at least 2, max_leaf and max_depth at least 1")
+        self.max_children, self.max_leaf, self.max_depth = max_children, max_leaf, max_depth
+        self.overlap, self.seed = overlap, seed
+
+    def build(self, catalog: Catalog, progress: Progress = _quiet) -> Category:
+        import numpy as np
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        texts = [t.text() for t in catalog.tools]
+        if not texts:
+            raise BuildError("the catalog has no tools")
+        vectorizer = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None, sublinear_tf=True)
+        self._x = vectorizer.fit_transform(texts)
+        self._terms = np.array(vectorizer.get_feature_names_out())
+        self._np = np
+        self._progress = progress
+        self._done = 0
+        self._total = len(texts)
+        root = Category("", "All tools", "Every tool of the catalog")
+        self._split(root, list(range(len(texts))), 1)
+        return root
+
+    def _split(self, node: Category, members: list[int], depth: int) -> None:
+        np = self._np
+        if len(members) <= self.max_leaf or depth > self.max_depth:
+            node.tools = sorted(members)
+            return
+        k = min(self.max_children, max(2, math.ceil(len(members) / self.max_leaf)))
+        self._progress(f"splitting {node.label or 'the root'} ({len(members)} tools) into up to {k}")
+        from sklearn.cluster import KMeans
+
+        x = self._x[members]
+        km = KMeans(n_clusters=k, random_state=self.seed, n_init=3, max_iter=100).fit(x)
+        centers = km.cluster_centers_
+        norms = np.linalg.norm(centers, axis=1, keepdims=True)
+        centers = centers / np.where(norms == 0, 1, norms)
+        sims = np.asarray(x @ centers.T)
+        order = np.argsort(-sims, axis=1)
+        groups: list[list[int]] = [[] for _ in range(k)]
+        for row, member in enumerate(members):
+            best = order[row, 0]
+            groups[best].append(member)
+            if self.overlap < 1.0 and k > 1:
+                second = order[row, 1]
+                if sims[row, second] > 0 and sims[row, second] >= self.overlap * sims[row, best]:
+                    groups[second].append(member)
+        groups = [g for g in groups if g]
+        if len(groups) < 2 or max(len(g) for g in groups) >= len(members):
+            node.tools = sorted(members)  # nothing to split on: keep them here
+            return
+        taken: set[str] = set()
+        parent_mean = np.asarray(x.mean(axis=0)).ravel()
+        for i, group in enumerate(sorted(groups, key=lambda g: (-len(g), min(g)))):
+            weights = np.asarray(self._x[group].mean(axis=0)).ravel() - 0.5 * parent_mean
+            top = [self._terms[j] for j in np.argsort(-weights)[:12]]
+            ascii_terms = [t for t in top if slug(t) == t]
+            base = "-".join(ascii_terms[:2])[:40] if ascii_terms else next(filter(None, map(_idna_label, top)), "")
+            label = unique_label(base, taken, f"c{i + 1}")
+            child = Category(label, ", ".join(top[:3]), "Tools about " + ", ".join(top[:8]), keywords=top[:8])
+            node.children.append(child)
+            self._split(child, group, depth + 1)
+
+
+class A2XTreeBuilder:
+    """A category tree given in the A2X format; tools it does not place go to the root."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def build(self, catalog: Catalog, progress: Progress = _quiet) -> Category:
+        try:
+            taxonomy = json.loads((self.directory / "taxonomy.json").read_text(encoding="utf-8"))
+            classes = json.loads((self.directory / "class.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise BuildError(f"{self.directory}: cannot read taxonomy.json and class.json: {exc}") from None
+        cats = taxonomy.get("categories")
+        root_id = taxonomy.get("root", "root")
+        if not isinstance(cats, dict) or root_id not in cats:
+            raise BuildError(f"{self.directory}/taxonomy.json: needs 'categories' with the root '{root_id}'")
+        index = {t.id: i for i, t in enumerate(catalog.tools)}
+        self.unknown: list[str] = []
+
+        def make(cat_id: str, label: str, seen: frozenset) -> Category:
+            if cat_id in seen:
+                raise BuildError(f"taxonomy.json: category {cat_id} is its own ancestor")
+            info = classes.get(cat_id, {}) if isinstance(classes, dict) else {}
+            node_data = cats.get(cat_id) or {}
+            name = info.get("name", cat_id)
+            node = Category(label, name, " ".join(filter(None, [info.get("description", ""), info.get("boundary", "")])))
+            for sid in node_data.get("services", []):
+                if sid in index:
+                    node.tools.append(index[sid])
+                else:
+                    self.unknown.append(sid)
+            taken: set[str] = set()
+            for child_id in node_data.get("children", []):
+                if child_id not in cats:
+                    raise BuildError(f"taxonomy.json: category {cat_id} names unknown child {child_id}")
+                child_name = (classes.get(child_id) or {}).get("name", child_id)
+                child_label = unique_label(slug(child_name, 30), taken, slug(child_id, 30) or "c")
+                node.children.append(make(child_id, child_label, seen | {cat_id}))
+            return node
+
+        root = make(root_id, "", frozenset())
+        placed = root.all_tools()
+        missing = [i for i in range(len(catalog.tools)) if i not in placed]
+        root.tools.extend(missing)
+        self.unplaced = len(missing)
+        progress(f"A2X tree: {sum(1 for _ in root.walk())} categories; {len(missing)} tools not in it go to the root; "
+                 f"{len(self.unknown)} ids in it are not in the catalog")
+        return root
