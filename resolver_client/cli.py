@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("intent", help="what the agent wants to do, in natural language")
     p.add_argument("--root", default="127.0.0.1:5300", help="root name server HOST:PORT (default: what 'tooldns serve zones/' starts)")
     p.add_argument("--root-zone", default="tools.", help="zone the walk starts at (default tools.)")
-    p.add_argument("--k", type=int, default=3, help="children or tools asked for at each step (1-255, default 3)")
+    p.add_argument("--k", default="3", help="children asked for at each step, 1-255, or one per depth: 5,3,2 "
+                   "(the last repeats; default 3)")
+    p.add_argument("--leaf-k", type=int, default=None, help="tools asked of each leaf (default: the first K)")
     p.add_argument("--service", default=names.ANY_SERVICE,
                    help=f"service to find: {', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
@@ -74,13 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--trace", action="store_true", help="show every hop, like dig +trace")
     args = p.parse_args(argv)
-    if not 1 <= args.k <= 255:
-        p.error("--k must be from 1 to 255")
+    try:
+        ks = tuple(int(x) for x in str(args.k).split(","))
+    except ValueError:
+        p.error("--k takes whole numbers: 3 or 5,3,2")
+    if not all(1 <= k <= 255 for k in ks) or (args.leaf_k is not None and not 1 <= args.leaf_k <= 255):
+        p.error("--k and --leaf-k must be from 1 to 255")
     try:
         root = parse_server(args.root)
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout) as resolver:
-            res = resolver.resolve(args.intent, k=args.k, service=args.service.lower(),
-                                   trust=_split(args.trust), exclude=_split(args.exclude), top=args.top)
+            res = resolver.resolve(args.intent, k=ks if len(ks) > 1 else ks[0], service=args.service.lower(),
+                                   trust=_split(args.trust), exclude=_split(args.exclude), top=args.top,
+                                   leaf_k=args.leaf_k)
     except ResolverError as exc:
         print(f"tooldns-resolve: {exc}", file=sys.stderr)
         return 3

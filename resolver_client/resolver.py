@@ -61,8 +61,8 @@ class _BaseResolver:
         self.max_queries = max_queries
         self.intent_code = intent_code
 
-    def _walk(self, intent: str, k: int, service: str, trust, exclude) -> Walk:
-        return Walk(intent=intent, k=k, root=self.root, service=service, root_zone=self.root_zone,
+    def _walk(self, intent: str, k: int, service: str, trust, exclude, leaf_k=None) -> Walk:
+        return Walk(intent=intent, k=k, leaf_k=leaf_k, root=self.root, service=service, root_zone=self.root_zone,
                     trust=list(trust) if trust is not None else None,
                     exclude=list(exclude) if exclude else None,
                     max_depth=self.max_depth, max_queries=self.max_queries, intent_code=self.intent_code)
@@ -81,23 +81,17 @@ class _BaseResolver:
 class Resolver(_BaseResolver):
     """Blocking resolver; one thread, the queries a referral fans out to in flight together.
 
-    UDP queries go out at once on non-blocking sockets and replies are taken as they arrive
-    (a selector, no threads); the rare TCP retry after truncation is a blocking exchange.
-    Safe to share between threads: each call has its own sockets.
+    Queries go out at once on non-blocking sockets, UDP and TCP alike, and replies are taken as
+    they arrive (a selector, no threads). Safe to share between threads: each call has its own
+    sockets.
     """
 
-    def _exchange_tcp(self, q: Query) -> tuple[bytes | None, Exception | None, float]:
+    def resolve(self, intent: str, k: int | tuple[int, ...] = 3, service: str = ANY_SERVICE, *, trust=None, exclude=None,
+                top: int | None = None, leaf_k: int | None = None) -> Resolution:
+        """Walk the tree for *intent*: the best *k* children at each step, *leaf_k* tools (default
+        *k*) from each leaf; the merged tools back, best first (at most *top*)."""
         t0 = time.perf_counter()
-        try:
-            return transport.tcp(q.wire, *q.server, self.timeout), None, (time.perf_counter() - t0) * 1000
-        except (OSError, TimeoutError) as exc:
-            return None, exc, (time.perf_counter() - t0) * 1000
-
-    def resolve(self, intent: str, k: int = 3, service: str = ANY_SERVICE, *, trust=None, exclude=None,
-                top: int | None = None) -> Resolution:
-        """Walk the tree for *intent*, asking for the top *k* at each step; ranked tools back."""
-        t0 = time.perf_counter()
-        walk = self._walk(intent, k, service, trust, exclude)
+        walk = self._walk(intent, k, service, trust, exclude, leaf_k)
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}  # socket -> (query, start time)
         with selectors.DefaultSelector() as selector:
@@ -108,17 +102,18 @@ class Resolver(_BaseResolver):
                         hit = self._cached(q)
                         if hit is not None:
                             ready.extend(walk.take(q, None, cached=hit))
-                        elif q.tcp:
-                            wire, err, ms = self._exchange_tcp(q)
-                            ready.extend(walk.take(q, wire, err, ms))
-                            self._remember(q)
                         else:
                             try:
-                                sock = transport.udp_send(q.wire, *q.server)
+                                if q.tcp:
+                                    exchange = transport.TCPExchange(q.wire, *q.server)
+                                    sock, events = exchange.sock, exchange.events
+                                else:
+                                    exchange = None
+                                    sock, events = transport.udp_send(q.wire, *q.server), selectors.EVENT_READ
                             except OSError as exc:
                                 ready.extend(walk.take(q, None, exc, 0.0))
                                 continue
-                            selector.register(sock, selectors.EVENT_READ)
+                            selector.register(sock, events, exchange)
                             inflight[sock] = (q, time.perf_counter())
                     if inflight:
                         ready.extend(self._collect(walk, selector, inflight))
@@ -134,15 +129,21 @@ class Resolver(_BaseResolver):
         wait_for = max(0.0, min(started for _, started in inflight.values()) + self.timeout - now)
         out: list[Query] = []
         for key, _ in selector.select(wait_for):
-            sock = key.fileobj
+            sock, exchange = key.fileobj, key.data
             q, started = inflight[sock]
             ms = (time.perf_counter() - started) * 1000
             try:
-                wire = transport.udp_recv(sock, q.wire)
-                if wire is None:
-                    continue  # a stray datagram: keep waiting for the real reply
+                if exchange is not None:  # TCP: connect, send, read, as the socket allows
+                    wire = exchange.step()
+                    if wire is None:
+                        selector.modify(sock, exchange.events, exchange)
+                        continue
+                else:
+                    wire = transport.udp_recv(sock, q.wire)
+                    if wire is None:
+                        continue  # a stray datagram: keep waiting for the real reply
                 err = None
-            except OSError as exc:  # ICMP port unreachable: the server is down
+            except OSError as exc:  # refused, reset, ICMP port unreachable: the server is down
                 wire, err = None, exc
             selector.unregister(sock)
             sock.close()
@@ -155,7 +156,7 @@ class Resolver(_BaseResolver):
                 selector.unregister(sock)
                 sock.close()
                 del inflight[sock]
-                out.extend(walk.take(q, None, TimeoutError(f"no UDP reply from {q.server[0]}:{q.server[1]} "
+                out.extend(walk.take(q, None, TimeoutError(f"no reply from {q.server[0]}:{q.server[1]} "
                                                            f"within {self.timeout:g} s"), (now - started) * 1000))
         return out
 
@@ -181,10 +182,10 @@ class AsyncResolver(_BaseResolver):
         except (OSError, TimeoutError) as exc:
             return None, exc, (time.perf_counter() - t0) * 1000
 
-    async def resolve(self, intent: str, k: int = 3, service: str = ANY_SERVICE, *, trust=None, exclude=None,
-                      top: int | None = None) -> Resolution:
+    async def resolve(self, intent: str, k: int | tuple[int, ...] = 3, service: str = ANY_SERVICE, *, trust=None, exclude=None,
+                      top: int | None = None, leaf_k: int | None = None) -> Resolution:
         t0 = time.perf_counter()
-        walk = self._walk(intent, k, service, trust, exclude)
+        walk = self._walk(intent, k, service, trust, exclude, leaf_k)
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}
         while ready or inflight:

@@ -49,26 +49,6 @@ def udp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
             raise TimeoutError(f"no UDP reply from {address}:{port} within {timeout:g} s") from None
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed mid-message")
-        buf += chunk
-    return buf
-
-
-def tcp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
-    try:
-        with socket.create_connection((address, port), timeout=timeout) as sock:
-            sock.sendall(struct.pack("!H", len(wire)) + wire)
-            (length,) = struct.unpack("!H", _recv_exact(sock, 2))
-            return _recv_exact(sock, length)
-    except socket.timeout:
-        raise TimeoutError(f"no TCP reply from {address}:{port} within {timeout:g} s") from None
-
-
 class _UDPProtocol(asyncio.DatagramProtocol):
     def __init__(self, wire: bytes, future: asyncio.Future) -> None:
         self.wire, self.future = wire, future
@@ -115,3 +95,49 @@ async def atcp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
         raise TimeoutError(f"no TCP reply from {address}:{port} within {timeout:g} s") from None
     except asyncio.IncompleteReadError as exc:
         raise ConnectionError("connection closed mid-message") from exc
+
+
+class TCPExchange:
+    """One query over TCP on a non-blocking socket, driven by a selector (no threads, no waits).
+
+    >>> ex = TCPExchange(wire, "127.0.0.1", 5300); selector.register(ex.sock, ex.events)
+    >>> # on each event: reply = ex.step(); re-register with ex.events until reply is not None
+    """
+
+    def __init__(self, wire: bytes, address: str, port: int) -> None:
+        self.sock = socket.socket(_family(address), socket.SOCK_STREAM)
+        self.sock.setblocking(False)
+        self._out = struct.pack("!H", len(wire)) + wire
+        self._in = b""
+        err = self.sock.connect_ex((address, port))
+        if err not in (0, 115, 36, 10035):  # 0, EINPROGRESS (Linux, macOS), WSAEWOULDBLOCK
+            self.sock.close()
+            raise ConnectionRefusedError(err, f"cannot connect to {address}:{port}")
+
+    @property
+    def events(self) -> int:
+        import selectors
+
+        return selectors.EVENT_WRITE if self._out else selectors.EVENT_READ
+
+    def step(self) -> bytes | None:
+        """Advance on a ready socket; the reply once complete. Raises OSError on failure."""
+        if self._out:
+            err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                raise ConnectionRefusedError(err, "connection failed")
+            sent = self.sock.send(self._out)
+            self._out = self._out[sent:]
+            return None
+        chunk = self.sock.recv(65537)
+        if not chunk:
+            raise ConnectionError("connection closed mid-message")
+        self._in += chunk
+        if len(self._in) >= 2:
+            (length,) = struct.unpack_from("!H", self._in)
+            if len(self._in) >= 2 + length:
+                return self._in[2:2 + length]
+        return None
+
+    def close(self) -> None:
+        self.sock.close()

@@ -45,6 +45,8 @@ from .message import Reply, is_reply_to, make_query, opt_record, parse_reply
 from .results import Hop, Referral, Resolution, Stats, Tool
 
 UDP_PAYLOAD = 1232
+#: tools whose SRV and metadata fit one UDP reply, about (descriptions are cut to 120 bytes)
+TOOLS_PER_DATAGRAM = 4
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Query:
     server_index: int = 0
     tcp: bool = False
     attempts: int = 0
+    k: int = 3  # K carried by this query's intent option
     cache_key: tuple = ()
     #: set by Walk.take: how long the reply to this query may be cached (0: not at all)
     cache_ttl: float = 0.0
@@ -81,7 +84,7 @@ class Query:
     def retry(self, **changes) -> "Query":
         """The same question again, to another server or over TCP (a new message ID)."""
         fields = dict(qname=self.qname, zone=self.zone, servers=self.servers, path=self.path, depth=self.depth,
-                      opt=self.opt, server_index=self.server_index, tcp=self.tcp,
+                      opt=self.opt, k=self.k, server_index=self.server_index, tcp=self.tcp,
                       attempts=self.attempts + 1, cache_key=self.cache_key)
         fields.update(changes)
         return Query(**fields)
@@ -94,7 +97,8 @@ class Query:
 @dataclass
 class Walk:
     intent: str
-    k: int = 3
+    #: children asked for at each step: one K, or one per depth (the last repeats): (5, 3, 2)
+    k: int | tuple[int, ...] = 3
     root: list[tuple[str, int]] = field(default_factory=lambda: [("127.0.0.1", 5300)])
     service: str = names.ANY_SERVICE
     transport: str = "tcp"
@@ -104,16 +108,22 @@ class Walk:
     max_depth: int = 8
     max_queries: int = 256
     intent_code: int = INTENT_OPTION_CODE
+    #: tools asked of each leaf (None: K); branching stays K
+    leaf_k: int | None = None
 
     def __post_init__(self) -> None:
+        self._ks = tuple(self.k) if isinstance(self.k, (tuple, list)) else (self.k,)
+        if not self._ks:
+            raise ResolverError("K needs at least one value")
+        self.leaf_k = self.leaf_k or self._ks[0]
         try:
-            self._opt_record = opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(self.intent, self.k))],
-                                   UDP_PAYLOAD)
+            self._opts = {k: opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(self.intent, k))],
+                                        UDP_PAYLOAD) for k in {*self._ks, self.leaf_k}}
             self._cursor = names.cursor(self.service, self.root_zone, self.transport)
         except (IntentError, NameError_) as exc:
             raise ResolverError(str(exc)) from exc
         # a query that cannot fit one datagram (header, longest name, OPT) goes over TCP from the start
-        self._tcp_only = 12 + 255 + 4 + len(self._opt_record) > UDP_PAYLOAD
+        self._tcp_only = 12 + 255 + 4 + max(map(len, self._opts.values())) > UDP_PAYLOAD
         self.stats = Stats()
         self.trace: list[Hop] = []
         self.errors: list[str] = []
@@ -123,10 +133,17 @@ class Walk:
         self.fatal: ResolverError | None = None
 
     # -- building queries --
-    def _query(self, qname: str, zone: str, servers, path, depth) -> Query:
+    def k_at(self, depth: int) -> int:
+        """K for a cursor query at *depth* (0 = the root zone)."""
+        return self._ks[min(depth, len(self._ks) - 1)]
+
+    def _query(self, qname: str, zone: str, servers, path, depth, k: int | None = None) -> Query:
+        k = k or self.k_at(depth)
+        # Asking a leaf for more tools than fit a datagram (about 4 with their metadata): TCP at once
+        # rather than a truncated UDP reply first.
+        tcp = self._tcp_only or (k > TOOLS_PER_DATAGRAM and not qname.split(".")[2].startswith("_"))
         return Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth,
-                     opt=self._opt_record, tcp=self._tcp_only,
-                     cache_key=(qname, dns.rdatatype.SRV, self.intent, self.k))
+                     opt=self._opts[k], tcp=tcp, k=k, cache_key=(qname, dns.rdatatype.SRV, self.intent, k))
 
     def start(self) -> list[Query]:
         if not self.root:
@@ -200,6 +217,12 @@ class Walk:
         q.cache_ttl = self._ttl(resp, meta)
         if any(r.rdtype == dns.rdatatype.SRV for r in resp.answer):
             hop.tools = self._take_tools(q, resp)
+            cur = names.parse_cursor(q.qname)
+            if (cur is not None and not cur.expanded and self.leaf_k > q.k and len(hop.tools) >= q.k
+                    and not (meta is not None and meta.pruned)):
+                # a leaf we did not know was one: ask it again for leaf_k tools
+                hop.note = f"leaf: asking again for {self.leaf_k} tools"
+                return [self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, self.leaf_k)]
             return []
         if not (resp.flags & dns.flags.AA) and any(r.rdtype == dns.rdatatype.NS for r in resp.authority):
             return self._take_referral(q, resp, hop)
@@ -326,9 +349,13 @@ class Walk:
             if not servers:
                 ref.followed, ref.why_not = False, "no glue"
                 continue
+            k = None  # the K of the child's depth
             if zone == q.zone:  # kind "self": this zone's own tools
                 qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
-                depth = q.depth
+                depth, k = q.depth, self.leaf_k
+            elif pairs.get("leaf") == "1":  # a leaf: ask for its tools directly
+                qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
+                depth, k = q.depth + 1, self.leaf_k
             else:
                 qname = names.Cursor(self.service, self.transport, zone).to_text()
                 depth = q.depth + 1
@@ -345,7 +372,7 @@ class Walk:
                 continue
             self._asked.add((qname, zone))
             path = q.path if zone == q.zone else (*q.path, zone)
-            out.append(self._query(qname, zone, servers, path, depth))
+            out.append(self._query(qname, zone, servers, path, depth, k))
         return out
 
     # -- the end --

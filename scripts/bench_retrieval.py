@@ -3,8 +3,8 @@
 
 Builds the zone tree from the catalog (``tooldns build``: the offline tree, or --taxonomy),
 starts ``tooldns serve`` on loopback in its own process, resolves every query with the real
-resolver library over UDP (client cache off) and scores the merged ranking against the
-queries' correct tools. In the same run: a flat BM25 baseline over the whole catalog with the
+resolver library over UDP (client cache off; K children at each step, --top tools from each
+leaf) and scores the merged ranking against the queries' correct tools. In the same run: a flat BM25 baseline over the whole catalog with the
 same tokenizer, and a sweep over K for the plot.
 
     python scripts/bench_retrieval.py \\
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from resolver_client import Resolver  # noqa: E402
 from tooldns.bm25 import BM25  # noqa: E402
-from tooldns.build import AutoTreeBuilder, build, zone_tool  # noqa: E402
+from tooldns.build import DEFAULT_PRUNE_RATIO, AutoTreeBuilder, build, zone_tool  # noqa: E402
 from tooldns.catalog import load_catalogs  # noqa: E402
 from tooldns.serve import load_tree  # noqa: E402
 
@@ -43,6 +43,10 @@ from tooldns.serve import load_tree  # noqa: E402
 def percentile(values, p):
     values = sorted(values)
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else 0.0
+
+
+def k_text(k) -> str:
+    return ",".join(map(str, k)) if isinstance(k, tuple) else str(k)
 
 
 def metrics(ranked: list[str], correct: set[str]) -> dict:
@@ -84,7 +88,7 @@ def run_queries(resolver: Resolver, queries, k: int, top: int, sizes: dict[str, 
         correct = {c["id"] for c in q["correct_tools"]}
         t0 = time.perf_counter()
         try:
-            res = resolver.resolve(q["query"], k=k, service=service, top=top)
+            res = resolver.resolve(q["query"], k=k, service=service, top=top, leaf_k=top)
         except Exception as exc:  # counted, never hidden
             failures += 1
             print(f"  query {q['id']}: {exc}", file=sys.stderr)
@@ -131,15 +135,16 @@ def main() -> int:
     p.add_argument("--services", action="append", required=True, help="catalog JSON (repeat to merge)")
     p.add_argument("--queries", action="append", required=True, help="queries JSON (repeat to pool)")
     p.add_argument("--taxonomy", help="A2X taxonomy directory to use instead of the offline tree")
-    p.add_argument("--k", type=int, default=3, help="K asked at each step for the headline figures (default 3)")
-    p.add_argument("--ks", default="1,2,3,5,8", help="K values for the sweep and plot (default 1,2,3,5,8)")
+    p.add_argument("--k", default="5,3,2", help="K at each step for the headline figures: one value, or one per "
+                   "depth, the last repeating (default 5,3,2)")
+    p.add_argument("--ks", default="1,2,3,4,5", help="uniform K values for the sweep and plot (default 1,2,3,4,5)")
     p.add_argument("--top", type=int, default=10, help="tools kept from each resolution (default 10)")
     p.add_argument("--json", help="write the figures here (also .md report and .png plot beside it)")
     p.add_argument("--port", type=int, default=6355)
     p.add_argument("--subnet", default="127.0")
     p.add_argument("--overlap", type=float, default=0.9)
     p.add_argument("--child-k1", type=float, default=10.0)
-    p.add_argument("--prune-ratio", type=float, default=0.0)
+    p.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
     p.add_argument("--limit", type=int, help="use only the first N queries (smoke runs)")
     args = p.parse_args()
     t_start = time.perf_counter()
@@ -147,7 +152,9 @@ def main() -> int:
     queries = [q for q in queries if q.get("correct_tools")]
     if args.limit:
         queries = queries[:args.limit]
-    ks = sorted({int(x) for x in args.ks.split(",") if x} | {args.k})
+    head_k = tuple(int(x) for x in args.k.split(","))
+    head_k = head_k[0] if len(head_k) == 1 else head_k
+    ks = [head_k] + [k for k in sorted({int(x) for x in args.ks.split(",") if x}) if k != head_k]
 
     with tempfile.TemporaryDirectory(prefix="tooldns-bench-") as tmp:
         zonedir = str(Path(tmp) / "zones")
@@ -174,7 +181,7 @@ def main() -> int:
                 for k in ks:
                     sweep[k] = run_queries(resolver, queries, k, args.top, sizes, len(catalog.tools), "any")
                     s = sweep[k]
-                    print(f"K={k}: hr@10 {s['hr@10']:.3f} recall@10 {s['recall@10']:.3f} docs {s['docs_scored_fraction']:.3f} "
+                    print(f"K={k_text(k)}: hr@10 {s['hr@10']:.3f} recall@10 {s['recall@10']:.3f} docs {s['docs_scored_fraction']:.3f} "
                           f"p50 {s['p50_ms']:.1f} ms", file=sys.stderr)
         finally:
             proc.send_signal(signal.SIGINT)
@@ -183,17 +190,17 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
     flat = flat_baseline(catalog, queries, args.top)
-    head = sweep[args.k]
+    head = sweep[head_k]
     result = {
         **{k: head[k] for k in ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10")},
         "docs_scored_fraction": head["docs_scored_fraction"], "docs_scored_per_query": head["docs_scored_per_query"],
         "p50_ms": head["p50_ms"], "p99_ms": head["p99_ms"],
         "queries_per_resolution": head["queries_per_resolution"], "bytes_per_resolution": head["bytes_per_resolution"],
         "packets_per_resolution": head["packets_per_resolution"], "nodes_per_resolution": head["nodes_per_resolution"],
-        "k": args.k, "top": args.top, "queries": len(queries), "failures": head["failures"],
+        "k": k_text(head_k), "top": args.top, "queries": len(queries), "failures": head["failures"],
         "correct_ids_not_in_catalog": missing,
         "flat_bm25": {k: flat[k] for k in ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10")},
-        "sweep": {str(k): v for k, v in sweep.items()},
+        "sweep": {k_text(k): {**v, "k": k_text(k)} for k, v in sweep.items()},
         "build": report.__dict__ | {"warnings": len(report.warnings)},
         "services": args.services, "query_files": args.queries, "taxonomy": args.taxonomy,
         "seconds": time.perf_counter() - t_start,
@@ -203,7 +210,8 @@ def main() -> int:
         "",
         f"Catalog: {', '.join(args.services)} ({len(catalog.tools)} tools); queries: {', '.join(args.queries)} "
         f"({len(queries)}); tree: {'A2X taxonomy ' + args.taxonomy if args.taxonomy else 'offline (tooldns build)'}; "
-        f"{report.zones} zones, depth {report.depth}. K = {args.k} at each step, top {args.top} kept.",
+        f"{report.zones} zones, depth {report.depth}. K = {k_text(head_k)} (per depth, from the root), "
+        f"{args.top} tools asked of each leaf and kept.",
         "",
         "| metric | resolution over DNS | flat BM25 |",
         "| --- | --- | --- |",
@@ -222,7 +230,7 @@ def main() -> int:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for k, s in sweep.items():
-        lines.append(f"| {k} | {s['hr@10']:.3f} | {s['recall@10']:.3f} | {s['mrr']:.3f} | {s['docs_scored_fraction']:.1%} | "
+        lines.append(f"| {k_text(k)} | {s['hr@10']:.3f} | {s['recall@10']:.3f} | {s['mrr']:.3f} | {s['docs_scored_fraction']:.1%} | "
                      f"{s['queries_per_resolution']:.1f} | {s['p50_ms']:.1f} |")
     lines += ["", f"Whole run (build included): {result['seconds']:.0f} s."]
     markdown = "\n".join(lines) + "\n"
@@ -238,10 +246,10 @@ def main() -> int:
             import matplotlib.pyplot as plt
 
             fig, ax1 = plt.subplots(figsize=(6, 4))
-            xs = list(sweep)
+            xs = [k for k in sweep if isinstance(k, int)]
             ax1.plot(xs, [sweep[k]["hr@10"] for k in xs], "o-", color="tab:blue", label="hit rate@10 (DNS)")
             ax1.axhline(flat["hr@10"], color="tab:blue", linestyle=":", label="hit rate@10 (flat BM25)")
-            ax1.set_xlabel("K (children or tools asked for at each step)")
+            ax1.set_xlabel("K (children asked for at each step)")
             ax1.set_ylabel("hit rate@10")
             ax1.set_ylim(0, 1)
             ax2 = ax1.twinx()
@@ -250,7 +258,11 @@ def main() -> int:
             ax2.set_ylabel("documents scored per query / catalog size")
             ax2.set_ylim(0, 1)
             handles = ax1.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-            ax1.legend(handles, [h.get_label() for h in handles], loc="lower right", fontsize=8)
+            ax1.legend(handles, [h.get_label() for h in handles], loc="center right", fontsize=8)
+            ax1.set_xticks(xs)
+            if not isinstance(head_k, int):
+                ax1.set_xlabel(f"uniform K; headline K = {k_text(head_k)}: hit rate@10 {head['hr@10']:.3f}, "
+                               f"{head['docs_scored_fraction']:.1%} scored")
             ax1.set_title(f"ToolDNS on {Path(args.services[0]).name}: {len(queries)} queries")
             fig.tight_layout()
             fig.savefig(out.with_suffix(".png"), dpi=120)

@@ -81,5 +81,6 @@ def test_bad_options():
 
 def test_tokenizer_scripts():
     assert tokenize("getHistoricalWeather for Hong Kong") == ["get", "historical", "weather", "hong", "kong"]
-    assert tokenize("香港历史天气") == ["香港", "港历", "历史", "史天", "天气"]
+    assert tokenize("天气预报") == ["天", "气", "预", "报", "天气", "气预", "预报"]
     assert tokenize("天 weather_forecasts") == ["天", "weather", "forecast"]
+    assert tokenize("MP3文件 2023年") == ["mp3", "文", "件", "文件", "2023", "年"]

@@ -179,3 +179,39 @@ def test_bad_intent_rejected_before_sending():
         Walk("   ", root=ROOT)
     with pytest.raises(ResolverError, match="unknown service"):
         Walk("x", root=ROOT, service="gopher")
+
+
+def referral_with_leaf(q, zone, address):
+    r = dns.message.make_response(msg(q))
+    r.flags &= ~dns.flags.AA
+    r.authority.append(dns.rrset.from_text(zone, 3600, "IN", "NS", f"ns1.{zone}"))
+    r.additional.append(txt(zone, [("rank", 1), ("score", 1.0), ("kind", "functional"), ("leaf", 1)]))
+    r.additional.append(dns.rrset.from_text(f"ns1.{zone}", 3600, "IN", "A", address))
+    return r.to_wire()
+
+
+def k_of(q):
+    opt = [o for o in msg(q).options if o.otype == INTENT_OPTION_CODE][0]
+    return decode_intent(opt.to_wire()).k
+
+
+def test_k_schedule_per_depth_and_leaf_k():
+    walk = Walk("weather", k=(5, 2), leaf_k=10, root=ROOT)
+    [q] = walk.start()
+    assert k_of(q) == 5
+    [w] = walk.take(q, referral(q, [("weather.tools.", "127.0.0.2", 1, 2.0, "functional")]))
+    assert k_of(w) == 2 and not w.tcp  # depth 1: the second K
+    [leaf] = walk.take(w, referral_with_leaf(w, "history.weather.tools.", "127.0.0.4"))
+    # a child marked leaf=1 is asked for its tools directly, with leaf_k, over TCP (10 tools do not fit a datagram)
+    assert leaf.qname == "_any._tcp.history.weather.tools." and k_of(leaf) == 10 and leaf.tcp
+
+
+def test_unknown_leaf_asked_again_for_leaf_k():
+    walk = Walk("weather", k=2, leaf_k=6, root=ROOT)
+    [q] = walk.start()
+    [w] = walk.take(q, referral(q, [("history.tools.", "127.0.0.4", 1, 2.0, "functional")]))
+    tools = [("a", "a.example.", 443, 1, 0.9, "A"), ("b", "b.example.", 443, 2, 0.5, "B")]
+    [again] = walk.take(w, answer(w, tools))  # K=2 tools came back: there may be more
+    assert again.qname == "_any._tcp.history.tools." and k_of(again) == 6
+    assert walk.take(again, answer(again, tools + [("c", "c.example.", 443, 3, 0.1, "C")])) == []
+    assert [t.name for t in walk.result().tools] == ["A", "B", "C"]

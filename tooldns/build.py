@@ -38,6 +38,10 @@ from .tokenize import tokenize
 from .zone import Parameter, Tool
 
 DEFAULT_CHILD_K1 = 10.0
+DEFAULT_CHILD_B = 0.75
+#: children (and tools) scoring below this share of the best are not returned: measured on ToolRet
+#: with K = 5,3,2 it keeps hit rate@10 while scoring about a fifth of the catalog
+DEFAULT_PRUNE_RATIO = 0.25
 DEFAULT_TOOL_K1 = 1.5
 
 
@@ -95,7 +99,9 @@ def _tool_labels(catalog: Catalog, indices, taken: set[str]) -> dict[int, str]:
 
 def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, origin: str = "tools.",
                 subnet: str = "127.0", service: str = "http", child_k1: float = DEFAULT_CHILD_K1,
-                tool_k1: float = DEFAULT_TOOL_K1, prune_ratio: float = 0.0, progress=lambda s: None) -> BuildReport:
+                child_b: float = DEFAULT_CHILD_B,
+                tool_k1: float = DEFAULT_TOOL_K1, prune_ratio: float = DEFAULT_PRUNE_RATIO,
+                progress=lambda s: None) -> BuildReport:
     """Write one zone file per category of *root* into *out*; return the report."""
     t0 = time.perf_counter()
     origin = names.normalize(origin)
@@ -160,7 +166,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
             corpus = " ".join(proto_tools[i].text() for i in beneath)
             child_origin = origin_of[id(child)]
             children_out.append({
-                "label": child.label, "kind": child.kind,
+                "label": child.label, "kind": child.kind, "leaf": not child.children,
                 "summary": {"description": f"{child.title}: {child.description}".strip(": "),
                             "keywords": list(child.keywords), "corpus": corpus},
                 "nameservers": [{"name": f"ns1.{child_origin}", "address": address_of[id(child)]}],
@@ -172,7 +178,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
             "nameservers": [{"name": f"ns1.{zone_origin}", "address": address_of[id(cat)]}],
             "summary": {"description": f"{cat.title}: {cat.description}".strip(": ") or zone_origin},
             "settings": {"scorer": "bm25", "scorer_options": {"k1": tool_k1},
-                         "child_scorer_options": {"k1": child_k1}, "prune_ratio": prune_ratio},
+                         "child_scorer_options": {"k1": child_k1, "b": child_b}, "prune_ratio": prune_ratio},
         }
         if children_out:
             zone_doc["children"] = children_out
@@ -227,13 +233,15 @@ def build(services: list[str], out: str, *, taxonomy: str | None = None, builder
 def _run(args) -> int:
     builder = None
     if not args.taxonomy:
-        builder = AutoTreeBuilder(args.max_children, args.max_leaf, args.max_depth, args.overlap)
+        builder = AutoTreeBuilder(args.max_children, args.max_leaf, args.max_depth, args.overlap,
+                                  k1=args.child_k1, b=args.child_b)
 
     def progress(msg: str) -> None:
         print(f"[build] {msg}", file=sys.stderr, flush=True)
 
     report = build(args.services, args.out, taxonomy=args.taxonomy, builder=builder, progress=progress,
                    origin=args.origin, subnet=args.subnet, service=args.service, child_k1=args.child_k1,
+                   child_b=args.child_b,
                    tool_k1=args.tool_k1, prune_ratio=args.prune_ratio)
     for w in report.warnings[:20]:
         print(f"warning: {w}", file=sys.stderr)
@@ -256,7 +264,8 @@ def add_build_command(sub) -> None:
     b.add_argument("--max-depth", type=int, default=3)
     b.add_argument("--overlap", type=float, default=0.9,
                    help="place a tool in a second category too when its similarity is at least this share of the best")
-    b.add_argument("--child-k1", type=float, default=DEFAULT_CHILD_K1)
+    b.add_argument("--child-k1", type=float, default=DEFAULT_CHILD_K1, help="BM25 k1 for ranking children")
+    b.add_argument("--child-b", type=float, default=DEFAULT_CHILD_B, help="BM25 b for ranking children")
     b.add_argument("--tool-k1", type=float, default=DEFAULT_TOOL_K1)
-    b.add_argument("--prune-ratio", type=float, default=0.0)
+    b.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
     b.set_defaults(func=_run)

@@ -28,11 +28,15 @@ def address_rr(name: str, address: str, ttl: int) -> RR:
     return RR(name, QTYPE.AAAA, ttl=ttl, rdata=AAAA(address))
 
 
+#: stands for a zone's own tools among its children's candidates (kind "self")
+SELF = object()
+
+
 @dataclass
 class Candidates:
     """What one scorer ranks: the entries it indexes, in document order."""
 
-    entries: list  # Delegation, the zone itself (for "self"), or Tool
+    entries: list  # Delegation or SELF (children), or Tool (tools)
     scorer: Scorer
 
 
@@ -118,7 +122,7 @@ class ZoneIndex:
         child_entries: list = list(zone.children)
         child_docs = [c.summary.text() or c.label for c in zone.children]
         if zone.children and zone.tools:
-            child_entries.append(zone)
+            child_entries.append(SELF)
             child_docs.append(" ".join([zone.summary.text(), *(t.text() for t in zone.tools)]))
         self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, **child_options))
                                  if zone.children else None)
@@ -132,7 +136,8 @@ class ZoneIndex:
             for t in zone.tools
         }
         self.child_txt = {
-            id(c): encode_pairs([("kind", c.kind), ("summary", c.summary.display())], clip=MAX_RANKED_TEXT)[1:]
+            id(c): encode_pairs([("kind", c.kind), *([("leaf", 1)] if c.leaf else []), ("summary", c.summary.display())],
+                                clip=MAX_RANKED_TEXT)[1:]
             for c in zone.children
         }
         self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.display())], clip=MAX_RANKED_TEXT)[1:]

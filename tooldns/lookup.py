@@ -30,7 +30,7 @@ from dnslib import CNAME, QTYPE, RR, SRV, TXT
 
 from . import names
 from .exceptions import NameError_
-from .index import ZoneIndex
+from .index import SELF, ZoneIndex
 from .intent import FLAG_FALLBACK, FLAG_PRUNED, Intent
 from .metadata import FORMAT
 from .scorers import Ranking
@@ -160,7 +160,7 @@ def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None)
     entries = ix.child_candidates.entries
     # "self" stands for this zone's tools; useless when it has none of the asked service.
     def usable(i: int) -> bool:
-        return entries[i] is not zone or has_service
+        return entries[i] is not SELF or has_service
 
     if intent is None:
         chosen = [(i, None) for i in range(len(entries)) if usable(i)]
@@ -175,7 +175,7 @@ def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None)
     authority, additional = [], []
     for rank, (i, score) in enumerate(chosen, 1):
         entry = entries[i]
-        if entry is zone:
+        if entry is SELF:
             authority.extend(ix.apex_ns)
             additional.append(_rank_txt(ix.origin_label, rank, score, ix.self_txt))
             additional.extend(_addresses(ix, [rr.rdata.label for rr in ix.apex_ns]))

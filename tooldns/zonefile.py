@@ -330,7 +330,7 @@ def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
     out: list[Delegation] = []
     seen: dict[str, int] = {}
     for item, line in c.seq(top, "children", "the zone"):
-        m = c.mapping(item, line, "child", {"label", "summary"}, {"kind", "nameservers"})
+        m = c.mapping(item, line, "child", {"label", "summary"}, {"kind", "nameservers", "leaf"})
         if m is None or "label" not in m:
             continue
         label = c.label(m["label"], c.lineof(m, "label"), "child label")
@@ -347,7 +347,11 @@ def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
         summary = c.summary(m["summary"], c.lineof(m, "summary"), f"summary of child '{label}'") if "summary" in m else Summary()
         child_name = f"{label}.{origin}"
         ns = c.nameservers(m, f"delegation to '{label}'", origin)
-        out.append(Delegation(label, child_name, kind, summary, ns))
+        leaf = m.get("leaf", False)
+        if not isinstance(leaf, bool):
+            c.err(c.lineof(m, "leaf"), f"child 'leaf' must be true or false, got {leaf!r}")
+            leaf = False
+        out.append(Delegation(label, child_name, kind, summary, ns, leaf))
     return tuple(out)
 
 
