@@ -66,9 +66,36 @@ def make_query(qname: str, opt: bytes, qtype: int = _SRV, msg_id: int | None = N
     return struct.pack("!HHHHHH", msg_id, 0, 1, 0, 0, 1) + name.to_wire() + struct.pack("!HH", qtype, _IN) + opt
 
 
-def _text(name: dns.name.Name) -> str:
-    """Lower-cased absolute text of a name; skips to_text()'s escaping (our names are LDH and '_')."""
-    return (b".".join(name.labels).decode("ascii", "backslashreplace").lower() or ".") if len(name.labels) > 1 else "."
+def read_name(wire: bytes, pos: int) -> tuple[str, int]:
+    """The owner name at *pos* as lower-cased absolute text, and the offset after it.
+
+    Owner names are only compared, never re-encoded, so they skip dnspython's Name objects (the
+    larger part of reading a reply). Compression pointers must point backwards (no loops).
+    """
+    labels, end, start = [], None, pos
+    while True:
+        if pos >= len(wire):
+            raise dns.exception.FormError("name runs past the end of the message")
+        n = wire[pos]
+        if n == 0:
+            pos += 1
+            break
+        if n & 0xC0 == 0xC0:
+            if pos + 1 >= len(wire):
+                raise dns.exception.FormError("truncated compression pointer")
+            target = ((n & 0x3F) << 8) | wire[pos + 1]
+            if target >= start:
+                raise dns.exception.FormError("compression pointer does not point backwards")
+            if end is None:
+                end = pos + 2
+            pos = start = target
+            continue
+        if n & 0xC0:
+            raise dns.exception.FormError(f"unknown label type {n >> 6}")
+        labels.append(wire[pos + 1:pos + 1 + n])
+        pos += 1 + n
+    text = b".".join(labels).decode("ascii", "backslashreplace").lower()
+    return (text + "." if text else "."), (end if end is not None else pos)
 
 
 def _question_key(parser: dns.wire.Parser) -> tuple[bytes, int, int]:
@@ -90,7 +117,8 @@ def parse_reply(wire: bytes) -> Reply:
         reply = Reply(msg_id, flags, flags & 0xF, question)
         for section, count in ((reply.answer, an), (reply.authority, ns), (reply.additional, ar)):
             for _ in range(count):
-                name = parser.get_name(None, True)
+                name, after = read_name(wire, parser.current)
+                parser.seek(after)
                 rdtype, rdclass, ttl, rdlen = parser.get_struct("!HHIH")
                 if rdtype == _OPT:
                     reply.edns = True
@@ -103,7 +131,7 @@ def parse_reply(wire: bytes) -> Reply:
                     continue
                 with parser.restrict_to(rdlen):
                     rdata = dns.rdata.from_wire_parser(rdclass, rdtype, parser)
-                section.append(Record(_text(name), rdtype, ttl, rdata))
+                section.append(Record(name, rdtype, ttl, rdata))
         if parser.remaining():
             raise dns.exception.FormError(f"{parser.remaining()} bytes after the last record")
     return reply

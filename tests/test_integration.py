@@ -229,3 +229,52 @@ def test_long_intent_goes_over_tcp(demo_tree):
     from resolver_client import ResolverError
     with pytest.raises(ResolverError, match="at most 4096"):
         resolver_for(demo_tree).resolve("x" * 4097)
+
+
+def test_timeout_moves_to_the_zones_other_server(tmp_path):
+    """A name server that swallows queries (no reply, no ICMP): the walk times out and uses the other."""
+    d, subnet = _two_server_tree(tmp_path)
+    tree = start_tree(d)
+    blackhole = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        tree.call(tree.tree.stop_server("weather.tools.", f"{subnet}.2"))
+        blackhole.bind((f"{subnet}.2", tree.root()[1]))  # reads nothing, answers nothing
+        with Resolver(root=tree.root(), timeout=0.3, cache=False) as r:
+            res = r.resolve("historical weather archive", k=2)
+    finally:
+        blackhole.close()
+        tree.stop()
+    assert res.tools
+    weather_hops = [h for h in res.trace if h.zone == "weather.tools."]
+    assert weather_hops[0].rcode == "TimeoutError" and weather_hops[0].ms >= 250
+    assert weather_hops[-1].server.startswith(f"{subnet}.102:") and weather_hops[-1].rcode == "NOERROR"
+    assert res.stats.timeouts == 1
+
+
+def test_tcp_idle_connections_are_closed():
+    import threading
+
+    from tooldns.index import ZoneIndex
+    from tooldns.resolver import StaticSource, ZoneResolver
+    from tooldns.server import DNSServer
+    from tooldns.zonefile import load_zone
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    resolver = ZoneResolver(StaticSource(ZoneIndex(load_zone(ZONES / "tools.yaml"))))
+    server = DNSServer(resolver, f"{fresh_subnet()}.1", 0, tcp_idle=0.3)
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(5)
+    try:
+        with socket.create_connection((server.address, server.port), timeout=3) as sock:
+            q = bytes(DNSRecord.question("tools.", "SOA").pack())
+            sock.sendall(struct.pack("!H", len(q)) + q)
+            length = struct.unpack("!H", sock.recv(2, socket.MSG_WAITALL))[0]
+            assert DNSRecord.parse(sock.recv(length, socket.MSG_WAITALL)).header.rcode == RCODE.NOERROR
+            t0 = time.monotonic()
+            assert sock.recv(1) == b""  # the server closed the idle connection
+            assert 0.2 < time.monotonic() - t0 < 2.5
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
