@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import signal
 import statistics
 import subprocess
@@ -68,15 +69,17 @@ def mean_metrics(rows: list[dict]) -> dict:
     return {k: statistics.mean(r[k] for r in rows) for k in rows[0]} if rows else {}
 
 
-def start_servers(zonedir: str, port: int) -> subprocess.Popen:
+def start_servers(zonedir: str, port: int) -> tuple[subprocess.Popen, tuple[str, int]]:
+    """``tooldns serve`` in its own process; returns it and the root server's address and port."""
     proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", zonedir, "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     lines = []
     while True:
         line = proc.stdout.readline()
         lines.append(line)
-        if "Ctrl-C" in line:
-            return proc
+        match = re.search(r"root zone on (\S+):(\d+);", line)
+        if match:
+            return proc, (match.group(1), int(match.group(2)))
         if not line:
             raise SystemExit("servers did not start:\n" + "".join(lines[-20:]))
 
@@ -140,7 +143,7 @@ def main() -> int:
     p.add_argument("--ks", default="1,2,3,4,5", help="uniform K values for the sweep and plot (default 1,2,3,4,5)")
     p.add_argument("--top", type=int, default=10, help="tools kept from each resolution (default 10)")
     p.add_argument("--json", help="write the figures here (also .md report and .png plot beside it)")
-    p.add_argument("--port", type=int, default=6355)
+    p.add_argument("--port", type=int, default=6355, help="port of every zone server (0: any free one)")
     p.add_argument("--subnet", default="127.0")
     p.add_argument("--overlap", type=float, default=0.9)
     p.add_argument("--child-k1", type=float, default=10.0)
@@ -170,13 +173,10 @@ def main() -> int:
             sizes[z.origin] = (len(z.children) + (1 if z.children and z.tools else 0)) if z.children else len(z.tools)
         known = {t.id for t in catalog.tools}
         missing = sum(1 for q in queries for c in q["correct_tools"] if c["id"] not in known)
-        proc = start_servers(zonedir, args.port)
+        proc, root = start_servers(zonedir, args.port)
         try:
-            root = load_tree(zonedir)[0]
-            root_addr = next(s.zone.nameservers[0].address for s in load_tree(zonedir) if s.zone.origin == "tools.")
-            del root
             sweep = {}
-            with Resolver(root=(root_addr, args.port), cache=False, timeout=2.0) as resolver:
+            with Resolver(root=root, cache=False, timeout=2.0) as resolver:
                 resolver.resolve("warm up", k=1)
                 for k in ks:
                     sweep[k] = run_queries(resolver, queries, k, args.top, sizes, len(catalog.tools), "any")

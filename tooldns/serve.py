@@ -83,6 +83,7 @@ class Tree:
         self._watch: asyncio.Task | None = None
 
     async def start(self) -> None:
+        """Start every server. Port 0: the first server picks a free port and the others share it."""
         for store in self.stores:
             resolver = ZoneResolver(store)
             for ns in store.zone.nameservers:
@@ -93,6 +94,7 @@ class Tree:
                     await self.stop()
                     raise OSError(exc.errno, f"cannot serve {store.index.origin} on {ns.address}:{self.port}: "
                                   f"{exc.strerror}") from exc
+                self.port = server.port  # glue carries addresses only: one port for the whole tree
                 self.servers.append((store, server))
         self._watch = asyncio.create_task(self._watcher())
 
