@@ -16,9 +16,7 @@ whole walk, with queries, bytes and packets per resolution, for three client set
 from __future__ import annotations
 
 import argparse
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
 
 INTENTS = [
@@ -40,23 +39,6 @@ INTENTS = [
     "香港天文台历史气候数据", "find an Airbnb for my trip", "search the web for recent news",
     "debug production errors in Sentry", "read files in a local folder",
 ]
-
-
-def percentile(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
-
-
-def start(zones: str, port: int, cache: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", zones, "--port", str(port),
-                             "--answer-cache", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=ROOT)
-    while True:
-        line = proc.stdout.readline()
-        if "Ctrl-C" in line:
-            return proc
-        if not line:
-            raise SystemExit("server did not start")
 
 
 def measure(resolver: Resolver, rounds: int, k: int, warmup: bool) -> dict:
@@ -89,13 +71,12 @@ def main() -> int:
     for label, server_cache, client_cache in [("cold (client cache off, server packet cache on)", 4096, False),
                                               ("cold (client cache off, server packet cache off)", 0, False),
                                               ("warm (client cache on)", 4096, True)]:
-        proc = start(args.zones, args.port, server_cache)
+        proc, root = start_servers(args.zones, args.port, server_cache)
         try:
-            with Resolver(root=("127.0.0.1", args.port), cache=client_cache, timeout=2.0) as r:
+            with Resolver(root=root, cache=client_cache, timeout=2.0) as r:
                 m = measure(r, args.rounds, args.k, warmup=True)
         finally:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(10)
+            stop_servers(proc)
         print(f"{label:44} {m['n']:5d} {m['p50']:7.2f} {m['p99']:7.2f} {m['queries']:8.1f} {m['bytes']:7.0f} "
               f"{m['packets']:8.1f} {m['found']:6.0%}")
     return 0

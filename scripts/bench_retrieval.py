@@ -22,10 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,16 +31,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
 from tooldns.bm25 import BM25  # noqa: E402
 from tooldns.build import DEFAULT_PRUNE_RATIO, AutoTreeBuilder, build, zone_tool  # noqa: E402
 from tooldns.catalog import load_catalogs  # noqa: E402
 from tooldns.serve import load_tree  # noqa: E402
-
-
-def percentile(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else 0.0
 
 
 def k_text(k) -> str:
@@ -67,21 +60,6 @@ def metrics(ranked: list[str], correct: set[str]) -> dict:
 
 def mean_metrics(rows: list[dict]) -> dict:
     return {k: statistics.mean(r[k] for r in rows) for k in rows[0]} if rows else {}
-
-
-def start_servers(zonedir: str, port: int) -> tuple[subprocess.Popen, tuple[str, int]]:
-    """``tooldns serve`` in its own process; returns it and the root server's address and port."""
-    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", zonedir, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    lines = []
-    while True:
-        line = proc.stdout.readline()
-        lines.append(line)
-        match = re.search(r"root zone on (\S+):(\d+);", line)
-        if match:
-            return proc, (match.group(1), int(match.group(2)))
-        if not line:
-            raise SystemExit("servers did not start:\n" + "".join(lines[-20:]))
 
 
 def run_queries(resolver: Resolver, queries, k: int, top: int, sizes: dict[str, int], n_tools: int,
@@ -184,11 +162,7 @@ def main() -> int:
                     print(f"K={k_text(k)}: hr@10 {s['hr@10']:.3f} recall@10 {s['recall@10']:.3f} docs {s['docs_scored_fraction']:.3f} "
                           f"p50 {s['p50_ms']:.1f} ms", file=sys.stderr)
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_servers(proc)
     flat = flat_baseline(catalog, queries, args.top)
     head = sweep[head_k]
     result = {
@@ -206,7 +180,7 @@ def main() -> int:
         "seconds": time.perf_counter() - t_start,
     }
     lines = [
-        f"# ToolDNS retrieval benchmark",
+        "# ToolDNS retrieval benchmark",
         "",
         f"Catalog: {', '.join(args.services)} ({len(catalog.tools)} tools); queries: {', '.join(args.queries)} "
         f"({len(queries)}); tree: {'A2X taxonomy ' + args.taxonomy if args.taxonomy else 'offline (tooldns build)'}; "

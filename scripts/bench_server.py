@@ -22,40 +22,19 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from tooldns.intent import INTENT_OPTION_CODE, encode_intent  # noqa: E402
 from tooldns.names import Cursor  # noqa: E402
 from tooldns.serve import load_tree  # noqa: E402
-
-
-def percentile(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
-
-
-def start_server(zones: str, port: int, cache: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", zones, "--port", str(port),
-                             "--answer-cache", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=ROOT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if "Ctrl-C" in line:
-            return proc
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise SystemExit(f"server did not start: {proc.stdout.read()}")
 
 
 def dnsperf(args: list[str]) -> str:
@@ -67,7 +46,7 @@ def dnsperf(args: list[str]) -> str:
 
 def run(zones: str, zone: str, address: str, port: int, option: str, datafile: str, seconds: float,
         cache: int) -> dict:
-    proc = start_server(zones, port, cache)
+    proc, _ = start_servers(zones, port, cache)
     try:
         full = dnsperf(["-s", address, "-p", str(port), "-d", datafile, "-l", str(seconds), "-q", "64",
                         "-E", option, "-t", "2"])
@@ -78,11 +57,7 @@ def run(zones: str, zone: str, address: str, port: int, option: str, datafile: s
         lat = [float(m.group(1)) * 1000 for m in re.finditer(r"^> \w+ .* ([\d.]+)$", paced, re.M)]
         rcodes = set(re.findall(r"^> (\w+) ", paced, re.M))
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_servers(proc)
     return {"cache": cache, "qps": qps, "lost": int(lost), "n": len(lat), "rcodes": sorted(rcodes),
             "p50_ms": statistics.median(lat), "p90_ms": percentile(lat, 90), "p99_ms": percentile(lat, 99),
             "max_ms": max(lat)}

@@ -9,7 +9,7 @@ from tooldns.catalog import load_catalogs, parse_catalog
 from tooldns.exceptions import BuildError
 from tooldns.names import check_label
 from tooldns.serve import load_tree
-from tooldns.taxonomy import A2XTreeBuilder, AutoTreeBuilder
+from tooldns.taxonomy import AutoTreeBuilder
 
 THEMES = {
     "weather": ["forecast", "rain", "temperature", "wind", "humidity", "storm"],

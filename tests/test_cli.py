@@ -1,7 +1,6 @@
 """The command lines, as users run them: tooldns-resolve and tooldns."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

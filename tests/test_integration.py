@@ -8,7 +8,7 @@ import struct
 import time
 
 import pytest
-from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
+from dnslib import EDNS0, RCODE, DNSRecord, EDNSOption
 
 from resolver_client import AsyncResolver, Resolver
 from tooldns.intent import INTENT_OPTION_CODE, encode_intent

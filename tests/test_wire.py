@@ -3,7 +3,7 @@
 import struct
 
 import pytest
-from dnslib import EDNS0, QTYPE, RCODE, RR, TXT, DNSRecord, EDNSOption
+from dnslib import EDNS0, QTYPE, RCODE, RR, TXT, DNSRecord
 
 from tooldns.index import ZoneIndex
 from tooldns.resolver import StaticSource, ZoneResolver

@@ -1,0 +1,42 @@
+"""What the benchmark scripts share: a ``tooldns serve`` process to measure, and percentiles."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def percentile(values, p: float) -> float:
+    """The nearest-rank *p*-th percentile of *values* (0 for none)."""
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else 0.0
+
+
+def start_servers(zones: str, port: int, answer_cache: int = 4096) -> tuple[subprocess.Popen, tuple[str, int]]:
+    """``tooldns serve ZONES`` in its own process; returns it and the root server's (address, port)."""
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(zones), "--port", str(port),
+                             "--answer-cache", str(answer_cache)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        lines.append(line)
+        match = re.search(r"root zone on (\S+):(\d+);", line)
+        if match:
+            return proc, (match.group(1), int(match.group(2)))
+        if not line:
+            proc.wait(10)
+            raise SystemExit("servers did not start:\n" + "".join(lines[-20:]))
+
+
+def stop_servers(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
