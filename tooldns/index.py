@@ -114,20 +114,25 @@ class ZoneIndex:
         child_options = {**settings.scorer_options, **settings.child_scorer_options}
         tool_options = dict(settings.scorer_options)
         # corpus statistics make tool scores comparable across zones; children need no such thing
-        if zone.corpus_stats is not None and settings.scorer == "bm25":
+        if zone.corpus_stats is not None:
             tool_options.setdefault("stats", zone.corpus_stats)
         self.scorer_name = settings.scorer
         #: replies depend only on the query bytes and this index (so the server may cache them)
         self.cacheable = settings.scorer == "bm25"
         child_entries: list = list(zone.children)
         child_docs = [c.summary.text() or c.label for c in zone.children]
+        child_briefs = [f"{c.label}: {c.summary.display()}" for c in zone.children]
         if zone.children and zone.tools:
             child_entries.append(SELF)
             child_docs.append(" ".join([zone.summary.text(), *(t.text() for t in zone.tools)]))
-        self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, **child_options))
+            child_briefs.append(f"tools of this zone: {zone.summary.display()}; "
+                                + "; ".join(t.name for t in zone.tools[:20]))
+        self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, child_briefs,
+                                                                       **child_options))
                                  if zone.children else None)
         self.tool_candidates = {
-            key: Candidates(tools, make_scorer(settings.scorer, [t.text() for t in tools], **tool_options))
+            key: Candidates(tools, make_scorer(settings.scorer, [t.text() for t in tools],
+                                               [f"{t.name}: {t.description}" for t in tools], **tool_options))
             for key, tools in self.tools.items()
         }
         # Precomputed metadata strings for ranked answers (rank/score are prepended per query).
@@ -141,6 +146,17 @@ class ZoneIndex:
             for c in zone.children
         }
         self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.display())], clip=MAX_RANKED_TEXT)[1:]
+
+    def scorers(self) -> list:
+        """Every scorer this index built (for counters and for closing)."""
+        out = [self.child_candidates.scorer] if self.child_candidates else []
+        return out + [c.scorer for c in self.tool_candidates.values()]
+
+    def close(self) -> None:
+        for scorer in self.scorers():
+            close = getattr(scorer, "close", None)
+            if close is not None:
+                close()
 
     def _below_child(self, name: str) -> bool:
         return any(names.is_subdomain(name, c.name) for c in self.zone.children)

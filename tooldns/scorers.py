@@ -8,7 +8,8 @@ picked by name from a registry; the resolver never branches on which one is in u
     >>> s.rank("weather last year", 1).items[0][0]
     0
 
-Built-in: ``bm25`` (options ``k1``, ``b``, ``stats``). :mod:`tooldns.llm` registers ``llm``.
+Built-in: ``bm25`` (options ``k1``, ``b``, ``stats``) and ``llm`` (:mod:`tooldns.llm`).
+A factory is called as ``factory(docs, briefs=..., **options)``.
 Every scorer must rank sensibly on a corpus of one or two documents.
 """
 
@@ -42,7 +43,9 @@ class BM25Scorer:
 
     name = "bm25"
 
-    def __init__(self, docs: Sequence[str], k1: float = 1.5, b: float = 0.75, stats=None) -> None:
+    def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None, k1: float = 1.5, b: float = 0.75,
+                 stats=None) -> None:
+        del briefs  # lexical scoring reads the full documents
         try:
             self.index = BM25(list(docs), k1=float(k1), b=float(b), stats=stats)
         except (TypeError, ValueError) as exc:
@@ -65,12 +68,17 @@ def scorer_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def make_scorer(name: str, docs: Sequence[str], **options) -> Scorer:
-    """Build the scorer called *name* over *docs*; raise :class:`ScorerError` for unknown names."""
+def make_scorer(name: str, docs: Sequence[str], briefs: Sequence[str] | None = None, **options) -> Scorer:
+    """Build the scorer called *name* over *docs* (what is scored; *briefs*, if given, is a short
+    form of each for scorers that show items to a model); raise :class:`ScorerError` for unknown
+    names or options."""
     factory = _REGISTRY.get(name)
     if factory is None:
         raise ScorerError(f"unknown scorer {name!r}; valid names: {', '.join(scorer_names())}")
     try:
-        return factory(docs, **options)
+        return factory(docs, briefs=briefs, **options)
     except TypeError as exc:
         raise ScorerError(f"{name}: bad options {sorted(options)}: {exc}") from exc
+
+
+from . import llm as _llm  # noqa: E402,F401  registers the "llm" scorer

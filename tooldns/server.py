@@ -12,6 +12,8 @@ this class of machine answers about twice the queries of dnslib's threaded serve
 * A small answer cache keyed on the query's bytes (less its ID) serves repeated identical
   queries from packed bytes when the zone's scorer is deterministic; it is emptied whenever the
   zone index changes.
+* Zones whose scorer may block (the LLM scorer waits up to its budget for a model) are answered
+  from a small thread pool, so one slow model call never stalls the other queries.
 
     >>> server = DNSServer(resolver, "127.0.0.1", 0)
     >>> await server.start(); server.port
@@ -24,6 +26,7 @@ import asyncio
 import logging
 import struct
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
 from dnslib import RCODE
 
@@ -60,7 +63,20 @@ class DNSServer:
         self._tcp = None
         self._tcp_count = 0
         self._tcp_tasks: set[asyncio.Task] = set()
+        self._pool: ThreadPoolExecutor | None = None
         self.stats = {"udp": 0, "tcp": 0, "dropped": 0, "truncated": 0, "cache_hits": 0}
+
+    def _may_block(self) -> bool:
+        index = getattr(getattr(self.resolver, "source", None), "index", None)
+        return index is not None and not getattr(index, "cacheable", True)
+
+    async def _handle_async(self, data: bytes, udp: bool, client) -> bytes | None:
+        """:meth:`handle`, in the thread pool when the zone's scorer may block."""
+        if not self._may_block():
+            return self.handle(data, udp, client)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tooldns-scorer")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self.handle, data, udp, client)
 
     # -- the part that turns bytes into bytes; no sockets, so tests and benchmarks can call it --
     def handle(self, data: bytes, udp: bool, client=None) -> bytes | None:
@@ -118,12 +134,24 @@ class DNSServer:
 
             def datagram_received(self, data, addr):
                 server.stats["udp"] += 1
+                if server._may_block():
+                    asyncio.ensure_future(self._answer_later(data, addr))
+                    return
                 try:
                     wire = server.handle(data, True, addr)
                 except Exception:  # never let one packet stop the socket
                     log.exception("error handling UDP packet from %s", addr)
                     return
                 if wire is not None:
+                    self.transport.sendto(wire, addr)
+
+            async def _answer_later(self, data, addr):
+                try:
+                    wire = await server._handle_async(data, True, addr)
+                except Exception:
+                    log.exception("error handling UDP packet from %s", addr)
+                    return
+                if wire is not None and not self.transport.is_closing():
                     self.transport.sendto(wire, addr)
 
             def error_received(self, exc):
@@ -155,7 +183,7 @@ class DNSServer:
                 except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                     break
                 self.stats["tcp"] += 1
-                wire = self.handle(data, False, peer)
+                wire = await self._handle_async(data, False, peer)
                 if wire is None:
                     continue
                 writer.write(struct.pack("!H", len(wire)) + wire)
@@ -178,3 +206,6 @@ class DNSServer:
                 task.cancel()
             await self._tcp.wait_closed()
             self._tcp = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None

@@ -66,7 +66,8 @@ class ZoneStore:
             self.last_error = f"{self.path}: {exc}"
             log.exception("%s: reload failed; kept the last good version", self.path)
             return "kept"
-        self.index = index
+        old, self.index = self.index, index
+        old.close()  # stops a replaced LLM scorer's probe
         self.last_error = None
         self.reloads += 1
         log.info("%s: reloaded %s (serial %d, %d children, %d tools)", self.path, zone.origin,

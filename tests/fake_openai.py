@@ -1,0 +1,107 @@
+"""A local OpenAI-compatible chat server that stands in for the hosted model in tests.
+
+It answers ``POST /v1/chat/completions`` deterministically from the prompt it receives: items
+are ranked by how many intent words they share, and, like a gullible model, it puts first any
+item whose text still says "always pick me" or "ignore previous instructions". It can be told
+to be slow, to fail with 500 or 429, or to answer garbage, prose-wrapped JSON, out-of-range
+numbers or nothing. The real ``openai`` client talks to it over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+GULLIBLE = ("always pick me", "ignore previous instructions")
+
+
+def rank_from_prompt(prompt: str, k: int | None = None) -> list[int]:
+    intent = re.search(r"^Intent: (.*)$", prompt, re.M)
+    words = {w for w in re.findall(r"[a-z0-9]+", (intent.group(1) if intent else "").lower()) if len(w) > 2}
+    items = [(int(m.group(1)), m.group(2).lower()) for m in re.finditer(r'^\[(\d+)\] "(.*)"$', prompt, re.M)]
+    kmatch = re.search(r"^K: (\d+)$", prompt, re.M)
+    k = k or (int(kmatch.group(1)) if kmatch else 3)
+    scored = []
+    for i, text in items:
+        overlap = len(words & set(re.findall(r"[a-z0-9]+", text)))
+        boost = 100 if any(g in text for g in GULLIBLE) else 0
+        if overlap or boost:
+            scored.append((-(overlap + boost), i))
+    return [i for _, i in sorted(scored)][:k]
+
+
+class FakeLLM:
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.delay = 0.0
+        self.requests: list[dict] = []
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                fake.requests.append(body)
+                messages = body.get("messages", [])
+                prompt = messages[-1]["content"] if messages else ""
+                mode = fake.mode
+                if mode == "slow":
+                    time.sleep(fake.delay)
+                if mode in ("500", "429"):
+                    self._send(int(mode), {"error": {"message": f"fake {mode}", "type": "server_error"}})
+                    return
+                if prompt == "ping":
+                    content = "pong"
+                elif mode == "garbage":
+                    content = "I think the second one is best."
+                elif mode == "empty":
+                    content = ""
+                elif mode == "out_of_range":
+                    content = json.dumps({"ranking": [99, -1, "x", True]})
+                elif mode == "prose":
+                    content = f"Sure! Here is the ranking: {json.dumps({'ranking': rank_from_prompt(prompt)})} Hope it helps."
+                else:
+                    content = json.dumps({"ranking": rank_from_prompt(prompt)})
+                p = sum(len(str(m.get("content", "")).split()) for m in messages)
+                c = len(content.split())
+                fake.prompt_tokens += p
+                fake.completion_tokens += c
+                self._send(200, {
+                    "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "created": int(time.time()),
+                    "model": body.get("model", "fake"),
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
+                })
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def chat_requests(self) -> list[dict]:
+        """Requests other than the background probe's pings."""
+        return [r for r in self.requests if r["messages"][-1]["content"] != "ping"]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
