@@ -62,6 +62,24 @@ def mean_metrics(rows: list[dict]) -> dict:
     return {k: statistics.mean(r[k] for r in rows) for k in rows[0]} if rows else {}
 
 
+def server_counters(servers: list[tuple[str, int]]) -> dict[str, int]:
+    """Sum of every zone server's counters (``dig CH TXT stats.tooldns.``)."""
+    import dns.message
+    import dns.query
+
+    total: dict[str, int] = {}
+    for address, port in servers:
+        reply = dns.query.udp(dns.message.make_query("stats.tooldns.", "TXT", rdclass="CH"), address, port=port,
+                              timeout=2)
+        for rrset in reply.answer:
+            for rd in rrset:
+                for item in rd.strings:
+                    key, _, value = item.decode().partition("=")
+                    if value.isdigit():
+                        total[key] = total.get(key, 0) + int(value)
+    return total
+
+
 def run_queries(resolver: Resolver, queries, k: int, top: int, sizes: dict[str, int], n_tools: int,
                 service: str) -> dict:
     rows, ms, qs, nbytes, packets, nodes, docs, failures = [], [], [], [], [], [], [], 0
@@ -127,6 +145,11 @@ def main() -> int:
     p.add_argument("--child-k1", type=float, default=10.0)
     p.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
     p.add_argument("--limit", type=int, help="use only the first N queries (smoke runs)")
+    p.add_argument("--scorer", default="bm25", help="scorer of every zone: bm25 (default) or llm")
+    p.add_argument("--llm-model", help="with --scorer llm: the model (default $TOOLDNS_LLM_MODEL)")
+    p.add_argument("--llm-base-url", help="with --scorer llm: OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    p.add_argument("--llm-budget-ms", type=float, default=5000,
+                   help="with --scorer llm: per-query budget in the zones (default 5000 for benchmarking)")
     args = p.parse_args()
     t_start = time.perf_counter()
     queries = [q for path in args.queries for q in json.loads(Path(path).read_text(encoding="utf-8"))]
@@ -140,13 +163,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tooldns-bench-") as tmp:
         zonedir = str(Path(tmp) / "zones")
         builder = None if args.taxonomy else AutoTreeBuilder(overlap=args.overlap)
+        scorer_options = {}
+        if args.scorer == "llm":
+            scorer_options = {k: v for k, v in (("model", args.llm_model), ("base_url", args.llm_base_url),
+                                                ("budget_ms", args.llm_budget_ms)) if v is not None}
         report = build(args.services, zonedir, taxonomy=args.taxonomy, builder=builder, subnet=args.subnet,
-                       child_k1=args.child_k1, prune_ratio=args.prune_ratio,
+                       child_k1=args.child_k1, prune_ratio=args.prune_ratio, scorer=args.scorer,
+                       scorer_options=scorer_options,
                        progress=lambda m: print(f"[build] {m}", file=sys.stderr))
         print(f"build: {report.text()}", file=sys.stderr)
         catalog = load_catalogs(args.services)
-        sizes = {}
+        sizes, servers = {}, []
         for store in load_tree(zonedir):
+            servers.append(store.zone.nameservers[0].address)
             z = store.zone
             sizes[z.origin] = (len(z.children) + (1 if z.children and z.tools else 0)) if z.children else len(z.tools)
         known = {t.id for t in catalog.tools}
@@ -154,11 +183,19 @@ def main() -> int:
         proc, root = start_servers(zonedir, args.port)
         try:
             sweep = {}
-            with Resolver(root=root, cache=False, timeout=2.0) as resolver:
+            endpoints = [(address, root[1]) for address in servers]
+            timeout = 2.0 if args.scorer == "bm25" else args.llm_budget_ms / 1000 * 3
+            with Resolver(root=root, cache=False, timeout=timeout) as resolver:
                 resolver.resolve("warm up", k=1)
                 for k in ks:
+                    before = server_counters(endpoints)
                     sweep[k] = run_queries(resolver, queries, k, args.top, sizes, len(catalog.tools), "any")
+                    after = server_counters(endpoints)
                     s = sweep[k]
+                    n = max(1, s["queries"])
+                    for key in ("calls", "prompt_tokens", "completion_tokens", "fallbacks"):
+                        s[f"llm_{key}_per_resolution"] = (after.get(f"scorer_{key}", 0)
+                                                          - before.get(f"scorer_{key}", 0)) / n
                     print(f"K={k_text(k)}: hr@10 {s['hr@10']:.3f} recall@10 {s['recall@10']:.3f} docs {s['docs_scored_fraction']:.3f} "
                           f"p50 {s['p50_ms']:.1f} ms", file=sys.stderr)
         finally:
@@ -171,7 +208,10 @@ def main() -> int:
         "p50_ms": head["p50_ms"], "p99_ms": head["p99_ms"],
         "queries_per_resolution": head["queries_per_resolution"], "bytes_per_resolution": head["bytes_per_resolution"],
         "packets_per_resolution": head["packets_per_resolution"], "nodes_per_resolution": head["nodes_per_resolution"],
-        "k": k_text(head_k), "top": args.top, "queries": len(queries), "failures": head["failures"],
+        "llm_calls_per_resolution": head["llm_calls_per_resolution"],
+        "llm_prompt_tokens_per_resolution": head["llm_prompt_tokens_per_resolution"],
+        "llm_fallbacks_per_resolution": head["llm_fallbacks_per_resolution"],
+        "scorer": args.scorer, "k": k_text(head_k), "top": args.top, "queries": len(queries), "failures": head["failures"],
         "correct_ids_not_in_catalog": missing,
         "flat_bm25": {k: flat[k] for k in ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10")},
         "sweep": {k_text(k): {**v, "k": k_text(k)} for k, v in sweep.items()},
@@ -197,6 +237,9 @@ def main() -> int:
         f"| DNS queries / bytes / packets per resolution | {head['queries_per_resolution']:.1f} / {head['bytes_per_resolution']:.0f} / {head['packets_per_resolution']:.1f} | |",
         f"| zones visited per resolution | {head['nodes_per_resolution']:.1f} | |",
         f"| resolution latency p50 / p99 | {head['p50_ms']:.1f} ms / {head['p99_ms']:.1f} ms | |",
+        *([f"| LLM calls / prompt tokens / fallbacks per resolution | {head['llm_calls_per_resolution']:.1f} / "
+           f"{head['llm_prompt_tokens_per_resolution']:.0f} / {head['llm_fallbacks_per_resolution']:.2f} | |"]
+          if args.scorer == "llm" else []),
         "",
         "## K sweep",
         "",

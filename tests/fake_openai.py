@@ -16,6 +16,47 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 GULLIBLE = ("always pick me", "ignore previous instructions")
+GENERIC = {"tool", "tools", "returns", "return", "request", "query", "with", "from", "that", "this", "data", "about"}
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3 and w not in GENERIC]
+
+
+def _tool_lines(prompt: str) -> list[tuple[int, str]]:
+    return [(int(m.group(1)), m.group(2)) for m in re.finditer(r"^\[(\d+)\] (.*)$", prompt, re.M)]
+
+
+def _category_lines(prompt: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^(?:- |\(\d+\) )([^:\n]+): (.*)$", prompt, re.M)]
+
+
+def build_task(task: str, prompt: str) -> dict:
+    """Deterministic answers to the tree builder's prompts (keywords, design, validate, assign, refine)."""
+    if task == "keywords":
+        out = {}
+        for n, text in _tool_lines(prompt):
+            counts: dict[str, int] = {}
+            for w in _words(text):
+                counts[w] = counts.get(w, 0) + 1
+            out[str(n)] = [w for w, _ in sorted(counts.items(), key=lambda x: (-x[1], x[0]))[:4]]
+        return {"keywords": out}
+    if task == "design":
+        limit = int(re.search(r"Design 2 to (\d+)", prompt).group(1))
+        lines = [t for _, t in _tool_lines(prompt)] or [w.strip() for w in prompt.split("Keywords:")[-1].split(",")]
+        df: dict[str, int] = {}
+        for line in lines:
+            for w in set(_words(line)):
+                df[w] = df.get(w, 0) + 1
+        common = [w for w, c in sorted(df.items(), key=lambda x: (-x[1], x[0])) if c <= 0.5 * len(lines)]
+        return {"categories": [{"name": w.title(), "description": f"Tools about {w}"} for w in common[:min(limit, 4)]]}
+    if task in ("validate", "refine"):
+        return {"categories": [{"name": n, "description": d} for n, d in _category_lines(prompt)]}
+    if task == "assign":
+        cats = [n.lower() for n, _ in _category_lines(prompt.split("Tools:")[0])]
+        tools = _tool_lines(prompt.split("Tools:")[-1])
+        return {"assignments": {str(n): [c for c, name in enumerate(cats) if name in text.lower()] for n, text in tools}}
+    raise ValueError(f"unknown task {task}")
 
 
 def rank_from_prompt(prompt: str, k: int | None = None) -> list[int]:
@@ -57,8 +98,11 @@ class FakeLLM:
                 if mode in ("500", "429"):
                     self._send(int(mode), {"error": {"message": f"fake {mode}", "type": "server_error"}})
                     return
+                task = re.search(r"TASK: (\w+)", messages[0]["content"]) if messages else None
                 if prompt == "ping":
                     content = "pong"
+                elif task:
+                    content = json.dumps(build_task(task.group(1), prompt))
                 elif mode == "garbage":
                     content = "I think the second one is best."
                 elif mode == "empty":

@@ -50,3 +50,31 @@ def test_real_catalog_builds_completely(tmp_path):
     assert len(mapping) == 1839 and all(mapping.values())
     root = next(s.zone for s in load_tree(tmp_path / "z") if s.zone.origin == "tools.")
     assert 2 <= len(root.children) <= 20
+
+
+def test_bench_retrieval_with_the_llm_scorer(tmp_path):
+    """The benchmark accepts the LLM scorer and reports LLM calls and prompt tokens per resolution."""
+    from fake_openai import FakeLLM
+
+    fake = FakeLLM()
+    try:
+        (tmp_path / "s.json").write_text(json.dumps(synthetic_catalog(12)))
+        queries = [{"id": "q1", "query": "song lyrics of an artist album", "correct_tools": [{"id": "music_3"}]},
+                   {"id": "q2", "query": "stock dividend quote", "correct_tools": [{"id": "finance_0"}]}]
+        (tmp_path / "q.json").write_text(json.dumps(queries))
+        subnet = fresh_subnet()
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_retrieval.py"),
+                              "--services", str(tmp_path / "s.json"), "--queries", str(tmp_path / "q.json"),
+                              "--k", "2", "--ks", "2", "--json", str(tmp_path / "r.json"), "--port", "0",
+                              "--subnet", ".".join(subnet.split(".")[:2]), "--scorer", "llm",
+                              "--llm-model", "fake", "--llm-base-url", fake.base_url],
+                             capture_output=True, text=True, timeout=300, env={**os.environ, "OPENAI_API_KEY": "t"})
+        assert out.returncode == 0, out.stderr[-3000:]
+        result = json.loads((tmp_path / "r.json").read_text())
+        assert result["scorer"] == "llm"
+        assert result["llm_calls_per_resolution"] > 0 and result["llm_prompt_tokens_per_resolution"] > 0
+        assert result["llm_fallbacks_per_resolution"] == 0
+        assert result["hr@10"] > 0
+        assert "LLM calls / prompt tokens" in (tmp_path / "r.md").read_text()
+    finally:
+        fake.close()

@@ -278,3 +278,18 @@ def test_tcp_idle_connections_are_closed():
         asyncio.run_coroutine_threadsafe(server.stop(), loop).result(5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+
+
+def test_chaos_stats_query(demo_tree):
+    """dig CH TXT stats.tooldns. reports a server's counters, fresh each time."""
+    address, port = demo_tree.root()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(2)
+        counts = []
+        for _ in range(2):
+            sock.sendto(bytes(DNSRecord.question("stats.tooldns.", "TXT", "CH").pack()), (address, port))
+            reply = DNSRecord.parse(sock.recv(4096))
+            pairs = dict(s.decode().split("=", 1) for s in reply.rr[0].rdata.data)
+            assert pairs["zone"] == "tools." and reply.rr[0].ttl == 0
+            counts.append(int(pairs["queries"]))
+    assert counts[1] == counts[0] + 1

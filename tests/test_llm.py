@@ -116,9 +116,17 @@ def test_neutralise(text):
     ('{"ranking": [2, 0]}', [2, 0]),
     ('[1, 1, 3, 9, -2, "0"]', [1, 3, 0]),
     ('Here: {"ranking": [3, 2, 1, 0]} ok', [3, 2]),
+    ('{"ranking": []}', []),
 ])
 def test_parse_ranking(content, expected):
     assert parse_ranking(content, 4, 3 if len(expected) > 2 else 2) == expected
+
+
+def test_nothing_relevant_is_an_answer_not_a_failure(fake):
+    s = scorer(fake)
+    r = s.rank("quantum chromodynamics lattice", 2)  # shares no word with any item
+    assert r.items == [] and not r.fallback and s.healthy and s.stats["errors"] == 0
+    s.close()
 
 
 @pytest.mark.parametrize("content", ["", "   ", "no json here", '{"ranking": "2"}', '{"ranking": [7, 8]}', "{bad json}"])

@@ -58,6 +58,7 @@ class BuildReport:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     out: str = ""
+    llm_cost: dict = field(default_factory=dict)
 
     def text(self) -> str:
         ls = self.leaf_sizes
@@ -65,7 +66,10 @@ class BuildReport:
                 f"depth {self.depth}; {self.placements} placements, {self.tools_placed_more_than_once} tools in more "
                 f"than one zone, {self.tools_unplaced_by_tree} put at the root by the tree builder; leaves: "
                 f"{ls.get('count', 0)} of min {ls.get('min', 0)} / median {ls.get('median', 0)} / max "
-                f"{ls.get('max', 0)} tools; {len(self.warnings)} warnings; {self.seconds:.1f} s -> {self.out}")
+                f"{ls.get('max', 0)} tools; {len(self.warnings)} warnings; {self.seconds:.1f} s -> {self.out}"
+                + (f"; LLM: {self.llm_cost['calls']} calls ({self.llm_cost['cached_calls']} cached), "
+                   f"{self.llm_cost['prompt_tokens']} prompt + {self.llm_cost['completion_tokens']} completion tokens"
+                   if self.llm_cost else ""))
 
 
 def zone_tool(tool: CatalogTool, label: str, service: str) -> Tool:
@@ -101,7 +105,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                 subnet: str = "127.0", service: str = "http", child_k1: float = DEFAULT_CHILD_K1,
                 child_b: float = DEFAULT_CHILD_B,
                 tool_k1: float = DEFAULT_TOOL_K1, prune_ratio: float = DEFAULT_PRUNE_RATIO,
-                progress=lambda s: None) -> BuildReport:
+                scorer: str = "bm25", scorer_options: dict | None = None, progress=lambda s: None) -> BuildReport:
     """Write one zone file per category of *root* into *out*; return the report."""
     t0 = time.perf_counter()
     origin = names.normalize(origin)
@@ -177,7 +181,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
             "soa": {"contact": f"hostmaster@{zone_origin.rstrip('.')}", "serial": 1},
             "nameservers": [{"name": f"ns1.{zone_origin}", "address": address_of[id(cat)]}],
             "summary": {"description": f"{cat.title}: {cat.description}".strip(": ") or zone_origin},
-            "settings": {"scorer": "bm25", "scorer_options": {"k1": tool_k1},
+            "settings": {"scorer": scorer, "scorer_options": {"k1": tool_k1, **(scorer_options or {})},
                          "child_scorer_options": {"k1": child_k1, "b": child_b}, "prune_ratio": prune_ratio},
         }
         if children_out:
@@ -224,25 +228,52 @@ def build(services: list[str], out: str, *, taxonomy: str | None = None, builder
     root = builder.build(catalog, progress)
     report = build_zones(catalog, root, out, progress=progress, **options)
     report.tools_unplaced_by_tree = getattr(builder, "unplaced", 0)
+    cost = getattr(builder, "cost", None)
+    report.llm_cost = dict(cost.__dict__) if cost is not None else {}
     report.seconds = time.perf_counter() - t0
     (Path(out) / "build-report.json").write_text(json.dumps(report.__dict__, ensure_ascii=False, indent=2),
                                                  encoding="utf-8")
     return report
 
 
+def _scorer_options(pairs: list[str] | None) -> dict:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise BuildError(f"--scorer-option takes KEY=VALUE, got {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def _run(args) -> int:
     builder = None
-    if not args.taxonomy:
+    if args.llm:
+        from .llmtree import LLMTreeBuilder
+
+        builder = LLMTreeBuilder(model=args.llm_model, base_url=args.llm_base_url,
+                                 cache_dir=args.llm_cache or Path(args.out) / ".llm-cache", workers=args.llm_workers,
+                                 max_children=args.max_children, max_leaf=args.max_leaf, max_depth=args.max_depth)
+    elif not args.taxonomy:
         builder = AutoTreeBuilder(args.max_children, args.max_leaf, args.max_depth, args.overlap,
                                   k1=args.child_k1, b=args.child_b)
 
     def progress(msg: str) -> None:
         print(f"[build] {msg}", file=sys.stderr, flush=True)
 
-    report = build(args.services, args.out, taxonomy=args.taxonomy, builder=builder, progress=progress,
-                   origin=args.origin, subnet=args.subnet, service=args.service, child_k1=args.child_k1,
-                   child_b=args.child_b,
-                   tool_k1=args.tool_k1, prune_ratio=args.prune_ratio)
+    try:
+        report = build(args.services, args.out, taxonomy=args.taxonomy, builder=builder, progress=progress,
+                       origin=args.origin, subnet=args.subnet, service=args.service, child_k1=args.child_k1,
+                       child_b=args.child_b, tool_k1=args.tool_k1, prune_ratio=args.prune_ratio,
+                       scorer=args.scorer, scorer_options=_scorer_options(args.scorer_option))
+    except KeyboardInterrupt:
+        cost = getattr(builder, "cost", None)
+        print(f"interrupted{'; ' + cost.text() if cost else ''}; the LLM calls made so far are cached: run the "
+              "same command again to resume", file=sys.stderr)
+        return 130
     for w in report.warnings[:20]:
         print(f"warning: {w}", file=sys.stderr)
     if len(report.warnings) > 20:
@@ -268,4 +299,12 @@ def add_build_command(sub) -> None:
     b.add_argument("--child-b", type=float, default=DEFAULT_CHILD_B, help="BM25 b for ranking children")
     b.add_argument("--tool-k1", type=float, default=DEFAULT_TOOL_K1)
     b.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
+    b.add_argument("--scorer", default="bm25", help="scorer the zones use: bm25 (default) or llm")
+    b.add_argument("--scorer-option", action="append", metavar="KEY=VALUE",
+                   help="scorer option written into every zone, e.g. model=gpt-4o-mini or budget_ms=800")
+    b.add_argument("--llm", action="store_true", help="have an LLM design the category tree (A2X Algorithm 1)")
+    b.add_argument("--llm-model", help="model for --llm (default $TOOLDNS_LLM_MODEL or gpt-4o-mini)")
+    b.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    b.add_argument("--llm-cache", help="directory caching LLM requests, for resuming (default OUT/.llm-cache)")
+    b.add_argument("--llm-workers", type=int, default=8, help="LLM calls in parallel (default 8)")
     b.set_defaults(func=_run)

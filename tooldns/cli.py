@@ -34,6 +34,11 @@ def _serve(args) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        for origin, c in tree.counters().items():
+            if c.get("scorer_calls") or c.get("scorer_fallbacks"):
+                print(f"{origin}: LLM {c.get('scorer_calls', 0)} calls, {c.get('scorer_prompt_tokens', 0)} prompt + "
+                      f"{c.get('scorer_completion_tokens', 0)} completion tokens, {c.get('scorer_cache_hits', 0)} "
+                      f"cache hits, {c.get('scorer_fallbacks', 0)} BM25 fallbacks", flush=True)
         await tree.stop()
         print("stopped", flush=True)
 

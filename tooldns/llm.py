@@ -12,8 +12,9 @@ Behaviour:
 * The prompt is short and scoped to one node: the intent and the node's items (label and
   summary, or tool name and description), numbered; the answer is asked for as JSON
   ``{"ranking": [indices, best first]}`` and parsed strictly: prose around the JSON is cut away;
-  indices out of range, duplicates and non-integers are dropped; an empty or unusable answer counts
-  as a failure.
+  indices out of range, duplicates and non-integers are dropped; an empty list means "nothing
+  here is relevant" and is answered as such; an empty message, or one with no usable index,
+  counts as a failure.
 * Anything that fails within the budget (slow, HTTP errors, 429, garbage) makes the zone answer
   from BM25 at once, with the FALLBACK flag in the reply's meta option, a log line and a counter.
   The endpoint is then probed in the background every ``probe_interval`` seconds, and the zone
@@ -74,7 +75,10 @@ def neutralise(text: str, limit: int = 300) -> str:
 
 
 def parse_ranking(content: str | None, n_items: int, k: int) -> list[int]:
-    """Indices from a model's answer, strictly; raise ValueError when nothing usable is in it."""
+    """Indices from a model's answer, strictly; raise ValueError when nothing usable is in it.
+
+    ``[]`` is a valid answer (nothing relevant); a non-empty list with no valid index is not.
+    """
     if not content or not content.strip():
         raise ValueError("empty answer")
     match = re.search(r"\{.*\}|\[.*\]", content, re.DOTALL)
@@ -88,6 +92,8 @@ def parse_ranking(content: str | None, n_items: int, k: int) -> list[int]:
         data = data.get("ranking", data.get("items"))
     if not isinstance(data, list):
         raise ValueError("answer has no ranking list")
+    if not data:
+        return []  # the model says nothing here is relevant: an answer, not a failure
     out: list[int] = []
     for value in data:
         if isinstance(value, bool) or not isinstance(value, (int, str)):

@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from dnslib import CLASS, OPCODE, QTYPE, RCODE, DNSRecord
+from dnslib import CLASS, OPCODE, QTYPE, RCODE, RR, TXT, DNSRecord
 from dnslib.server import BaseResolver
 
 from .exceptions import IntentError
 from .index import ZoneIndex
 from .intent import INTENT_OPTION_CODE, Intent, decode_intent
-from .lookup import lookup
+from .lookup import Kind, Result, lookup
 from .reply import BADVERS, error_reply, reply_for, request_opt
 
 log = logging.getLogger("tooldns.resolver")
@@ -41,6 +41,10 @@ class StaticSource:
         self.index = index
 
 
+#: CHAOS-class TXT name that reports a server's counters, like BIND's version.bind
+STATS_NAME = "stats.tooldns."
+
+
 class ZoneResolver(BaseResolver):
     """Answers queries for one zone. Counters: ``stats`` (queries, by rcode, errors)."""
 
@@ -57,6 +61,20 @@ class ZoneResolver(BaseResolver):
             self.stats["servfail"] += 1
             log.exception("internal error answering %s", request.q.qname if request.questions else "?")
             return error_reply(request, RCODE.SERVFAIL, "internal server error")
+
+    def counters(self) -> dict[str, int]:
+        """This server's counters plus those of its zone's scorers (LLM calls and tokens ...)."""
+        out = dict(self.stats)
+        for scorer in self.source.index.scorers():
+            for key, value in getattr(scorer, "stats", {}).items():
+                out[f"scorer_{key}"] = out.get(f"scorer_{key}", 0) + value
+        return out
+
+    def _stats_reply(self, request: DNSRecord) -> DNSRecord:
+        """``dig CH TXT stats.tooldns.``: the counters as key=value strings (not cached: TTL 0)."""
+        strings = [f"zone={self.source.index.origin}"] + [f"{k}={v}" for k, v in sorted(self.counters().items())]
+        reply = reply_for(request, Result(Kind.ANSWER, answer=[RR(request.q.qname, QTYPE.TXT, CLASS.CH, 0, TXT(strings))]))
+        return reply
 
     def _formerr(self, request: DNSRecord, why: str) -> DNSRecord:
         self.stats["formerr"] += 1
@@ -82,6 +100,8 @@ class ZoneResolver(BaseResolver):
                 except IntentError as exc:
                     return self._formerr(request, f"bad intent option: {exc}")
         q = request.q
+        if q.qclass == CLASS.CH and q.qtype == QTYPE.TXT and str(q.qname).lower() == STATS_NAME:
+            return self._stats_reply(request)
         if q.qclass not in (CLASS.IN, 255):  # 255: class ANY (dnslib names it '*')
             return error_reply(request, RCODE.REFUSED, f"class {CLASS.get(q.qclass)} is not served")
         if q.qtype in (QTYPE.AXFR, QTYPE.IXFR):

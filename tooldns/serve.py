@@ -114,6 +114,8 @@ class Tree:
         for _, server in self.servers:
             await server.stop()
         self.servers = []
+        for store in self.stores:
+            store.index.close()
 
     async def stop_server(self, origin: str, address: str) -> None:
         """Stop one server (to simulate a dead name server)."""
@@ -123,6 +125,15 @@ class Tree:
             if store.index.origin == origin and server.address == address:
                 await server.stop()
                 self.servers.remove(pair)
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Per zone: its server's and scorers' counters (LLM calls and tokens among them)."""
+        out: dict[str, dict[str, int]] = {}
+        for store, server in self.servers:
+            origin = store.index.origin
+            if origin not in out:
+                out[origin] = server.resolver.counters()
+        return out
 
     def root(self) -> tuple[str, int]:
         """Address and port of the server of the topmost zone (fewest labels)."""
@@ -165,6 +176,15 @@ class TreeThread:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Per zone: its server's and scorers' counters (LLM calls and tokens among them)."""
+        out: dict[str, dict[str, int]] = {}
+        for store, server in self.servers:
+            origin = store.index.origin
+            if origin not in out:
+                out[origin] = server.resolver.counters()
+        return out
 
     def root(self) -> tuple[str, int]:
         return self.tree.root()

@@ -117,7 +117,9 @@ class DNSServer:
         if len(wire) > 2 and wire[2] & 0x02:
             self.stats["truncated"] += 1
         rcode = wire[3] & 0x0F if len(wire) > 3 else RCODE.SERVFAIL
-        if cacheable and rcode in (RCODE.NOERROR, RCODE.NXDOMAIN) and not request.opt_error:
+        # class IN only: CHAOS queries (stats.tooldns.) must always be answered afresh
+        if (cacheable and rcode in (RCODE.NOERROR, RCODE.NXDOMAIN) and not request.opt_error
+                and record.questions and record.q.qclass == 1):
             self._cache[key] = wire[2:]
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
