@@ -178,13 +178,7 @@ class TreeThread:
         self.stop()
 
     def counters(self) -> dict[str, dict[str, int]]:
-        """Per zone: its server's and scorers' counters (LLM calls and tokens among them)."""
-        out: dict[str, dict[str, int]] = {}
-        for store, server in self.servers:
-            origin = store.index.origin
-            if origin not in out:
-                out[origin] = server.resolver.counters()
-        return out
+        return self.tree.counters()
 
     def root(self) -> tuple[str, int]:
         return self.tree.root()
