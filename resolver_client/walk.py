@@ -183,10 +183,10 @@ class Walk:
                 resp = parse_reply(wire)
             except dns.exception.DNSException as exc:
                 self.trace.append(Hop(server, q.qname, transport, "MALFORMED", ms, q.zone, note=str(exc)))
-                return self._next_server(q, f"{server}: malformed reply ({exc})")
+                return self._next_server(q, f"{server}: malformed reply ({exc})", bad=True)
             if not is_reply_to(q.wire, resp):
                 self.trace.append(Hop(server, q.qname, transport, "MISMATCH", ms, q.zone))
-                return self._next_server(q, f"{server}: reply does not match the query (ID or question)")
+                return self._next_server(q, f"{server}: reply does not match the query (ID or question)", bad=True)
         q.response = resp
         rcode = resp.rcode
         hop = Hop(server, q.qname, transport, dns.rcode.to_text(rcode), ms, q.zone, cached=cached is not None)
@@ -228,12 +228,13 @@ class Walk:
             return self._take_referral(q, resp, hop)
         return []  # NODATA
 
-    def _next_server(self, q: Query, why: str) -> list[Query]:
+    def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
         if q.server_index + 1 < len(q.servers):
             return [q.retry(server_index=q.server_index + 1, tcp=self._tcp_only)]
         self.errors.append(f"{q.zone}: no name server answered ({why})")
         if q.depth == 0:
-            self.fatal = NoServersReachable(f"no root name server answered: {why}")
+            error = BadResponse if bad else NoServersReachable
+            self.fatal = error(f"no usable reply from a root name server: {why}")
         return []
 
     @staticmethod
@@ -389,5 +390,3 @@ class Walk:
             raise LimitExceeded("; ".join(self.errors))
         return Resolution(self.intent, self.k, self.service, tools, self.stats, self.trace, list(self.errors))
 
-
-__all__ = ["Walk", "Query", "BadResponse"]

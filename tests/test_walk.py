@@ -139,7 +139,17 @@ def test_timeout_and_mismatch_move_to_next_server():
     other = dns.message.make_query("_any._tcp._tools.", "SRV")
     bad = dns.message.make_response(other).to_wire()  # another ID
     assert walk.take(second, bad) == []
-    with pytest.raises(NoServersReachable):
+    from resolver_client import BadResponse
+    with pytest.raises(BadResponse, match="does not match the query"):
+        walk.result()
+
+
+def test_all_root_servers_silent():
+    walk = Walk("weather", root=ROOT)
+    [q] = walk.start()
+    [second] = walk.take(q, None, TimeoutError("no reply"))
+    assert walk.take(second, None, ConnectionRefusedError("refused")) == []
+    with pytest.raises(NoServersReachable, match="ConnectionRefusedError"):
         walk.result()
 
 
