@@ -174,3 +174,38 @@ def test_zone_with_llm_scorer_flags_fallback_in_the_reply(fake):
     txt = [decode_pairs(rr.rdata.data) for rr in r.ar if rr.rtype == QTYPE.TXT]
     assert txt[0]["rank"] == "1"
     index.close()
+
+
+def test_slow_model_does_not_stall_the_server(fake, tmp_path):
+    """Over real UDP: while the LLM zone waits for a slow model, the same server answers others."""
+    import socket
+
+    import yaml
+
+    from conftest import ZONES, copy_tree, fresh_subnet, start_tree
+
+    d = copy_tree(ZONES, tmp_path / "z", fresh_subnet())
+    root = yaml.safe_load((d / "tools.yaml").read_text())
+    root["settings"] = {"scorer": "llm", "scorer_options": {"model": "fake", "base_url": fake.base_url,
+                                                            "api_key": "t", "budget_ms": 3000}}
+    (d / "tools.yaml").write_text(yaml.safe_dump(root, allow_unicode=True))
+    fake.mode, fake.delay = "slow", 0.8
+    tree = start_tree(d)
+    try:
+        address, port = tree.root()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(5)
+            slow = DNSRecord.question("_any._tcp._tools.", "SRV")
+            slow.add_ar(EDNS0(udp_len=1232, opts=[EDNSOption(INTENT_OPTION_CODE, encode_intent("weather forecast", 2))]))
+            sock.sendto(bytes(slow.pack()), (address, port))
+            quick = DNSRecord.question("tools.", "SOA")
+            sock.sendto(bytes(quick.pack()), (address, port))
+            first = DNSRecord.parse(sock.recv(4096))
+            second = DNSRecord.parse(sock.recv(4096))
+        assert first.header.id == quick.header.id  # answered while the model was still thinking
+        assert second.header.id == slow.header.id
+        meta = decode_meta([o for o in second.ar[-1].rdata if o.code == META_OPTION_CODE][0].data)
+        assert meta.scorer == "llm" and not meta.fallback
+        assert str(second.auth[0].rname) == "weather.tools."
+    finally:
+        tree.stop()

@@ -256,7 +256,10 @@ def _run(args) -> int:
 
         builder = LLMTreeBuilder(model=args.llm_model, base_url=args.llm_base_url,
                                  cache_dir=args.llm_cache or Path(args.out) / ".llm-cache", workers=args.llm_workers,
-                                 max_children=args.max_children, max_leaf=args.max_leaf, max_depth=args.max_depth)
+                                 max_children=args.max_children, max_leaf=args.max_leaf, max_depth=args.max_depth,
+                                 keyword_threshold=args.llm_keyword_threshold, keyword_batch=args.llm_keyword_batch,
+                                 assign_batch=args.llm_assign_batch, refine_rounds=args.llm_refine_rounds,
+                                 min_category=args.llm_min_category)
     elif not args.taxonomy:
         builder = AutoTreeBuilder(args.max_children, args.max_leaf, args.max_depth, args.overlap,
                                   k1=args.child_k1, b=args.child_b)
@@ -307,4 +310,11 @@ def add_build_command(sub) -> None:
     b.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
     b.add_argument("--llm-cache", help="directory caching LLM requests, for resuming (default OUT/.llm-cache)")
     b.add_argument("--llm-workers", type=int, default=8, help="LLM calls in parallel (default 8)")
+    b.add_argument("--llm-keyword-threshold", type=int, default=500,
+                   help="nodes with more tools design categories from extracted keywords (default 500)")
+    b.add_argument("--llm-keyword-batch", type=int, default=50, help="tools per keyword call (default 50)")
+    b.add_argument("--llm-assign-batch", type=int, default=20, help="tools per assignment call (default 20)")
+    b.add_argument("--llm-refine-rounds", type=int, default=3, help="assign-and-refine rounds (default 3)")
+    b.add_argument("--llm-min-category", type=int, default=2,
+                   help="categories with this many tools or fewer go back to the parent (default 2)")
     b.set_defaults(func=_run)
