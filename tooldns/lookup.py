@@ -92,7 +92,7 @@ def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None) -> Resu
         qname = names.normalize(qname)
         cur = names.parse_cursor(qname)
     except NameError_ as exc:
-        if names.is_subdomain(qname.lower(), origin) or qname.lower().endswith("." + origin):
+        if names.is_subdomain(qname.lower(), origin):
             return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr], ede=str(exc))
         return Result(Kind.REFUSED, ede=str(exc))
 
@@ -104,8 +104,6 @@ def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None) -> Resu
             if child is not None:
                 return _delegation(ix, child)
             return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr])
-        if not names.is_subdomain(qname, origin):
-            return Result(Kind.REFUSED)
 
     if not names.is_subdomain(qname, origin):
         return Result(Kind.REFUSED)
@@ -189,9 +187,7 @@ def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None)
 def _tools(ix: ZoneIndex, owner: str, cur: names.Cursor, qtype: int, intent: Intent | None, answer: list) -> Result:
     """The zone's tools of one service as SRV records (best first when there is an intent)."""
     candidates = ix.tool_candidates.get((cur.service, cur.transport))
-    if candidates is None:
-        if answer:  # unreachable: _search checks has_service first
-            return Result(Kind.NODATA, authority=[ix.negative_soa_rr])
+    if candidates is None:  # no tools of this service here (a cursor query checked before the CNAME)
         return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr])
     if qtype not in (QTYPE.SRV, QTYPE.ANY):
         kind = Kind.ANSWER if answer else Kind.NODATA
