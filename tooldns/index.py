@@ -124,9 +124,9 @@ class ZoneIndex:
         child_briefs = [f"{c.label}: {c.summary.display()}" for c in zone.children]
         if zone.children and zone.tools:
             child_entries.append(SELF)
-            child_docs.append(" ".join([zone.summary.text(), *(t.text() for t in zone.tools)]))
-            child_briefs.append(f"tools of this zone: {zone.summary.display()}; "
-                                + "; ".join(t.name for t in zone.tools[:20]))
+            # only the tools themselves: the zone's summary speaks for its children too
+            child_docs.append(" ".join(t.text() for t in zone.tools))
+            child_briefs.append("tools of this zone itself: " + "; ".join(t.name for t in zone.tools[:20]))
         self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, child_briefs,
                                                                        **child_options))
                                  if zone.children else None)
