@@ -153,7 +153,8 @@ def test_chinese_catalog_labels_are_dns_safe(tmp_path):
     data = [{"id": f"zh_{i}", "name": f"天气查询{i}" if i < 20 else f"股票行情{i}",
              "description": ("查询城市天气预报和气温" if i < 20 else "查询股票价格和行情走势") + f"，编号{i}"} for i in range(40)]
     (tmp_path / "zh.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    build([tmp_path / "zh.json"], tmp_path / "z", builder=AutoTreeBuilder(max_children=2, max_leaf=10))
+    report = build([tmp_path / "zh.json"], tmp_path / "z", builder=AutoTreeBuilder(max_children=2, max_leaf=10))
+    assert len(report.warnings) == 40 and "gives no DNS-safe label; labelled from its id (zh-0)" in report.warnings[0]
     stores = load_tree(tmp_path / "z")
     labels = [c.label for s in stores for c in s.zone.children] + [t.label for s in stores for t in s.zone.tools]
     for label in labels:

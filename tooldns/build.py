@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -93,11 +94,17 @@ def _addresses(subnet: str):
             yield f"{a}.{b}.{c}.{d}"
 
 
-def _tool_labels(catalog: Catalog, indices, taken: set[str]) -> dict[int, str]:
+def _tool_labels(catalog: Catalog, indices, taken: set[str], warnings: list[str]) -> dict[int, str]:
+    """A DNS label per tool: from its name, else its id, else ``t<index>`` (each fallback warned once)."""
     out = {}
     for i in sorted(indices):
         t = catalog.tools[i]
-        out[i] = unique_label(slug(t.names[0]) or slug(t.id), taken, f"t{i}")
+        base = slug(t.names[0])
+        if not re.search(r"[a-z]", base):  # nothing readable left (a Chinese name gives only digits)
+            base = slug(t.id)
+            warnings.append(f"tool {t.id}: its name {t.names[0]!r} gives no DNS-safe label; "
+                            + (f"labelled from its id ({base})" if base else f"labelled t{i}"))
+        out[i] = unique_label(base, taken, f"t{i}")
     return out
 
 
@@ -117,7 +124,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         old.unlink()
 
     # Zone tools and global statistics over exactly the text zone servers index.
-    labels_by_cat: dict[int, dict[int, str]] = {}
+    label_warnings: list[str] = []
     proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
     tool_tokens = [tokenize(t.text()) for t in proto_tools]
     stats = CorpusStats.from_tokens(tool_tokens)
@@ -147,8 +154,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     leaf_sizes = []
     for n, (cat, zone_origin, depth) in enumerate(order, 1):
         zone_tools_idx = sorted(set(cat.tools))
-        labels = _tool_labels(catalog, zone_tools_idx, set())
-        labels_by_cat[id(cat)] = labels
+        labels = _tool_labels(catalog, zone_tools_idx, set(), label_warnings)
         tools_out, terms = [], set()
         for i in zone_tools_idx:
             tool = zone_tool(catalog.tools[i], labels[i], service)
@@ -199,6 +205,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         if n % 20 == 0 or n == len(order):
             progress(f"wrote {n}/{len(order)} zones")
 
+    report.warnings.extend(dict.fromkeys(label_warnings))  # a tool placed twice is warned once
     placed_counts = [len(v) for v in mapping.values()]
     unplaced = [tid for tid, v in mapping.items() if not v]
     if unplaced:  # every builder must place every tool; a bug otherwise, never a silent drop
