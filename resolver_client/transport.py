@@ -8,6 +8,8 @@ after a timeout. Errors: :class:`TimeoutError` and :class:`OSError` (ConnectionR
 from __future__ import annotations
 
 import asyncio
+import errno
+import selectors
 import socket
 import struct
 
@@ -110,14 +112,12 @@ class TCPExchange:
         self._out = struct.pack("!H", len(wire)) + wire
         self._in = b""
         err = self.sock.connect_ex((address, port))
-        if err not in (0, 115, 36, 10035):  # 0, EINPROGRESS (Linux, macOS), WSAEWOULDBLOCK
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
             self.sock.close()
             raise ConnectionRefusedError(err, f"cannot connect to {address}:{port}")
 
     @property
     def events(self) -> int:
-        import selectors
-
         return selectors.EVENT_WRITE if self._out else selectors.EVENT_READ
 
     def step(self) -> bytes | None:
