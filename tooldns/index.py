@@ -89,6 +89,7 @@ class ZoneIndex:
 
         # Delegations: NS and glue, intent-independent, so they keep the zone's TTL.
         self.children = list(zone.children)
+        self.child_label = {c.name: DNSLabel(c.name) for c in zone.children}  # parsed once, not per query
         self.child_ns: dict[str, list[RR]] = {}
         self.child_glue: dict[str, list[RR]] = {}
         for child in zone.children:

@@ -179,7 +179,7 @@ def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None)
             additional.extend(_addresses(ix, [rr.rdata.label for rr in ix.apex_ns]))
         else:
             authority.extend(ix.child_ns[entry.name])
-            additional.append(_rank_txt(entry.name, rank, score, ix.child_txt[id(entry)]))
+            additional.append(_rank_txt(ix.child_label[entry.name], rank, score, ix.child_txt[id(entry)]))
             additional.extend(ix.child_glue[entry.name])
     return Result(Kind.REFERRAL, authority=authority, additional=additional, meta=meta)
 

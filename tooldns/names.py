@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .exceptions import NameError_
 
@@ -57,8 +58,12 @@ def check_label(label: str) -> str:
     return low
 
 
+@lru_cache(maxsize=8192)
 def normalize(name: str) -> str:
-    """Return *name* lower-cased and absolute (ending in '.'), checked against RFC 1035 limits."""
+    """Return *name* lower-cased and absolute (ending in '.'), checked against RFC 1035 limits.
+
+    Pure, so cached: a server sees the same few names over and over.
+    """
     if not isinstance(name, str):
         raise NameError_(f"a name must be text, got {type(name).__name__}")
     text = name.strip()
@@ -127,6 +132,7 @@ def cursor(service: str, zone: str, transport: str = "tcp", expanded: bool = Fal
     return c
 
 
+@lru_cache(maxsize=8192)
 def parse_cursor(name: str) -> Cursor | None:
     """Parse *name* as a cursor name; None if it is not one (no `_svc._proto.` prefix).
 
