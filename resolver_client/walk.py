@@ -137,13 +137,19 @@ class Walk:
         """K for a cursor query at *depth* (0 = the root zone)."""
         return self._ks[min(depth, len(self._ks) - 1)]
 
+    def _wants_tcp(self, qname: str, k: int) -> bool:
+        """TCP from the start: an intent too long for a datagram, or a leaf asked for more tools than
+        fit one (about 4 with their metadata), rather than a truncated UDP reply first."""
+        if self._tcp_only:
+            return True
+        cur = names.parse_cursor(qname)
+        return k > TOOLS_PER_DATAGRAM and cur is not None and cur.expanded
+
     def _query(self, qname: str, zone: str, servers, path, depth, k: int | None = None) -> Query:
         k = k or self.k_at(depth)
-        # Asking a leaf for more tools than fit a datagram (about 4 with their metadata): TCP at once
-        # rather than a truncated UDP reply first.
-        tcp = self._tcp_only or (k > TOOLS_PER_DATAGRAM and not qname.split(".")[2].startswith("_"))
         return Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth,
-                     opt=self._opts[k], tcp=tcp, k=k, cache_key=(qname, dns.rdatatype.SRV, self.intent, k))
+                     opt=self._opts[k], tcp=self._wants_tcp(qname, k), k=k,
+                     cache_key=(qname, dns.rdatatype.SRV, self.intent, k))
 
     def start(self) -> list[Query]:
         if not self.root:
@@ -209,12 +215,11 @@ class Walk:
         if rcode in (dns.rcode.SERVFAIL, dns.rcode.REFUSED, dns.rcode.NOTIMP):
             hop.note = self._ede(resp) or ""
             return self._next_server(q, f"{server}: {dns.rcode.to_text(rcode)}")
-        if rcode == dns.rcode.NXDOMAIN:
-            q.cache_ttl = self._ttl(resp, meta)
-            return []
-        if rcode != dns.rcode.NOERROR:
+        if rcode not in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN):
             return self._next_server(q, f"{server}: {dns.rcode.to_text(rcode)}")
         q.cache_ttl = self._ttl(resp, meta)
+        if rcode == dns.rcode.NXDOMAIN:
+            return []
         if any(r.rdtype == dns.rdatatype.SRV for r in resp.answer):
             hop.tools = self._take_tools(q, resp)
             cur = names.parse_cursor(q.qname)
@@ -230,7 +235,7 @@ class Walk:
 
     def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
         if q.server_index + 1 < len(q.servers):
-            return [q.retry(server_index=q.server_index + 1, tcp=self._tcp_only)]
+            return [q.retry(server_index=q.server_index + 1, tcp=self._wants_tcp(q.qname, q.k))]
         self.errors.append(f"{q.zone}: no name server answered ({why})")
         if q.depth == 0:
             error = BadResponse if bad else NoServersReachable

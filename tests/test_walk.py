@@ -225,3 +225,17 @@ def test_unknown_leaf_asked_again_for_leaf_k():
     assert again.qname == "_any._tcp.history.tools." and k_of(again) == 6
     assert walk.take(again, answer(again, tools + [("c", "c.example.", 443, 3, 0.1, "C")])) == []
     assert [t.name for t in walk.result().tools] == ["A", "B", "C"]
+
+
+def test_failover_keeps_tcp_for_a_big_leaf_answer():
+    walk = Walk("weather", k=2, leaf_k=10, root=ROOT)
+    [q] = walk.start()
+    ref = dns.message.make_response(msg(q))
+    ref.authority.append(dns.rrset.from_text("history.tools.", 3600, "IN", "NS", "ns1.history.tools.", "ns2.history.tools."))
+    ref.additional.append(txt("history.tools.", [("rank", 1), ("score", 1.0), ("kind", "functional"), ("leaf", 1)]))
+    ref.additional.append(dns.rrset.from_text("ns1.history.tools.", 3600, "IN", "A", "127.0.0.4"))
+    ref.additional.append(dns.rrset.from_text("ns2.history.tools.", 3600, "IN", "A", "127.0.0.5"))
+    [leaf] = walk.take(q, ref.to_wire())
+    assert leaf.tcp and leaf.server == ("127.0.0.4", 5300)
+    [other] = walk.take(leaf, None, TimeoutError("no reply"))
+    assert other.server == ("127.0.0.5", 5300) and other.tcp  # not UDP first, then truncated, then TCP
