@@ -66,23 +66,29 @@ class DNSServer:
         self._pool: ThreadPoolExecutor | None = None
         self.stats = {"udp": 0, "tcp": 0, "dropped": 0, "truncated": 0, "cache_hits": 0}
 
+    def _index(self):
+        """The zone index the resolver answers from now, if it has one (it may be swapped by a reload)."""
+        return getattr(getattr(self.resolver, "source", None), "index", None)
+
     def _may_block(self) -> bool:
-        index = getattr(getattr(self.resolver, "source", None), "index", None)
+        index = self._index()
         return index is not None and not getattr(index, "cacheable", True)
 
-    async def _handle_async(self, data: bytes, udp: bool, client) -> bytes | None:
-        """:meth:`handle`, in the thread pool when the zone's scorer may block."""
-        if not self._may_block():
-            return self.handle(data, udp, client)
+    async def _handle_in_pool(self, data: bytes, udp: bool, client) -> bytes | None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tooldns-scorer")
         return await asyncio.get_running_loop().run_in_executor(self._pool, self.handle, data, udp, client)
 
+    async def _handle_async(self, data: bytes, udp: bool, client) -> bytes | None:
+        """:meth:`handle`, in the thread pool when the zone's scorer may block."""
+        if self._may_block():
+            return await self._handle_in_pool(data, udp, client)
+        return self.handle(data, udp, client)
+
     # -- the part that turns bytes into bytes; no sockets, so tests and benchmarks can call it --
     def handle(self, data: bytes, udp: bool, client=None) -> bytes | None:
         """The reply bytes for query bytes *data*, or None to send nothing."""
-        source = getattr(self.resolver, "source", None)
-        index = getattr(source, "index", None)
+        index = self._index()
         cacheable = self.cache_size > 0 and index is not None and getattr(index, "cacheable", False)
         if cacheable:
             if index is not self._cache_index:
@@ -149,7 +155,7 @@ class DNSServer:
 
             async def _answer_later(self, data, addr):
                 try:
-                    wire = await server._handle_async(data, True, addr)
+                    wire = await server._handle_in_pool(data, True, addr)
                 except Exception:
                     log.exception("error handling UDP packet from %s", addr)
                     return
