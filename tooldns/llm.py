@@ -37,12 +37,11 @@ import logging
 import os
 import re
 import threading
-import time
-from collections import OrderedDict
 from typing import Sequence
 
 from .exceptions import ScorerError
 from .scorers import BM25Scorer, Ranking, register_scorer
+from .ttlcache import TTLCache
 
 log = logging.getLogger("tooldns.llm")
 
@@ -111,31 +110,6 @@ def parse_ranking(content: str | None, n_items: int, k: int) -> list[int]:
     return out
 
 
-class _TTLCache:
-    def __init__(self, size: int, ttl: float) -> None:
-        self.size, self.ttl = size, ttl
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            item = self._data.get(key)
-            if item is None or item[0] < time.monotonic():
-                self._data.pop(key, None)
-                return None
-            self._data.move_to_end(key)
-            return item[1]
-
-    def put(self, key, value) -> None:
-        if self.size <= 0:
-            return
-        with self._lock:
-            self._data[key] = (time.monotonic() + self.ttl, value)
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-
 class LLMScorer:
     """Ranks with a chat model; BM25 answers whenever the model cannot within the budget."""
 
@@ -157,7 +131,8 @@ class LLMScorer:
         self.client = client or OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
                                        api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
                                        timeout=self.budget, max_retries=0)
-        self.cache = _TTLCache(cache_size, cache_ttl)
+        self.cache = TTLCache(cache_size)
+        self.cache_ttl = cache_ttl
         self.stats = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cache_hits": 0, "fallbacks": 0,
                       "errors": 0, "probes": 0, "recoveries": 0}
         self.healthy = True
@@ -182,7 +157,7 @@ class LLMScorer:
             return self._fallback(intent, k, f"{type(exc).__name__}: {exc}")
         # rank-based scores in (0, 1]: best 1.0, then 1/2, 1/3 ... (comparable across LLM zones)
         items = [(i, 1.0 / (r + 1)) for r, i in enumerate(order)]
-        self.cache.put(key, items)
+        self.cache.put(key, items, self.cache_ttl)
         return Ranking(items, scorer=self.name)
 
     def _fallback(self, intent: str, k: int, why: str) -> Ranking:
