@@ -18,6 +18,7 @@ glue assigned, plus ``catalog-map.json`` (catalog id -> the tool's DNS names) an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -141,13 +142,6 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     address_of = {id(cat): next(addresses) for cat, _, _ in order}
     origin_of = {id(cat): o for cat, o, _ in order}
 
-    subtree_tools: dict[int, set[int]] = {}
-
-    def below(cat: Category) -> set[int]:
-        if id(cat) not in subtree_tools:
-            subtree_tools[id(cat)] = cat.all_tools()
-        return subtree_tools[id(cat)]
-
     report = BuildReport(tools_in_catalog=len(catalog.tools), entries_read=catalog.entries_read,
                          warnings=list(catalog.warnings), out=str(outdir))
     mapping: dict[str, list[str]] = {t.id: [] for t in catalog.tools}
@@ -157,7 +151,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         labels = _tool_labels(catalog, zone_tools_idx, set(), label_warnings)
         tools_out, terms = [], set()
         for i in zone_tools_idx:
-            tool = zone_tool(catalog.tools[i], labels[i], service)
+            tool = dataclasses.replace(proto_tools[i], label=labels[i])
             terms.update(tool_tokens[i])
             mapping[tool.id].append(tool.owner(zone_origin))
             d = {"label": tool.label, "name": tool.name, "service": tool.service, "target": tool.target,
@@ -172,7 +166,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
             leaf_sizes.append(len(zone_tools_idx))
         children_out = []
         for child in cat.children:
-            beneath = sorted(below(child))
+            beneath = sorted(child.all_tools())
             corpus = " ".join(proto_tools[i].text() for i in beneath)
             child_origin = origin_of[id(child)]
             children_out.append({
