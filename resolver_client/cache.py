@@ -11,7 +11,7 @@ Bounded: the oldest entries go first.
 
 from __future__ import annotations
 
-from tooldns.ttlcache import TTLCache
+from tooldns.protocol.ttlcache import TTLCache
 
 
 class ReplyCache(TTLCache):

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from tooldns import names
+from tooldns.protocol import names
 
 from .exceptions import ResolverError
 from .resolver import Resolver, parse_server

@@ -19,8 +19,8 @@ import time
 from collections import deque
 import selectors
 
-from tooldns.intent import INTENT_OPTION_CODE
-from tooldns.names import ANY_SERVICE
+from tooldns.protocol.intent import INTENT_OPTION_CODE
+from tooldns.protocol.names import ANY_SERVICE
 
 from . import transport
 from .cache import ReplyCache

@@ -35,10 +35,12 @@ import dns.flags
 import dns.rcode
 import dns.rdatatype
 
-from tooldns import names
-from tooldns.exceptions import IntentError, NameError_
-from tooldns.intent import EDE_OPTION_CODE, INTENT_OPTION_CODE, META_OPTION_CODE, decode_ede, decode_meta, encode_intent
-from tooldns.metadata import decode_pairs
+from tooldns.protocol import names
+from tooldns.protocol import IntentError, NameError_
+from tooldns.protocol.ede import EDE_OPTION_CODE, decode_ede
+from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
+from tooldns.protocol.meta import META_OPTION_CODE, decode_meta
+from tooldns.protocol.txt import decode_pairs
 
 from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
 from .message import Reply, is_reply_to, make_query, opt_record, parse_reply

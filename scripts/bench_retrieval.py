@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
-from tooldns.bm25 import BM25  # noqa: E402
-from tooldns.build import DEFAULT_PRUNE_RATIO, AutoTreeBuilder, build, zone_tool  # noqa: E402
-from tooldns.catalog import load_catalogs  # noqa: E402
-from tooldns.serve import load_tree  # noqa: E402
+from tooldns.scoring.bm25 import BM25  # noqa: E402
+from tooldns.building.build import DEFAULT_PRUNE_RATIO, AutoTreeBuilder, build, zone_tool  # noqa: E402
+from tooldns.building.catalog import load_catalogs  # noqa: E402
+from tooldns.serving.tree import load_tree  # noqa: E402
 
 
 def k_text(k) -> str:

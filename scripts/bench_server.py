@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchlib import percentile, start_servers, stop_servers  # noqa: E402
-from tooldns.intent import INTENT_OPTION_CODE, encode_intent  # noqa: E402
-from tooldns.names import Cursor  # noqa: E402
-from tooldns.serve import load_tree  # noqa: E402
+from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent  # noqa: E402
+from tooldns.protocol.names import Cursor  # noqa: E402
+from tooldns.serving.tree import load_tree  # noqa: E402
 
 
 def dnsperf(args: list[str]) -> str:

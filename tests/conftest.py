@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tooldns.serve import TreeThread
+from tooldns.serving.tree import TreeThread
 
 ROOT = Path(__file__).resolve().parent.parent
 ZONES = ROOT / "zones"

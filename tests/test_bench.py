@@ -40,8 +40,8 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
 
 @pytest.mark.skipif(not (DATA / "services.en.json").exists(), reason=f"benchmark data not found at {DATA}")
 def test_real_catalog_builds_completely(tmp_path):
-    from tooldns.build import build
-    from tooldns.serve import load_tree
+    from tooldns.building.build import build
+    from tooldns.serving.tree import load_tree
 
     report = build([DATA / "services.en.json"], tmp_path / "z")
     assert report.tools_in_catalog == 1839 and report.placements >= 1839

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from tooldns.build import build, build_zones
-from tooldns.catalog import load_catalogs, parse_catalog
+from tooldns.building.build import build, build_zones
+from tooldns.building.catalog import load_catalogs, parse_catalog
 from tooldns.exceptions import BuildError
-from tooldns.names import check_label
-from tooldns.serve import load_tree
-from tooldns.taxonomy import AutoTreeBuilder
+from tooldns.protocol.names import check_label
+from tooldns.serving.tree import load_tree
+from tooldns.building.trees import AutoTreeBuilder
 
 THEMES = {
     "weather": ["forecast", "rain", "temperature", "wind", "humidity", "storm"],
@@ -107,8 +107,8 @@ def test_built_tree_resolves_over_dns(catalog_file, tmp_path):
 
 
 def test_global_statistics_make_scores_equal_across_zones(catalog_file, tmp_path):
-    from tooldns.catalog import load_catalogs
-    from tooldns.taxonomy import Category
+    from tooldns.building.catalog import load_catalogs
+    from tooldns.building.trees import Category
 
     cat = load_catalogs([catalog_file])
     # the same tool (index 0) in two leaves with different neighbours
@@ -117,8 +117,8 @@ def test_global_statistics_make_scores_equal_across_zones(catalog_file, tmp_path
                     children=[Category("left", "left", tools=[0, 1, 2]),
                               Category("right", "right", tools=[0, 40, 80, 100])])
     build_zones(cat, root, tmp_path / "z")
-    from tooldns.index import ZoneIndex
-    from tooldns.zonefile import load_zone
+    from tooldns.serving.index import ZoneIndex
+    from tooldns.zone.zonefile import load_zone
 
     q = cat.tools[0].description
     scores = []

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from tooldns.intent import encode_intent
+from tooldns.protocol.intent import encode_intent
 
 from conftest import dig_path
 

@@ -11,7 +11,7 @@ import pytest
 from dnslib import EDNS0, RCODE, DNSRecord, EDNSOption
 
 from resolver_client import AsyncResolver, Resolver
-from tooldns.intent import INTENT_OPTION_CODE, encode_intent
+from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 
 from conftest import copy_tree, fresh_subnet, start_tree, ZONES
 
@@ -254,10 +254,10 @@ def test_timeout_moves_to_the_zones_other_server(tmp_path):
 def test_tcp_idle_connections_are_closed():
     import threading
 
-    from tooldns.index import ZoneIndex
-    from tooldns.resolver import StaticSource, ZoneResolver
-    from tooldns.server import DNSServer
-    from tooldns.zonefile import load_zone
+    from tooldns.serving.index import ZoneIndex
+    from tooldns.serving.resolver import StaticSource, ZoneResolver
+    from tooldns.serving.server import DNSServer
+    from tooldns.zone.zonefile import load_zone
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)

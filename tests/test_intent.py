@@ -3,8 +3,9 @@
 import pytest
 
 from tooldns.exceptions import IntentError
-from tooldns.intent import (MAX_INTENT_BYTES, FLAG_FALLBACK, FLAG_PRUNED, decode_ede, decode_intent, decode_meta,
-                            encode_ede, encode_intent, encode_meta)
+from tooldns.protocol.ede import decode_ede, encode_ede
+from tooldns.protocol.intent import MAX_INTENT_BYTES, decode_intent, encode_intent
+from tooldns.protocol.meta import FLAG_FALLBACK, FLAG_PRUNED, decode_meta, encode_meta
 
 
 def test_golden_bytes_ascii():

@@ -6,12 +6,13 @@ import pytest
 from dnslib import EDNS0, QTYPE, DNSRecord, EDNSOption
 
 from fake_openai import FakeLLM
-from tooldns.index import ZoneIndex
-from tooldns.intent import INTENT_OPTION_CODE, META_OPTION_CODE, decode_meta, encode_intent
-from tooldns.llm import LLMScorer, neutralise, parse_ranking
-from tooldns.metadata import decode_pairs
-from tooldns.resolver import StaticSource, ZoneResolver
-from tooldns.zonefile import parse_zone
+from tooldns.serving.index import ZoneIndex
+from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
+from tooldns.protocol.meta import META_OPTION_CODE, decode_meta
+from tooldns.scoring.llm import LLMScorer, neutralise, parse_ranking
+from tooldns.protocol.txt import decode_pairs
+from tooldns.serving.resolver import StaticSource, ZoneResolver
+from tooldns.zone.zonefile import parse_zone
 
 DOCS = ["Historical weather archive for past dates", "Stock market quotes and prices",
         "Send a message to a Slack channel", "Weather forecast for tomorrow"]
@@ -60,7 +61,7 @@ def test_each_failure_falls_back_to_bm25_within_the_budget(fake, mode):
     assert r.fallback and r.scorer == "bm25"
     assert r.items[0][0] == 0  # BM25's answer
     assert elapsed < 2.0  # the 5 s model was not waited for (budget 0.4 s)
-    assert s.stats["fallbacks"] == 1 and s.stats["errors"] == 1 and not s.healthy
+    assert s.counters()["fallbacks"] == 1 and s.counters()["errors"] == 1 and not s.healthy
     s.close()
 
 
@@ -73,7 +74,7 @@ def test_recovers_when_the_endpoint_answers_again(fake):
     deadline = time.monotonic() + 5
     while not s.healthy and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert s.healthy and s.stats["recoveries"] == 1 and s.stats["probes"] >= 1
+    assert s.healthy and s.counters()["recoveries"] == 1 and s.counters()["probes"] >= 1
     r = s.rank("slack message", 1)
     assert r.scorer == "llm" and not r.fallback and r.items[0][0] == 2
     s.close()
@@ -84,9 +85,9 @@ def test_cache_and_token_accounting(fake):
     s.rank("weather forecast", 2)
     s.rank("weather forecast", 2)
     s.rank("weather forecast", 3)  # K is part of the key
-    assert len(fake.chat_requests()) == 2 and s.stats["cache_hits"] == 1 and s.stats["calls"] == 2
-    assert s.stats["prompt_tokens"] == fake.prompt_tokens > 0
-    assert s.stats["completion_tokens"] == fake.completion_tokens > 0
+    assert len(fake.chat_requests()) == 2 and s.counters()["cache_hits"] == 1 and s.counters()["calls"] == 2
+    assert s.counters()["prompt_tokens"] == fake.prompt_tokens > 0
+    assert s.counters()["completion_tokens"] == fake.completion_tokens > 0
     s.close()
 
 
@@ -125,7 +126,7 @@ def test_parse_ranking(content, expected):
 def test_nothing_relevant_is_an_answer_not_a_failure(fake):
     s = scorer(fake)
     r = s.rank("quantum chromodynamics lattice", 2)  # shares no word with any item
-    assert r.items == [] and not r.fallback and s.healthy and s.stats["errors"] == 0
+    assert r.items == [] and not r.fallback and s.healthy and s.counters()["errors"] == 0
     s.close()
 
 

@@ -7,10 +7,10 @@ from openai import OpenAI
 
 from fake_openai import FakeLLM
 from test_build import synthetic_catalog
-from tooldns.build import build
-from tooldns.catalog import load_catalogs
-from tooldns.llmtree import LLMTreeBuilder
-from tooldns.serve import load_tree
+from tooldns.building.build import build
+from tooldns.building.catalog import load_catalogs
+from tooldns.building.llmtree import LLMTreeBuilder
+from tooldns.serving.tree import load_tree
 
 
 @pytest.fixture

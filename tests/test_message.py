@@ -8,7 +8,7 @@ import dns.rrset
 import pytest
 
 from resolver_client.message import is_reply_to, make_query, opt_record, parse_reply, read_name
-from tooldns.intent import encode_intent
+from tooldns.protocol.intent import encode_intent
 
 
 def test_query_golden_bytes():

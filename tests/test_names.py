@@ -3,7 +3,7 @@
 import pytest
 
 from tooldns.exceptions import NameError_
-from tooldns.names import Cursor, cursor, normalize, parse_cursor
+from tooldns.protocol.names import Cursor, cursor, normalize, parse_cursor
 
 
 def test_parse_cursor_forms():

@@ -3,11 +3,13 @@
 import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
 
-from tooldns.index import ZoneIndex
-from tooldns.intent import EDE_OPTION_CODE, INTENT_OPTION_CODE, META_OPTION_CODE, decode_ede, decode_meta, encode_intent
-from tooldns.metadata import decode_pairs
-from tooldns.resolver import StaticSource, ZoneResolver
-from tooldns.zonefile import load_zone
+from tooldns.serving.index import ZoneIndex
+from tooldns.protocol.ede import EDE_OPTION_CODE, decode_ede
+from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
+from tooldns.protocol.meta import META_OPTION_CODE, decode_meta
+from tooldns.protocol.txt import decode_pairs
+from tooldns.serving.resolver import StaticSource, ZoneResolver
+from tooldns.zone.zonefile import load_zone
 
 from conftest import ZONES
 

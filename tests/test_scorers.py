@@ -2,10 +2,10 @@
 
 import pytest
 
-from tooldns.bm25 import BM25, CorpusStats
+from tooldns.scoring.bm25 import BM25, CorpusStats
 from tooldns.exceptions import ScorerError
-from tooldns.scorers import make_scorer, scorer_names
-from tooldns.tokenize import tokenize
+from tooldns.scoring.registry import make_scorer, scorer_names
+from tooldns.scoring.tokenize import tokenize
 
 DOCS = [
     "Historical weather archive: past temperature and rainfall observations",

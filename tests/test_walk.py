@@ -9,8 +9,9 @@ import dns.rrset
 import pytest
 
 from resolver_client import IntentRejected, NoServersReachable, Walk
-from tooldns.intent import INTENT_OPTION_CODE, META_OPTION_CODE, decode_intent, encode_meta
-from tooldns.metadata import encode_pairs
+from tooldns.protocol.intent import INTENT_OPTION_CODE, decode_intent
+from tooldns.protocol.meta import META_OPTION_CODE, encode_meta
+from tooldns.protocol.txt import encode_pairs
 
 ROOT = [("127.0.0.1", 5300), ("127.0.0.99", 5300)]
 

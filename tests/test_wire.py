@@ -5,11 +5,11 @@ import struct
 import pytest
 from dnslib import EDNS0, QTYPE, RCODE, RR, TXT, DNSRecord
 
-from tooldns.index import ZoneIndex
-from tooldns.resolver import StaticSource, ZoneResolver
-from tooldns.server import DNSServer
-from tooldns.wire import MalformedRequest, pack_reply, parse_options, parse_request
-from tooldns.zonefile import load_zone
+from tooldns.serving.index import ZoneIndex
+from tooldns.serving.resolver import StaticSource, ZoneResolver
+from tooldns.serving.server import DNSServer
+from tooldns.serving.wire import MalformedRequest, pack_reply, parse_options, parse_request
+from tooldns.zone.zonefile import load_zone
 
 from conftest import ZONES
 

@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from tooldns.exceptions import ZoneFileError
-from tooldns.zonefile import load_zone, parse_zone
+from tooldns.zone.zonefile import load_zone, parse_zone
 
 GOOD = textwrap.dedent("""\
     origin: weather.tools.
@@ -150,7 +150,7 @@ def test_load_zone_reports_path(tmp_path):
 
 
 def test_shipped_tree_is_valid_and_big_enough():
-    from tooldns.serve import load_tree
+    from tooldns.serving.tree import load_tree
     from conftest import ZONES
 
     stores = load_tree(ZONES)

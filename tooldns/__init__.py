@@ -1,33 +1,55 @@
 """ToolDNS server side: zones of tools under `.tools`, served by intent-ranking DNS servers.
 
-    from tooldns import Tree, load_zone, build
-    zone = load_zone("zones/weather.tools.yaml")          # validated, file:line errors
-    tree = Tree("zones/", port=5300); await tree.start()  # one server per zone name server
+    from tooldns import TreeThread, load_zone, build
+    zone = load_zone("zones/weather.tools.yaml")           # validated, file:line errors
+    with TreeThread("zones/", port=5300) as tree: ...       # one server per zone name server
 
-Modules: :mod:`intent` (the EDNS option codec), :mod:`names` (cursor names), :mod:`zonefile`
-and :mod:`zone` (zone files and their model), :mod:`bm25`, :mod:`tokenize` and :mod:`scorers`
-(ranking), :mod:`index` and :mod:`lookup` (deciding), :mod:`reply` and :mod:`wire` (the
-message), :mod:`resolver` and :mod:`server` (serving), :mod:`zonestore` and :mod:`serve`
-(live reload, a tree of servers), :mod:`catalog`, :mod:`taxonomy` and :mod:`build` (from a
-catalog to zones). Errors derive from :class:`ToolDNSError`.
+One subpackage per concern, dependencies running one way (each imports only those above it):
+
+    exceptions.py   the server side's exception root (ToolDNSError)
+    protocol/       the wire codecs both sides speak: intent, meta and EDE options, cursor names,
+                    TXT pairs (standard library only; the resolver library needs nothing else)
+    chat.py         talking to an OpenAI-compatible chat model
+    scoring/        tokenizer, BM25, the scorer interface and registry, the LLM scorer
+    zone/           the zone model and its YAML files (load, dump)
+    serving/        zone index, lookup, reply, wire, dnslib resolver, asyncio server, live store, tree
+    building/       catalogs, category trees (offline, A2X, LLM), catalog to zone files
+    cli.py          ``tooldns serve | check | demo | build``
+
+Names below are imported when first used, so ``import tooldns.protocol`` (what the resolver library
+does) loads none of dnslib, yaml, numpy, scikit-learn or openai.
 """
 
-from .build import build, build_zones
-from .exceptions import BuildError, IntentError, NameError_, ScorerError, ToolDNSError, ZoneFileError
-from .index import ZoneIndex
-from .intent import INTENT_OPTION_CODE, META_OPTION_CODE, Intent, decode_intent, encode_intent
-from .names import Cursor, cursor, parse_cursor
-from .resolver import StaticSource, ZoneResolver
-from .scorers import Ranking, make_scorer, register_scorer
-from .serve import Tree, TreeThread, load_tree
-from .server import DNSServer
-from .zone import Zone
-from .zonefile import load_zone, parse_zone
-from .zonestore import ZoneStore
+from __future__ import annotations
 
-__all__ = [
-    "BuildError", "Cursor", "DNSServer", "INTENT_OPTION_CODE", "Intent", "IntentError", "META_OPTION_CODE",
-    "NameError_", "Ranking", "ScorerError", "StaticSource", "ToolDNSError", "Tree", "TreeThread", "Zone",
-    "ZoneFileError", "ZoneIndex", "ZoneResolver", "ZoneStore", "build", "build_zones", "cursor", "decode_intent",
-    "encode_intent", "load_tree", "load_zone", "make_scorer", "parse_cursor", "parse_zone", "register_scorer",
-]
+from importlib import import_module
+
+from .exceptions import BuildError, IntentError, NameError_, ScorerError, ToolDNSError, ZoneFileError
+
+_LAZY = {
+    "INTENT_OPTION_CODE": "protocol.intent", "Intent": "protocol.intent", "decode_intent": "protocol.intent",
+    "encode_intent": "protocol.intent", "META_OPTION_CODE": "protocol.meta",
+    "Cursor": "protocol.names", "cursor": "protocol.names", "parse_cursor": "protocol.names",
+    "Ranking": "scoring.scorer", "Scorer": "scoring.scorer",
+    "make_scorer": "scoring.registry", "register_scorer": "scoring.registry",
+    "Zone": "zone.model", "load_zone": "zone.zonefile", "parse_zone": "zone.zonefile", "dump_zone": "zone.zonefile",
+    "ZoneIndex": "serving.index", "StaticSource": "serving.resolver", "ZoneResolver": "serving.resolver",
+    "DNSServer": "serving.server", "ZoneStore": "serving.store",
+    "Tree": "serving.tree", "TreeThread": "serving.tree", "load_tree": "serving.tree",
+    "build": "building.build", "build_zones": "building.build",
+}
+
+__all__ = ["BuildError", "IntentError", "NameError_", "ScorerError", "ToolDNSError", "ZoneFileError", *sorted(_LAZY)]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tooldns' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

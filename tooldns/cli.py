@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from .exceptions import ToolDNSError, ZoneFileError
-from .serve import DEFAULT_PORT, Tree, TreeThread, load_tree
-from .zonefile import load_zone
+from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
+from .zone.zonefile import load_zone
 
 
 def _serve(args) -> int:
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--trace", action="store_true")
     d.set_defaults(func=_demo)
     try:
-        from .build import add_build_command  # issue: catalog builder; absent until built
+        from .building.build import add_build_command
     except ImportError:
         add_build_command = None
     if add_build_command is not None:

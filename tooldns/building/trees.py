@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from .bm25 import BM25
+from ..scoring.bm25 import BM25
 from .catalog import Catalog
-from .exceptions import BuildError
-from .tokenize import tokenize
+from ..exceptions import BuildError
+from ..scoring.tokenize import tokenize
 
 Progress = Callable[[str], None]
 

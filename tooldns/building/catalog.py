@@ -23,7 +23,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .exceptions import BuildError
+from ..exceptions import BuildError
 
 
 @dataclass

@@ -72,7 +72,7 @@ class DNSServer:
 
     def _may_block(self) -> bool:
         index = self._index()
-        return index is not None and not getattr(index, "cacheable", True)
+        return index is not None and index.blocking
 
     async def _handle_in_pool(self, data: bytes, udp: bool, client) -> bytes | None:
         if self._pool is None:
@@ -89,7 +89,7 @@ class DNSServer:
     def handle(self, data: bytes, udp: bool, client=None) -> bytes | None:
         """The reply bytes for query bytes *data*, or None to send nothing."""
         index = self._index()
-        cacheable = self.cache_size > 0 and index is not None and getattr(index, "cacheable", False)
+        cacheable = self.cache_size > 0 and index is not None and index.cacheable
         if cacheable:
             if index is not self._cache_index:
                 self._cache.clear()

@@ -28,13 +28,14 @@ from enum import Enum
 
 from dnslib import CNAME, QTYPE, RR, SRV, TXT
 
-from . import names
-from .exceptions import NameError_
+from ..protocol import names
+from ..exceptions import NameError_
 from .index import SELF, ZoneIndex
-from .intent import FLAG_FALLBACK, FLAG_PRUNED, Intent
-from .metadata import FORMAT
-from .scorers import Ranking
-from .zone import Zone
+from ..protocol.intent import Intent
+from ..protocol.meta import FLAG_FALLBACK, FLAG_PRUNED
+from ..protocol.txt import FORMAT
+from ..scoring.scorer import Ranking
+from ..zone.model import Zone
 
 
 class Kind(Enum):

@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import os
 
-from .exceptions import ZoneFileError
+from ..exceptions import ZoneFileError
 from .index import ZoneIndex
-from .zonefile import load_zone
+from ..zone.zonefile import load_zone
 
 log = logging.getLogger("tooldns.zonestore")
 

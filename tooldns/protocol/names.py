@@ -12,9 +12,8 @@ Grammar (labels compare case-insensitively; some resolvers randomise case, RFC d
     >>> Cursor("mcp", "tcp", "history.weather.tools.", expanded=True).to_text()
     '_mcp._tcp.history.weather.tools.'
 
-Services are `mcp`, `a2a`, `http` and `skill`, and the wildcard `any` (tools of every service);
-:func:`register_service` adds more. Label and name
-lengths of RFC 1035 (63 and 255 octets on the wire) are enforced with clear errors.
+Services are `mcp`, `a2a`, `http` and `skill`, and the wildcard `any` (tools of every service).
+Label and name lengths of RFC 1035 (63 and 255 octets on the wire) are enforced with clear errors.
 """
 
 from __future__ import annotations
@@ -23,22 +22,16 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .exceptions import NameError_
+from ..exceptions import NameError_
 
 #: ``any`` is the wildcard service: a cursor with it asks for tools of every service.
 ANY_SERVICE = "any"
-SERVICES: set[str] = {"mcp", "a2a", "http", "skill", ANY_SERVICE}
-TRANSPORTS: set[str] = {"tcp", "udp"}
+SERVICES = frozenset({"mcp", "a2a", "http", "skill", ANY_SERVICE})
+TRANSPORTS = frozenset({"tcp", "udp"})
 MAX_LABEL = 63
 MAX_NAME = 255
 # Host-name labels plus the underscore used by service labels (RFC 8552) and cursors.
 _LABEL_RE = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$")
-
-
-def register_service(name: str) -> None:
-    """Allow a new service label (`_<name>`)."""
-    check_label(name)
-    SERVICES.add(name.lower())
 
 
 def check_label(label: str) -> str:

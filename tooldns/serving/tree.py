@@ -19,11 +19,11 @@ import os
 import threading
 from pathlib import Path
 
-from . import names
-from .exceptions import ZoneFileError
+from ..protocol import names
+from ..exceptions import ZoneFileError
 from .resolver import ZoneResolver
 from .server import DNSServer
-from .zonestore import ZoneStore
+from .store import ZoneStore
 
 log = logging.getLogger("tooldns.serve")
 

@@ -1,7 +1,6 @@
 """The LLM scorer: a zone ranks its children or tools with a chat model, BM25 standing by.
 
-Any OpenAI-compatible endpoint works through the ``openai`` package (a hosted model, vLLM,
-llama.cpp's server, Ollama). Configuration, per zone in ``settings.scorer_options`` or from the
+Any OpenAI-compatible endpoint works (:mod:`tooldns.chat` talks to it). Configuration, per zone in ``settings.scorer_options`` or from the
 environment: ``model`` (``TOOLDNS_LLM_MODEL``), ``base_url`` (``OPENAI_BASE_URL``), ``api_key``
 (``OPENAI_API_KEY``), ``budget_ms`` (default 800: DNS clients wait seconds, not minutes),
 ``cache_size`` (4096), ``cache_ttl`` (300 s), ``probe_interval`` (5 s), ``max_items`` (60),
@@ -32,16 +31,15 @@ Behaviour:
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 import threading
 from typing import Sequence
 
-from .exceptions import ScorerError
-from .scorers import BM25Scorer, Ranking, register_scorer
-from .ttlcache import TTLCache
+from ..chat import ChatModel, extract_json
+from ..protocol.ttlcache import TTLCache
+from .bm25 import BM25Scorer
+from .scorer import Ranking, Scorer
 
 log = logging.getLogger("tooldns.llm")
 
@@ -78,15 +76,7 @@ def parse_ranking(content: str | None, n_items: int, k: int) -> list[int]:
 
     ``[]`` is a valid answer (nothing relevant); a non-empty list with no valid index is not.
     """
-    if not content or not content.strip():
-        raise ValueError("empty answer")
-    match = re.search(r"\{.*\}|\[.*\]", content, re.DOTALL)
-    if not match:
-        raise ValueError(f"no JSON in the answer: {content[:80]!r}")
-    try:
-        data = json.loads(match.group())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"answer is not valid JSON: {exc.msg}") from None
+    data = extract_json(content)
     if isinstance(data, dict):
         data = data.get("ranking", data.get("items"))
     if not isinstance(data, list):
@@ -110,31 +100,29 @@ def parse_ranking(content: str | None, n_items: int, k: int) -> list[int]:
     return out
 
 
-class LLMScorer:
+class LLMScorer(Scorer):
     """Ranks with a chat model; BM25 answers whenever the model cannot within the budget."""
 
     name = "llm"
+    cacheable = False  # a model's answers are not a function of the query bytes alone
+    blocking = True  # waits up to its budget on the endpoint
 
     def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None, *, model: str | None = None,
                  base_url: str | None = None, api_key: str | None = None, budget_ms: float = 800,
                  cache_size: int = 4096, cache_ttl: float = 300, probe_interval: float = 5.0,
                  max_items: int = 60, max_tokens: int = 200, k1: float = 1.5, b: float = 0.75,
                  stats=None, client=None) -> None:
-        from openai import OpenAI
-
         self.briefs = [neutralise(t) for t in (briefs if briefs is not None else docs)]
         self.fallback = BM25Scorer(docs, k1=k1, b=b, stats=stats)
-        self.model = model or os.environ.get("TOOLDNS_LLM_MODEL") or "gpt-4o-mini"
         self.budget = budget_ms / 1000.0
+        self.chat = ChatModel(model=model, base_url=base_url, api_key=api_key, timeout=self.budget, max_retries=0,
+                              client=client)
+        self.model = self.chat.model
         self.max_items, self.max_tokens = max_items, max_tokens
         self.probe_interval = probe_interval
-        self.client = client or OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
-                                       api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-                                       timeout=self.budget, max_retries=0)
         self.cache = TTLCache(cache_size)
         self.cache_ttl = cache_ttl
-        self.stats = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cache_hits": 0, "fallbacks": 0,
-                      "errors": 0, "probes": 0, "recoveries": 0}
+        self._own = {"cache_hits": 0, "fallbacks": 0, "errors": 0, "probes": 0, "recoveries": 0}
         self.healthy = True
         self._lock = threading.Lock()
         self._probe: threading.Thread | None = None
@@ -145,14 +133,14 @@ class LLMScorer:
         key = (intent, k)
         cached = self.cache.get(key)
         if cached is not None:
-            self.stats["cache_hits"] += 1
+            self._own["cache_hits"] += 1
             return Ranking(list(cached), scorer=self.name)
         if not self.healthy:
             return self._fallback(intent, k, "endpoint down, probing")
         try:
             order = self._ask(intent, k)
         except Exception as exc:  # slow, HTTP error, 429, garbage: BM25 answers
-            self.stats["errors"] += 1
+            self._own["errors"] += 1
             self._mark_down()
             return self._fallback(intent, k, f"{type(exc).__name__}: {exc}")
         # rank-based scores in (0, 1]: best 1.0, then 1/2, 1/3 ... (comparable across LLM zones)
@@ -160,8 +148,14 @@ class LLMScorer:
         self.cache.put(key, items, self.cache_ttl)
         return Ranking(items, scorer=self.name)
 
+    def counters(self) -> dict[str, int]:
+        """Calls and tokens of the model, cache hits, fallbacks, errors, probes and recoveries."""
+        chat = self.chat.counters()
+        return {"calls": chat["calls"], "prompt_tokens": chat["prompt_tokens"],
+                "completion_tokens": chat["completion_tokens"], **self._own}
+
     def _fallback(self, intent: str, k: int, why: str) -> Ranking:
-        self.stats["fallbacks"] += 1
+        self._own["fallbacks"] += 1
         log.warning("LLM scorer falling back to BM25: %s", why)
         ranking = self.fallback.rank(intent, k)
         ranking.fallback = True
@@ -174,17 +168,9 @@ class LLMScorer:
         return f"Intent: {neutralise(intent, 1000)}\nK: {k}\nItems:\n{items}"
 
     def _ask(self, intent: str, k: int) -> list[int]:
-        response = self.client.chat.completions.create(
-            model=self.model, temperature=0, max_tokens=self.max_tokens,
-            messages=[{"role": "system", "content": SYSTEM_PROMPT},
-                      {"role": "user", "content": self.prompt(intent, k)}],
-        )
-        self.stats["calls"] += 1
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            self.stats["prompt_tokens"] += usage.prompt_tokens or 0
-            self.stats["completion_tokens"] += usage.completion_tokens or 0
-        content = response.choices[0].message.content if response.choices else None
+        content = self.chat.complete([{"role": "system", "content": SYSTEM_PROMPT},
+                                      {"role": "user", "content": self.prompt(intent, k)}],
+                                     temperature=0, max_tokens=self.max_tokens)
         return parse_ranking(content, min(len(self.briefs), self.max_items), k)
 
     # -- recovery --
@@ -197,28 +183,17 @@ class LLMScorer:
 
     def _probe_loop(self) -> None:
         while not self._closed.wait(self.probe_interval):
-            self.stats["probes"] += 1
+            self._own["probes"] += 1
             try:
-                self.client.chat.completions.create(model=self.model, max_tokens=1, temperature=0,
-                                                    messages=[{"role": "user", "content": "ping"}])
+                self.chat.ping()
             except Exception as exc:
                 log.info("LLM endpoint still down: %s", exc)
                 continue
             with self._lock:
                 self.healthy = True
-            self.stats["recoveries"] += 1
+            self._own["recoveries"] += 1
             log.warning("LLM endpoint answers again; back to the LLM scorer")
             return
 
     def close(self) -> None:
         self._closed.set()
-
-
-def _factory(docs, briefs=None, **options):
-    try:
-        return LLMScorer(docs, briefs, **options)
-    except TypeError as exc:
-        raise ScorerError(f"llm: {exc}") from exc
-
-
-register_scorer("llm", _factory)

@@ -27,14 +27,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..chat import ChatModel, extract_json
 from .catalog import Catalog
-from .taxonomy import Category, Progress, _quiet, slug, unique_label
+from .trees import Category, Progress, _quiet, slug, unique_label
 
 TYPICAL_GOALS = [
     "check the weather or a forecast", "look up a stock price or convert a currency", "book a flight or hotel",
@@ -60,16 +60,6 @@ class Cost:
                 f"completion tokens")
 
 
-def _json(content: str | None) -> dict:
-    match = re.search(r"\{.*\}", content or "", re.DOTALL)
-    if not match:
-        raise ValueError(f"no JSON object in the answer: {(content or '')[:80]!r}")
-    data = json.loads(match.group())
-    if not isinstance(data, dict):
-        raise ValueError("the answer is not a JSON object")
-    return data
-
-
 def _categories(data: dict, limit: int) -> list[tuple[str, str]]:
     out, seen = [], set()
     for item in data.get("categories", []):
@@ -90,18 +80,20 @@ class LLMTreeBuilder:
                  max_leaf: int = 40, max_depth: int = 3, keyword_threshold: int = 500, keyword_batch: int = 50,
                  assign_batch: int = 20, refine_rounds: int = 3, min_category: int = 2, timeout: float = 120.0,
                  client=None) -> None:
-        from openai import OpenAI
-
-        self.model = model or os.environ.get("TOOLDNS_LLM_MODEL") or "gpt-4o-mini"
-        self.client = client or OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
-                                       api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-                                       timeout=timeout, max_retries=2)
+        self.chat = ChatModel(model=model, base_url=base_url, api_key=api_key, timeout=timeout, max_retries=2,
+                              client=client)
+        self.model = self.chat.model
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.workers, self.max_children, self.max_leaf, self.max_depth = workers, max_children, max_leaf, max_depth
         self.keyword_threshold, self.keyword_batch = keyword_threshold, keyword_batch
         self.assign_batch, self.refine_rounds, self.min_category = assign_batch, refine_rounds, min_category
-        self.cost = Cost()
+        self._cached_calls = 0
         self._lock = threading.Lock()
+
+    @property
+    def cost(self) -> Cost:
+        """What the build has cost so far: the model's counts and the calls the disk cache answered."""
+        return Cost(cached_calls=self._cached_calls, **self.chat.counters())
 
     # -- one cached call --
     def _call(self, task: str, prompt: str) -> dict:
@@ -110,22 +102,10 @@ class LLMTreeBuilder:
         path = self.cache_dir / f"{key}.json" if self.cache_dir else None
         if path is not None and path.exists():
             with self._lock:
-                self.cost.cached_calls += 1
-            return _json(json.loads(path.read_text(encoding="utf-8"))["content"])
-        try:
-            response = self.client.chat.completions.create(model=self.model, messages=messages, temperature=0)
-        except Exception:
-            with self._lock:
-                self.cost.failed_calls += 1
-            raise
-        content = response.choices[0].message.content if response.choices else ""
-        usage = getattr(response, "usage", None)
-        with self._lock:
-            self.cost.calls += 1
-            if usage is not None:
-                self.cost.prompt_tokens += usage.prompt_tokens or 0
-                self.cost.completion_tokens += usage.completion_tokens or 0
-        data = _json(content)  # an unparsable answer is not cached: it is asked again next time
+                self._cached_calls += 1
+            return extract_json(json.loads(path.read_text(encoding="utf-8"))["content"], object_only=True)
+        content = self.chat.complete(messages, temperature=0) or ""
+        data = extract_json(content, object_only=True)  # an unparsable answer is not cached: asked again next time
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
-from . import names
-from .metadata import MAX_RANKED_TEXT, encode_pairs
-from .scorers import Scorer, make_scorer
-from .zone import Delegation, Tool, Zone
+from ..protocol import names
+from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
+from ..scoring.registry import make_scorer
+from ..scoring.scorer import Scorer
+from ..zone.model import Delegation, Tool, Zone
 
 
 def address_rr(name: str, address: str, ttl: int) -> RR:
@@ -117,9 +118,6 @@ class ZoneIndex:
         # corpus statistics make tool scores comparable across zones; children need no such thing
         if zone.corpus_stats is not None:
             tool_options.setdefault("stats", zone.corpus_stats)
-        self.scorer_name = settings.scorer
-        #: replies depend only on the query bytes and this index (so the server may cache them)
-        self.cacheable = settings.scorer == "bm25"
         child_entries: list = list(zone.children)
         child_docs = [c.summary.text() or c.label for c in zone.children]
         child_briefs = [f"{c.label}: {c.summary.display()}" for c in zone.children]
@@ -148,16 +146,20 @@ class ZoneIndex:
         }
         self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.display())], clip=MAX_RANKED_TEXT)[1:]
 
-    def scorers(self) -> list:
+        scorers = self.scorers()
+        #: replies depend only on the query bytes and this index (so the server may cache them)
+        self.cacheable = all(s.cacheable for s in scorers)
+        #: a scorer may wait on I/O: the server answers this zone off its event loop
+        self.blocking = any(s.blocking for s in scorers)
+
+    def scorers(self) -> list[Scorer]:
         """Every scorer this index built (for counters and for closing)."""
         out = [self.child_candidates.scorer] if self.child_candidates else []
         return out + [c.scorer for c in self.tool_candidates.values()]
 
     def close(self) -> None:
         for scorer in self.scorers():
-            close = getattr(scorer, "close", None)
-            if close is not None:
-                close()
+            scorer.close()
 
     def _below_child(self, name: str) -> bool:
         return any(names.is_subdomain(name, c.name) for c in self.zone.children)
@@ -168,6 +170,3 @@ class ZoneIndex:
             if names.is_subdomain(name, child.name):
                 return child
         return None
-
-    def exists(self, name: str) -> bool:
-        return name in self.records or name in self.ents

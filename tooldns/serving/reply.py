@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dnslib import QTYPE, RCODE, RR, DNSHeader, DNSRecord, EDNSOption
 
-from .intent import EDE_OPTION_CODE, META_OPTION_CODE, encode_ede, encode_meta
+from ..protocol.ede import EDE_OPTION_CODE, encode_ede
+from ..protocol.meta import META_OPTION_CODE, encode_meta
 from .lookup import Kind, Result
 from .wire import SERVER_UDP_SIZE
 

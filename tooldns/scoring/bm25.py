@@ -2,7 +2,7 @@
 
 Why not `bm25s` or `rank_bm25` at query time: a zone server scores a handful of documents per
 query thousands of times a second, where their numpy set-up costs more than the scoring, and
-neither takes corpus statistics from outside the corpus, which :mod:`tooldns.build` needs so that
+neither takes corpus statistics from outside the corpus, which :mod:`tooldns.building.build` needs so that
 leaves in different zones give scores comparable enough to merge. The formula is Lucene's
 (as `bm25s` method "lucene"), checked against `bm25s` in the tests::
 
@@ -17,6 +17,8 @@ leaves in different zones give scores comparable enough to merge. The formula is
 With :class:`CorpusStats` given, N, avgdl and df come from it (a term it lacks falls back to the
 local df), so the same document scores the same in every zone that holds it.
 
+:class:`BM25Scorer` is the ``bm25`` scorer zones use (the default).
+
     >>> s = BM25(["weather forecast", "stock quotes"])
     >>> s.rank("weather tomorrow", 2)[0][0]
     0
@@ -30,6 +32,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from ..exceptions import ScorerError
+from .scorer import Ranking, Scorer
 from .tokenize import tokenize
 
 
@@ -99,3 +103,20 @@ class BM25:
         else:
             order = heapq.nsmallest(k, range(self.n), key=lambda i: (-scores[i], i))
         return [(i, scores[i]) for i in order]
+
+
+class BM25Scorer(Scorer):
+    """The ``bm25`` scorer: lexical, deterministic, answers in microseconds (so cacheable)."""
+
+    name = "bm25"
+
+    def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None, k1: float = 1.5, b: float = 0.75,
+                 stats: CorpusStats | None = None) -> None:
+        del briefs  # lexical scoring reads the full documents
+        try:
+            self.index = BM25(list(docs), k1=float(k1), b=float(b), stats=stats)
+        except (TypeError, ValueError) as exc:
+            raise ScorerError(f"bm25: {exc}") from exc
+
+    def rank(self, intent: str, k: int) -> Ranking:
+        return Ranking(self.index.rank(intent, k), scorer=self.name)

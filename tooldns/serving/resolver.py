@@ -18,9 +18,9 @@ from typing import Protocol
 from dnslib import CLASS, OPCODE, QTYPE, RCODE, RR, TXT, DNSRecord
 from dnslib.server import BaseResolver
 
-from .exceptions import IntentError
+from ..exceptions import IntentError
 from .index import ZoneIndex
-from .intent import INTENT_OPTION_CODE, Intent, decode_intent
+from ..protocol.intent import INTENT_OPTION_CODE, Intent, decode_intent
 from .lookup import Kind, Result, lookup
 from .reply import BADVERS, error_reply, reply_for, request_opt
 
@@ -66,7 +66,7 @@ class ZoneResolver(BaseResolver):
         """This server's counters plus those of its zone's scorers (LLM calls and tokens ...)."""
         out = dict(self.stats)
         for scorer in self.source.index.scorers():
-            for key, value in getattr(scorer, "stats", {}).items():
+            for key, value in scorer.counters().items():
                 out[f"scorer_{key}"] = out.get(f"scorer_{key}", 0) + value
         return out
 

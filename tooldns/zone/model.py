@@ -2,8 +2,9 @@
 
 A zone has an origin, SOA data, its own name servers, a summary its parent scores, delegations
 to child zones (functional domains such as ``history.weather.tools.`` or organisations such as
-``hku.weather.tools.``) and tools. :mod:`tooldns.zonefile` reads these from YAML;
-:mod:`tooldns.index` indexes them for answering.
+``hku.weather.tools.``) and tools. :mod:`tooldns.zone.zonefile` reads and writes these as YAML;
+:mod:`tooldns.serving.index` indexes them for answering. The defaults here are the only ones: a
+zone file that leaves a key out gets the default of the field it fills.
 
     >>> Tool(label="github", name="GitHub MCP", service="mcp", target="api.githubcopilot.com.",
     ...      port=443, description="Repositories, issues and pull requests").owner("code.tools.")
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .bm25 import CorpusStats
+from ..scoring.bm25 import CorpusStats
 
 KINDS = ("functional", "organisation")
 
@@ -46,7 +47,7 @@ class Summary:
 class SOA:
     mname: str
     rname: str
-    serial: int
+    serial: int = 1
     refresh: int = 3600
     retry: int = 600
     expire: int = 604800
@@ -124,7 +125,5 @@ class Zone:
     tools: tuple[Tool, ...] = ()
     settings: Settings = Settings()
     corpus_stats: CorpusStats | None = None
-    source: str = ""
-
-    def child(self, label: str) -> Delegation | None:
-        return next((c for c in self.children if c.label == label), None)
+    #: where the zone was read from (error messages, logs); not part of what the zone is
+    source: str = field(default="", compare=False)

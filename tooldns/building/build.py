@@ -4,9 +4,9 @@
     tooldns build services.en.json --taxonomy a2x-taxonomy/ --out built/
     tooldns build services.en.json services.zh.json --out built/   # one bilingual tree
 
-Steps: load and check the catalog (:mod:`tooldns.catalog`), build a category tree
-(:mod:`tooldns.taxonomy`), then write one zone file per category with loopback addresses and
-glue assigned, plus ``catalog-map.json`` (catalog id -> the tool's DNS names) and
+Steps: load and check the catalog (:mod:`.catalog`), build a category tree (:mod:`.trees`),
+then write one zone file per category through :mod:`tooldns.zone.zonefile` (the same schema the
+server reads), with loopback addresses and glue assigned, plus ``catalog-map.json`` (catalog id -> the tool's DNS names) and
 ``build-report.json``. Decisions, measured on the ToolRet data (``docs/building.md``):
 
 * a child's summary, which its parent scores, is the text of every tool beneath it (short
@@ -29,15 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-import yaml
-
-from . import names
-from .bm25 import CorpusStats
+from ..exceptions import BuildError
+from ..protocol import names
+from ..scoring.bm25 import CorpusStats
+from ..scoring.tokenize import tokenize
+from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
+from ..zone.zonefile import write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
-from .exceptions import BuildError
-from .taxonomy import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
-from .tokenize import tokenize
-from .zone import Parameter, Tool
+from .trees import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
 
 DEFAULT_CHILD_K1 = 10.0
 DEFAULT_CHILD_B = 0.75
@@ -61,6 +60,10 @@ class BuildReport:
     seconds: float = 0.0
     out: str = ""
     llm_cost: dict = field(default_factory=dict)
+
+    def write(self, outdir: Path) -> None:
+        (outdir / "build-report.json").write_text(json.dumps(self.__dict__, ensure_ascii=False, indent=2),
+                                                  encoding="utf-8")
 
     def text(self) -> str:
         ls = self.leaf_sizes
@@ -109,12 +112,55 @@ def _tool_labels(catalog: Catalog, indices, taken: set[str], warnings: list[str]
     return out
 
 
+@dataclass
+class _Layout:
+    """Where each category goes: its zone origin, depth and name-server address (breadth first, so
+    the root gets the first address)."""
+
+    order: list[tuple[Category, str, int]]
+    origin_of: dict[int, str]
+    address_of: dict[int, str]
+
+    @classmethod
+    def of(cls, root: Category, origin: str, subnet: str) -> "_Layout":
+        order: list[tuple[Category, str, int]] = []
+        queue = [(root, origin, 0)]
+        while queue:
+            cat, zone_origin, depth = queue.pop(0)
+            order.append((cat, zone_origin, depth))
+            queue.extend((child, f"{child.label}.{zone_origin}", depth + 1) for child in cat.children)
+        addresses = _addresses(subnet)
+        return cls(order, {id(cat): o for cat, o, _ in order}, {id(cat): next(addresses) for cat, _, _ in order})
+
+    def nameservers(self, cat: Category) -> tuple[NameServer, ...]:
+        return (NameServer(f"ns1.{self.origin_of[id(cat)]}", self.address_of[id(cat)]),)
+
+
+def _title(cat: Category) -> str:
+    return f"{cat.title}: {cat.description}".strip(": ")
+
+
+def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, ...], proto_tools: list[Tool],
+          settings: Settings, stats: CorpusStats | None) -> Zone:
+    """The zone of one category: its tools, and a delegation to each child whose summary is the
+    text of every tool beneath it."""
+    children = tuple(
+        Delegation(child.label, layout.origin_of[id(child)], child.kind,
+                   Summary(_title(child), tuple(child.keywords),
+                           " ".join(proto_tools[i].text() for i in sorted(child.all_tools()))),
+                   layout.nameservers(child), leaf=not child.children)
+        for child in cat.children)
+    return Zone(origin=zone_origin, soa=SOA(f"ns1.{zone_origin}", f"hostmaster.{zone_origin}"),
+                nameservers=layout.nameservers(cat), summary=Summary(_title(cat) or zone_origin),
+                children=children, tools=tools, settings=settings, corpus_stats=stats)
+
+
 def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, origin: str = "tools.",
                 subnet: str = "127.0", service: str = "http", child_k1: float = DEFAULT_CHILD_K1,
                 child_b: float = DEFAULT_CHILD_B,
                 tool_k1: float = DEFAULT_TOOL_K1, prune_ratio: float = DEFAULT_PRUNE_RATIO,
                 scorer: str = "bm25", scorer_options: dict | None = None, progress=lambda s: None) -> BuildReport:
-    """Write one zone file per category of *root* into *out*; return the report."""
+    """Write one zone file per category of *root* into *out* (through :func:`write_zone`); return the report."""
     t0 = time.perf_counter()
     origin = names.normalize(origin)
     if service not in names.SERVICES or service == names.ANY_SERVICE:
@@ -125,97 +171,54 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         old.unlink()
 
     # Zone tools and global statistics over exactly the text zone servers index.
-    label_warnings: list[str] = []
     proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
     tool_tokens = [tokenize(t.text()) for t in proto_tools]
     stats = CorpusStats.from_tokens(tool_tokens)
-
-    # Origins and addresses, breadth-first so that the root gets the first address.
-    addresses = _addresses(subnet)
-    order: list[tuple[Category, str, int]] = []
-    queue = [(root, origin, 0)]
-    while queue:
-        cat, zone_origin, depth = queue.pop(0)
-        order.append((cat, zone_origin, depth))
-        for child in cat.children:
-            queue.append((child, f"{child.label}.{zone_origin}", depth + 1))
-    address_of = {id(cat): next(addresses) for cat, _, _ in order}
-    origin_of = {id(cat): o for cat, o, _ in order}
-
+    settings = Settings(scorer=scorer, scorer_options={"k1": tool_k1, **(scorer_options or {})},
+                        child_scorer_options={"k1": child_k1, "b": child_b}, prune_ratio=prune_ratio)
+    layout = _Layout.of(root, origin, subnet)
+    header = f"Built by tooldns build from {', '.join(catalog.sources)}"
     report = BuildReport(tools_in_catalog=len(catalog.tools), entries_read=catalog.entries_read,
                          warnings=list(catalog.warnings), out=str(outdir))
     mapping: dict[str, list[str]] = {t.id: [] for t in catalog.tools}
-    leaf_sizes = []
-    for n, (cat, zone_origin, depth) in enumerate(order, 1):
-        zone_tools_idx = sorted(set(cat.tools))
-        labels = _tool_labels(catalog, zone_tools_idx, set(), label_warnings)
-        tools_out, terms = [], set()
-        for i in zone_tools_idx:
-            tool = dataclasses.replace(proto_tools[i], label=labels[i])
-            terms.update(tool_tokens[i])
+    label_warnings: list[str] = []
+    for n, (cat, zone_origin, _) in enumerate(layout.order, 1):
+        indices = sorted(set(cat.tools))
+        labels = _tool_labels(catalog, indices, set(), label_warnings)
+        tools = tuple(dataclasses.replace(proto_tools[i], label=labels[i]) for i in indices)
+        for tool in tools:
             mapping[tool.id].append(tool.owner(zone_origin))
-            d = {"label": tool.label, "name": tool.name, "service": tool.service, "target": tool.target,
-                 "port": tool.port, "description": tool.description, "id": tool.id}
-            if tool.endpoint:
-                d["endpoint"] = tool.endpoint
-            if tool.parameters:
-                d["parameters"] = [{"name": p.name, "type": p.type, "required": p.required,
-                                    "description": p.description} for p in tool.parameters]
-            tools_out.append(d)
-        if not cat.children:
-            leaf_sizes.append(len(zone_tools_idx))
-        children_out = []
-        for child in cat.children:
-            beneath = sorted(child.all_tools())
-            corpus = " ".join(proto_tools[i].text() for i in beneath)
-            child_origin = origin_of[id(child)]
-            children_out.append({
-                "label": child.label, "kind": child.kind, "leaf": not child.children,
-                "summary": {"description": f"{child.title}: {child.description}".strip(": "),
-                            "keywords": list(child.keywords), "corpus": corpus},
-                "nameservers": [{"name": f"ns1.{child_origin}", "address": address_of[id(child)]}],
-            })
-        zone_doc = {
-            "origin": zone_origin,
-            "ttl": 3600,
-            "soa": {"contact": f"hostmaster@{zone_origin.rstrip('.')}", "serial": 1},
-            "nameservers": [{"name": f"ns1.{zone_origin}", "address": address_of[id(cat)]}],
-            "summary": {"description": f"{cat.title}: {cat.description}".strip(": ") or zone_origin},
-            "settings": {"scorer": scorer, "scorer_options": {"k1": tool_k1, **(scorer_options or {})},
-                         "child_scorer_options": {"k1": child_k1, "b": child_b}, "prune_ratio": prune_ratio},
-        }
-        if children_out:
-            zone_doc["children"] = children_out
-        if tools_out:
-            zone_doc["tools"] = tools_out
-            restricted = stats.restricted(terms)
-            zone_doc["corpus_stats"] = {"n_docs": restricted.n_docs, "avgdl": round(restricted.avgdl, 6),
-                                        "df": dict(sorted(restricted.df.items()))}
+        terms = {term for i in indices for term in tool_tokens[i]}
+        restricted = stats.restricted(terms)
+        zone_stats = (CorpusStats(restricted.n_docs, round(restricted.avgdl, 6), dict(sorted(restricted.df.items())))
+                      if tools else None)
+        zone = _zone(cat, zone_origin, layout, tools, proto_tools, settings, zone_stats)
         fname = ("root" if zone_origin == origin else zone_origin.rstrip(".")) + ".yaml"
-        with open(outdir / fname, "w", encoding="utf-8") as fh:
-            fh.write(f"# Built by tooldns build from {', '.join(catalog.sources)}\n")
-            yaml.dump(zone_doc, fh, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
-                      allow_unicode=True, width=120)
-        if n % 20 == 0 or n == len(order):
-            progress(f"wrote {n}/{len(order)} zones")
-
+        write_zone(zone, outdir / fname, header)
+        if n % 20 == 0 or n == len(layout.order):
+            progress(f"wrote {n}/{len(layout.order)} zones")
     report.warnings.extend(dict.fromkeys(label_warnings))  # a tool placed twice is warned once
+    _account(report, mapping, layout)
+    report.seconds = time.perf_counter() - t0
+    (outdir / "catalog-map.json").write_text(json.dumps(mapping, ensure_ascii=False, indent=0), encoding="utf-8")
+    report.write(outdir)
+    return report
+
+
+def _account(report: BuildReport, mapping: dict[str, list[str]], layout: _Layout) -> None:
+    """Placements, depth and leaf sizes into *report*; every tool must have been placed."""
     placed_counts = [len(v) for v in mapping.values()]
     unplaced = [tid for tid, v in mapping.items() if not v]
     if unplaced:  # every builder must place every tool; a bug otherwise, never a silent drop
         raise BuildError(f"{len(unplaced)} tools were not placed in any zone, e.g. {unplaced[:5]}")
+    leaf_sizes = [len(set(cat.tools)) for cat, _, _ in layout.order if not cat.children]
     report.placements = sum(placed_counts)
     report.tools_placed_more_than_once = sum(1 for c in placed_counts if c > 1)
-    report.zones = len(order)
-    report.depth = max(d for _, _, d in order) + 1
+    report.zones = len(layout.order)
+    report.depth = max(d for _, _, d in layout.order) + 1
     report.leaf_sizes = {"count": len(leaf_sizes), "min": min(leaf_sizes, default=0),
                          "median": statistics.median(leaf_sizes) if leaf_sizes else 0,
                          "max": max(leaf_sizes, default=0)}
-    report.seconds = time.perf_counter() - t0
-    (outdir / "catalog-map.json").write_text(json.dumps(mapping, ensure_ascii=False, indent=0), encoding="utf-8")
-    (outdir / "build-report.json").write_text(json.dumps(report.__dict__, ensure_ascii=False, indent=2),
-                                              encoding="utf-8")
-    return report
 
 
 def build(services: list[str], out: str, *, taxonomy: str | None = None, builder: TreeBuilder | None = None,
@@ -232,8 +235,7 @@ def build(services: list[str], out: str, *, taxonomy: str | None = None, builder
     cost = getattr(builder, "cost", None)
     report.llm_cost = dict(cost.__dict__) if cost is not None else {}
     report.seconds = time.perf_counter() - t0
-    (Path(out) / "build-report.json").write_text(json.dumps(report.__dict__, ensure_ascii=False, indent=2),
-                                                 encoding="utf-8")
+    report.write(Path(out))
     return report
 
 

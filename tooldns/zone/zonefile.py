@@ -1,5 +1,9 @@
 """Zone files: one YAML file per zone, as organisations write them, read with line-exact errors.
 
+This module is the one schema: :func:`load_zone` and :func:`parse_zone` read it, :func:`dump_zone`
+writes it (``tooldns build`` writes every zone through it), and the defaults of
+:mod:`tooldns.zone.model` fill what a file leaves out.
+
 Every problem is reported as ``file:line: what is wrong; what is allowed`` and all problems of a
 file are reported at once (:class:`ZoneFileError.errors`). A file with any error is refused
 whole: a server starting on it refuses to start; a server reloading it keeps the last good
@@ -19,20 +23,33 @@ version (see :mod:`tooldns.zonestore`). The format is described in ``docs/zonefi
         endpoint: https://archive-api.open-meteo.com/v1/archive
 
     >>> zone = load_zone("zones/history.weather.tools.yaml")
+    >>> parse_zone(dump_zone(zone)) == zone
+    True
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+from dataclasses import MISSING, fields
 from typing import Any
 
 import yaml
 
-from . import names
-from .bm25 import CorpusStats
-from .exceptions import NameError_, ZoneFileError
-from .zone import KINDS, SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
+from ..protocol import names
+from ..scoring.bm25 import CorpusStats
+from ..exceptions import NameError_, ZoneFileError
+from ..scoring.registry import scorer_names
+from .model import KINDS, SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
+
+
+def _defaults(cls) -> dict[str, Any]:
+    """The model's default of each field that has one: what a file that leaves the key out gets."""
+    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+
+
+_ZONE, _SOA, _SETTINGS = _defaults(Zone), _defaults(SOA), Settings()
+_TOOL, _PARAM = _defaults(Tool), _defaults(Parameter)
 
 
 class _Map(dict):
@@ -246,7 +263,7 @@ def parse_zone(text: str, where: str = "<zone>") -> Zone:
         origin = None
     zone_origin = origin or "invalid."
 
-    ttl = c.integer(top, "ttl", "zone", 3600, 0, 2**31 - 1)
+    ttl = c.integer(top, "ttl", "zone", _ZONE["ttl"], 0, 2**31 - 1)
     soa = _soa(c, top, zone_origin)
     own_ns = c.nameservers(top, "the zone", None) if "nameservers" in top else ()
     summary = c.summary(top["summary"], c.lineof(top, "summary"), "summary") if "summary" in top else Summary()
@@ -273,13 +290,17 @@ def load_zone(path: str | os.PathLike) -> Zone:
     return parse_zone(text, where)
 
 
+def _default_soa(origin: str) -> SOA:
+    return SOA(f"ns1.{origin}", f"hostmaster.{origin}")
+
+
 def _soa(c: _Checker, top: _Map, origin: str) -> SOA:
     if "soa" not in top:
-        return SOA(f"ns1.{origin}", f"hostmaster.{origin}", 1)
+        return _default_soa(origin)
     m = c.mapping(top["soa"], c.lineof(top, "soa"), "soa", {"serial"},
                   {"contact", "mname", "refresh", "retry", "expire", "minimum"})
     if m is None:
-        return SOA(f"ns1.{origin}", f"hostmaster.{origin}", 1)
+        return _default_soa(origin)
     contact = c.text(m, "contact", "soa", default=f"hostmaster@{origin.rstrip('.')}")
     # RFC 1035 RNAME: the mailbox with '@' turned into '.', dots in the local part escaped.
     local, _, domain = contact.partition("@")
@@ -287,13 +308,13 @@ def _soa(c: _Checker, top: _Map, origin: str) -> SOA:
     rname = rname_text if rname_text.endswith(".") else rname_text + "."
     mname = c.name(m["mname"], c.lineof(m, "mname"), "soa mname") if "mname" in m else None
     return SOA(
-        mname=mname or (f"ns1.{origin}"),
+        mname=mname or _default_soa(origin).mname,
         rname=rname,
-        serial=c.integer(m, "serial", "soa", 1, 0, 2**32 - 1),
-        refresh=c.integer(m, "refresh", "soa", 3600, 0, 2**31 - 1),
-        retry=c.integer(m, "retry", "soa", 600, 0, 2**31 - 1),
-        expire=c.integer(m, "expire", "soa", 604800, 0, 2**31 - 1),
-        minimum=c.integer(m, "minimum", "soa", 300, 0, 2**31 - 1),
+        serial=c.integer(m, "serial", "soa", _SOA["serial"], 0, 2**32 - 1),
+        refresh=c.integer(m, "refresh", "soa", _SOA["refresh"], 0, 2**31 - 1),
+        retry=c.integer(m, "retry", "soa", _SOA["retry"], 0, 2**31 - 1),
+        expire=c.integer(m, "expire", "soa", _SOA["expire"], 0, 2**31 - 1),
+        minimum=c.integer(m, "minimum", "soa", _SOA["minimum"], 0, 2**31 - 1),
     )
 
 
@@ -304,9 +325,7 @@ def _settings(c: _Checker, top: _Map) -> Settings:
                   {"scorer", "scorer_options", "child_scorer_options", "prune_ratio", "max_k", "intent_ttl"})
     if m is None:
         return Settings()
-    from .scorers import scorer_names  # late: the LLM scorer registers itself on import
-
-    scorer = c.text(m, "scorer", "settings", default="bm25")
+    scorer = c.text(m, "scorer", "settings", default=_SETTINGS.scorer)
     if scorer not in scorer_names():
         c.err(c.lineof(m, "scorer"), f"unknown scorer '{scorer}'; allowed: {', '.join(scorer_names())}")
     options = {}
@@ -320,9 +339,9 @@ def _settings(c: _Checker, top: _Map) -> Settings:
         scorer=scorer,
         scorer_options=options["scorer_options"],
         child_scorer_options=options["child_scorer_options"],
-        prune_ratio=c.number(m, "prune_ratio", "settings", 0.1, 0.0, 1.0),
-        max_k=c.integer(m, "max_k", "settings", 32, 1, 255),
-        intent_ttl=c.integer(m, "intent_ttl", "settings", 30, 0, 86400),
+        prune_ratio=c.number(m, "prune_ratio", "settings", _SETTINGS.prune_ratio, 0.0, 1.0),
+        max_k=c.integer(m, "max_k", "settings", _SETTINGS.max_k, 1, 255),
+        intent_ttl=c.integer(m, "intent_ttl", "settings", _SETTINGS.intent_ttl, 0, 86400),
     )
 
 
@@ -368,7 +387,7 @@ def _tools(c: _Checker, top: _Map, origin: str) -> tuple[Tool, ...]:
         if service and (service not in names.SERVICES or service == names.ANY_SERVICE):
             allowed = sorted(names.SERVICES - {names.ANY_SERVICE})
             c.err(c.lineof(m, "service"), f"{what}: unknown service '{service}'; allowed: {', '.join(allowed)}")
-        transport = c.text(m, "transport", what, default="tcp").lower()
+        transport = c.text(m, "transport", what, default=_TOOL["transport"]).lower()
         if transport not in names.TRANSPORTS:
             c.err(c.lineof(m, "transport"), f"{what}: unknown transport '{transport}'; allowed: {', '.join(sorted(names.TRANSPORTS))}")
         if label and (service, label) in seen:
@@ -386,13 +405,13 @@ def _tools(c: _Checker, top: _Map, origin: str) -> tuple[Tool, ...]:
             if not isinstance(required, bool):
                 c.err(c.lineof(pm, "required"), f"parameter 'required' must be true or false, got {required!r}")
                 required = False
-            params.append(Parameter(c.text(pm, "name", "parameter"), c.text(pm, "type", "parameter", default="string"),
+            params.append(Parameter(c.text(pm, "name", "parameter"), c.text(pm, "type", "parameter", default=_PARAM["type"]),
                                     c.text(pm, "description", "parameter", empty_ok=True), required))
         tool = Tool(
             label=label or "invalid", name=c.text(m, "name", what), service=service, target=target or ".",
             port=c.integer(m, "port", what, 0, 0, 65535), description=c.text(m, "description", what),
-            transport=transport, priority=c.integer(m, "priority", what, 10, 0, 65535),
-            weight=c.integer(m, "weight", what, 100, 0, 65535), endpoint=c.text(m, "endpoint", what, empty_ok=True),
+            transport=transport, priority=c.integer(m, "priority", what, _TOOL["priority"], 0, 65535),
+            weight=c.integer(m, "weight", what, _TOOL["weight"], 0, 65535), endpoint=c.text(m, "endpoint", what, empty_ok=True),
             parameters=tuple(params), id=c.text(m, "id", what, empty_ok=True),
         )
         if label:
@@ -416,3 +435,106 @@ def _corpus_stats(c: _Checker, top: _Map) -> CorpusStats | None:
         df = {}
     return CorpusStats(c.integer(m, "n_docs", "corpus_stats", 1, 1, 2**31 - 1),
                        c.number(m, "avgdl", "corpus_stats", 1.0, 0.0, 1e9), {str(k): v for k, v in df.items()})
+
+
+# -- writing --
+
+def dump_zone(zone: Zone, header: str = "") -> str:
+    """The zone-file text of *zone*: what :func:`parse_zone` reads back as an equal zone.
+
+    Keys holding the model's defaults are left out (except ``ttl`` and the SOA's contact and
+    serial, which operators look for), so a dumped file reads like a hand-written one. *header*
+    becomes ``#`` comment lines at the top.
+    """
+    doc: dict[str, Any] = {"origin": zone.origin, "ttl": zone.ttl, "soa": _dump_soa(zone.soa, zone.origin),
+                           "nameservers": _dump_nameservers(zone.nameservers)}
+    if zone.summary != Summary():
+        doc["summary"] = _dump_summary(zone.summary)
+    settings = _dump_settings(zone.settings)
+    if settings:
+        doc["settings"] = settings
+    if zone.children:
+        doc["children"] = [_dump_child(c) for c in zone.children]
+    if zone.tools:
+        doc["tools"] = [_dump_tool(t) for t in zone.tools]
+    if zone.corpus_stats is not None:
+        st = zone.corpus_stats
+        doc["corpus_stats"] = {"n_docs": st.n_docs, "avgdl": st.avgdl, "df": dict(sorted(st.df.items()))}
+    comments = "".join(f"# {line}\n" for line in header.splitlines())
+    return comments + yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=120)
+
+
+def write_zone(zone: Zone, path: str | os.PathLike, header: str = "") -> None:
+    """Write *zone* to *path* (see :func:`dump_zone`)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(dump_zone(zone, header))
+
+
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _contact(rname: str) -> str:
+    """The mailbox an RNAME stands for: the first unescaped dot is the '@' (RFC 1035)."""
+    i = 0
+    while i < len(rname):
+        if rname[i] == "\\":
+            i += 2
+            continue
+        if rname[i] == ".":
+            local, domain = rname[:i], rname[i + 1:].rstrip(".")
+            return f"{local.replace(chr(92) + '.', '.')}@{domain}" if domain else local.replace(chr(92) + ".", ".")
+        i += 1
+    return rname
+
+
+def _dump_soa(soa: SOA, origin: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"contact": _contact(soa.rname), "serial": soa.serial}
+    if soa.mname != _default_soa(origin).mname:
+        out["mname"] = soa.mname
+    for key in ("refresh", "retry", "expire", "minimum"):
+        if getattr(soa, key) != _SOA[key]:
+            out[key] = getattr(soa, key)
+    return out
+
+
+def _dump_nameservers(nameservers) -> list[dict[str, str]]:
+    return [{"name": ns.name, "address": ns.address} for ns in nameservers]
+
+
+def _dump_summary(summary: Summary) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": summary.description}
+    if summary.keywords:
+        out["keywords"] = list(summary.keywords)
+    if summary.corpus:
+        out["corpus"] = summary.corpus
+    return out
+
+
+def _dump_settings(settings: Settings) -> dict[str, Any]:
+    return {f.name: getattr(settings, f.name) for f in fields(Settings)
+            if getattr(settings, f.name) != getattr(_SETTINGS, f.name)}
+
+
+def _dump_child(child: Delegation) -> dict[str, Any]:
+    out: dict[str, Any] = {"label": child.label, "kind": child.kind}
+    if child.leaf:
+        out["leaf"] = True
+    out["summary"] = _dump_summary(child.summary)
+    out["nameservers"] = _dump_nameservers(child.nameservers)
+    return out
+
+
+def _dump_tool(tool: Tool) -> dict[str, Any]:
+    out: dict[str, Any] = {"label": tool.label, "name": tool.name, "service": tool.service, "target": tool.target,
+                           "port": tool.port, "description": tool.description}
+    for key in ("transport", "priority", "weight"):
+        if getattr(tool, key) != _TOOL[key]:
+            out[key] = getattr(tool, key)
+    if tool.id:
+        out["id"] = tool.id
+    if tool.endpoint:
+        out["endpoint"] = tool.endpoint
+    if tool.parameters:
+        out["parameters"] = [{"name": p.name, "type": p.type, "required": p.required, "description": p.description}
+                             for p in tool.parameters]
+    return out

@@ -1,0 +1,91 @@
+"""Talking to an OpenAI-compatible chat model: one client, its retries, token counts, JSON answers.
+
+Used by the LLM scorer (:mod:`tooldns.scoring.llm`, short budgets, no retries) and the LLM tree
+builder (:mod:`tooldns.building.llmtree`, long timeouts, a few retries). Any endpoint that speaks
+the OpenAI chat API works through the ``openai`` package (a hosted model, vLLM, llama.cpp's
+server, Ollama); the ``openai`` import happens when the first client is made, so modules that only
+might talk to a model stay light. Configuration falls back to the environment:
+``TOOLDNS_LLM_MODEL`` (default ``gpt-4o-mini``), ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``.
+
+    >>> chat = ChatModel(model="gpt-4o-mini", timeout=0.8, max_retries=0)
+    >>> content = chat.complete([{"role": "user", "content": "Reply {\"ok\": true}"}])
+    >>> extract_json(content), chat.counters()
+    ({'ok': True}, {'calls': 1, 'prompt_tokens': 12, 'completion_tokens': 5, 'failed_calls': 0})
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+_ANY_JSON = re.compile(r"\{.*\}|\[.*\]", re.DOTALL)
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def extract_json(content: str | None, *, object_only: bool = False):
+    """The JSON value in a model's answer, prose around it cut away; ValueError when there is none.
+
+    With *object_only*, only a JSON object counts (and the value is checked to be one).
+    """
+    if not content or not content.strip():
+        raise ValueError("empty answer")
+    match = (_OBJECT if object_only else _ANY_JSON).search(content)
+    if not match:
+        raise ValueError(f"no JSON {'object ' if object_only else ''}in the answer: {content[:80]!r}")
+    try:
+        data = json.loads(match.group())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"answer is not valid JSON: {exc.msg}") from None
+    if object_only and not isinstance(data, dict):
+        raise ValueError("the answer is not a JSON object")
+    return data
+
+
+class ChatModel:
+    """One model at one endpoint, counting calls and tokens (thread-safe)."""
+
+    def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
+                 timeout: float = 60.0, max_retries: int = 0, client=None) -> None:
+        self.model = model or os.environ.get("TOOLDNS_LLM_MODEL") or DEFAULT_MODEL
+        if client is None:
+            from openai import OpenAI
+
+            client = OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
+                            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+                            timeout=timeout, max_retries=max_retries)
+        self.client = client
+        self._counts = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "failed_calls": 0}
+        self._lock = threading.Lock()
+
+    def complete(self, messages: list[dict], **params) -> str | None:
+        """The content of the model's answer to *messages* (None when it gave no choice).
+
+        Raises whatever the client raises (timeouts, HTTP errors); those count as failed calls.
+        """
+        try:
+            response = self.client.chat.completions.create(model=self.model, messages=messages, **params)
+        except Exception:
+            self._count(failed_calls=1)
+            raise
+        usage = getattr(response, "usage", None)
+        self._count(calls=1, prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
+                    completion_tokens=(usage.completion_tokens or 0) if usage else 0)
+        return response.choices[0].message.content if response.choices else None
+
+    def ping(self) -> None:
+        """One tiny request that is not counted; raises when the endpoint does not answer."""
+        self.client.chat.completions.create(model=self.model, max_tokens=1, temperature=0,
+                                            messages=[{"role": "user", "content": "ping"}])
+
+    def _count(self, **amounts: int) -> None:
+        with self._lock:
+            for key, value in amounts.items():
+                self._counts[key] += value
+
+    def counters(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)

@@ -1,0 +1,45 @@
+"""Scorers by name: ``make_scorer("bm25", docs)``, and a way to add more.
+
+Built-in: ``bm25`` (:mod:`.bm25`, options ``k1``, ``b``, ``stats``) and ``llm`` (:mod:`.llm`).
+A factory is called as ``factory(docs, briefs=..., **options)`` and returns a
+:class:`~tooldns.scoring.scorer.Scorer`; unknown names and bad options raise
+:class:`~tooldns.exceptions.ScorerError` listing what is valid.
+
+    >>> s = make_scorer("bm25", ["historical weather archive", "stock market quotes"])
+    >>> s.rank("weather last year", 1).items[0][0]
+    0
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..exceptions import ScorerError
+from .bm25 import BM25Scorer
+from .llm import LLMScorer
+from .scorer import Scorer
+
+ScorerFactory = Callable[..., Scorer]
+_REGISTRY: dict[str, ScorerFactory] = {"bm25": BM25Scorer, "llm": LLMScorer}
+
+
+def register_scorer(name: str, factory: ScorerFactory) -> None:
+    """Make *factory(docs, briefs=..., **options)* available under *name*."""
+    _REGISTRY[name] = factory
+
+
+def scorer_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def make_scorer(name: str, docs: Sequence[str], briefs: Sequence[str] | None = None, **options) -> Scorer:
+    """Build the scorer called *name* over *docs* (what is scored; *briefs*, if given, is a short
+    form of each for scorers that show items to a model); raise :class:`ScorerError` for unknown
+    names or options."""
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise ScorerError(f"unknown scorer {name!r}; valid names: {', '.join(scorer_names())}")
+    try:
+        return factory(docs, briefs=briefs, **options)
+    except TypeError as exc:
+        raise ScorerError(f"{name}: bad options {sorted(options)}: {exc}") from exc

@@ -1,0 +1,15 @@
+"""Zone data: what one node of the `.tools` tree holds (:mod:`.model`) and its YAML file
+(:mod:`.zonefile`: ``load_zone`` / ``parse_zone`` read with ``file:line`` errors, ``dump_zone``
+writes, one schema and one set of defaults for both).
+
+    >>> from tooldns.zone import load_zone, dump_zone
+    >>> zone = load_zone("zones/weather.tools.yaml")
+    >>> parse_zone(dump_zone(zone)) == zone
+    True
+"""
+
+from .model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
+from .zonefile import dump_zone, load_zone, parse_zone
+
+__all__ = ["Delegation", "NameServer", "Parameter", "SOA", "Settings", "Summary", "Tool", "Zone", "dump_zone",
+           "load_zone", "parse_zone"]
