@@ -39,7 +39,7 @@ from tooldns.protocol import names
 from tooldns.protocol import IntentError, NameError_
 from tooldns.protocol.ede import EDE_OPTION_CODE, decode_ede
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
-from tooldns.protocol.meta import META_OPTION_CODE, decode_meta
+from tooldns.protocol.meta import META_OPTION_CODE, Meta, decode_meta
 from tooldns.protocol.txt import decode_pairs
 
 from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
@@ -49,6 +49,14 @@ from .results import Hop, Referral, Resolution, Stats, Tool
 UDP_PAYLOAD = 1232
 #: tools whose SRV and metadata fit one UDP reply, about (descriptions are cut to 120 bytes)
 TOOLS_PER_DATAGRAM = 4
+
+
+def _server_text(q: "Query") -> str:
+    return f"{q.server[0]}:{q.server[1]}"
+
+
+def _transport(q: "Query") -> str:
+    return "tcp" if q.tcp else "udp"
 
 
 @dataclass
@@ -133,6 +141,8 @@ class Walk:
         self._asked: set[tuple[str, str]] = set()
         self._zones: set[str] = set()
         self.fatal: ResolverError | None = None
+        #: a depth or query limit stopped part of the walk
+        self.limited = False
 
     # -- building queries --
     def k_at(self, depth: int) -> int:
@@ -161,12 +171,11 @@ class Walk:
     # -- taking results --
     def take(self, q: Query, wire: bytes | None, error: Exception | None = None, ms: float = 0.0,
              cached: Reply | None = None) -> list[Query]:
-        """Account for the outcome of *q*: reply bytes, or the error that came instead.
+        """Account for the outcome of *q*: reply bytes, or the error that came instead; return the
+        queries to send next.
 
         *cached* is a reply taken from a cache (already parsed and checked when it was received).
         """
-        server = f"{q.server[0]}:{q.server[1]}"
-        transport = "tcp" if q.tcp else "udp"
         if self.fatal is not None:
             return []
         if cached is None:
@@ -176,33 +185,46 @@ class Walk:
         else:
             self.stats.cache_hits += 1
         self._zones.add(q.zone)
-        if cached is None and (error is not None or wire is None):
-            if isinstance(error, (TimeoutError, dns.exception.Timeout)):
-                self.stats.timeouts += 1
-            reason = type(error).__name__ if error is not None else "no reply"
-            self.trace.append(Hop(server, q.qname, transport, reason, ms, q.zone, note=str(error or "")))
-            return self._next_server(q, f"{server}: {reason}")
-        if cached is not None:
-            resp = cached
-        else:
-            self.stats.bytes_received += len(wire)
-            self.stats.packets += 1
-            try:
-                resp = parse_reply(wire)
-            except dns.exception.DNSException as exc:
-                self.trace.append(Hop(server, q.qname, transport, "MALFORMED", ms, q.zone, note=str(exc)))
-                return self._next_server(q, f"{server}: malformed reply ({exc})", bad=True)
-            if not is_reply_to(q.wire, resp):
-                self.trace.append(Hop(server, q.qname, transport, "MISMATCH", ms, q.zone))
-                return self._next_server(q, f"{server}: reply does not match the query (ID or question)", bad=True)
+        resp = cached
+        if resp is None:
+            resp, retries = self._receive(q, wire, error, ms)
+            if resp is None:
+                return retries
         q.response = resp
-        rcode = resp.rcode
-        hop = Hop(server, q.qname, transport, dns.rcode.to_text(rcode), ms, q.zone, cached=cached is not None)
+        hop = Hop(_server_text(q), q.qname, _transport(q), dns.rcode.to_text(resp.rcode), ms, q.zone,
+                  cached=cached is not None)
         self.trace.append(hop)
         meta = self._meta(resp)
         if meta is not None and meta.fallback:
             hop.fallback = True
             self.stats.fallbacks += 1
+        return self._follow(q, resp, hop, meta)
+
+    def _receive(self, q: Query, wire: bytes | None, error: Exception | None,
+                 ms: float) -> tuple[Reply | None, list[Query]]:
+        """The checked reply to *q*, or None and the queries that try elsewhere."""
+        server, transport = _server_text(q), _transport(q)
+        if error is not None or wire is None:
+            if isinstance(error, (TimeoutError, dns.exception.Timeout)):
+                self.stats.timeouts += 1
+            reason = type(error).__name__ if error is not None else "no reply"
+            self.trace.append(Hop(server, q.qname, transport, reason, ms, q.zone, note=str(error or "")))
+            return None, self._next_server(q, f"{server}: {reason}")
+        self.stats.bytes_received += len(wire)
+        self.stats.packets += 1
+        try:
+            resp = parse_reply(wire)
+        except dns.exception.DNSException as exc:
+            self.trace.append(Hop(server, q.qname, transport, "MALFORMED", ms, q.zone, note=str(exc)))
+            return None, self._next_server(q, f"{server}: malformed reply ({exc})", bad=True)
+        if not is_reply_to(q.wire, resp):
+            self.trace.append(Hop(server, q.qname, transport, "MISMATCH", ms, q.zone))
+            return None, self._next_server(q, f"{server}: reply does not match the query (ID or question)", bad=True)
+        return resp, []
+
+    def _follow(self, q: Query, resp: Reply, hop: Hop, meta: Meta | None) -> list[Query]:
+        """What a reply means for the walk: retry over TCP, give up, take tools, follow a referral."""
+        server, rcode = _server_text(q), resp.rcode
         if resp.flags & dns.flags.TC:
             if q.tcp:  # truncated over TCP: nothing more to try on this server
                 return self._next_server(q, f"{server}: truncated over TCP")
@@ -223,17 +245,20 @@ class Walk:
         if rcode == dns.rcode.NXDOMAIN:
             return []
         if any(r.rdtype == dns.rdatatype.SRV for r in resp.answer):
-            hop.tools = self._take_tools(q, resp)
-            cur = names.parse_cursor(q.qname)
-            if (cur is not None and not cur.expanded and self.leaf_k > q.k and len(hop.tools) >= q.k
-                    and not (meta is not None and meta.pruned)):
-                # a leaf we did not know was one: ask it again for leaf_k tools
-                hop.note = f"leaf: asking again for {self.leaf_k} tools"
-                return [self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, self.leaf_k)]
-            return []
+            return self._take_answer(q, resp, hop, meta)
         if not (resp.flags & dns.flags.AA) and any(r.rdtype == dns.rdatatype.NS for r in resp.authority):
             return self._take_referral(q, resp, hop)
         return []  # NODATA
+
+    def _take_answer(self, q: Query, resp: Reply, hop: Hop, meta: Meta | None) -> list[Query]:
+        hop.tools = self._take_tools(q, resp)
+        cur = names.parse_cursor(q.qname)
+        if (cur is not None and not cur.expanded and self.leaf_k > q.k and len(hop.tools) >= q.k
+                and not (meta is not None and meta.pruned)):
+            # a leaf we did not know was one: ask it again for leaf_k tools
+            hop.note = f"leaf: asking again for {self.leaf_k} tools"
+            return [self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, self.leaf_k)]
+        return []
 
     def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
         if q.server_index + 1 < len(q.servers):
@@ -327,7 +352,7 @@ class Walk:
             return False, "organisation not trusted"
         return True, ""
 
-    def _take_referral(self, q: Query, resp, hop: Hop) -> list[Query]:
+    def _take_referral(self, q: Query, resp: Reply, hop: Hop) -> list[Query]:
         meta = self._txt_by_owner(resp)
         glue: dict[str, list[str]] = {}
         for r in resp.additional:
@@ -337,51 +362,57 @@ class Walk:
         for r in resp.authority:
             if r.rdtype == dns.rdatatype.NS:
                 children.setdefault(r.name, []).append(r.rdata.target.to_text().lower())
-        port = q.server[1]
         out = []
         for zone, ns_names in children.items():
             pairs = meta.get(zone, {})
             score = pairs.get("score")
-            kind = pairs.get("kind", "functional")
             ref = Referral(zone, int(pairs.get("rank", len(hop.referrals) + 1)), float(score) if score else None,
-                           kind, pairs.get("summary", ""))
+                           pairs.get("kind", "functional"), pairs.get("summary", ""))
             hop.referrals.append(ref)
-            if not names.is_subdomain(zone, q.zone):
-                ref.followed, ref.why_not = False, f"outside {q.zone}"
-                continue
-            ok, why = self._allowed(zone, kind)
-            if not ok:
+            servers = [(addr, q.server[1]) for n in ns_names for addr in glue.get(n, [])]
+            child, why = self._child_query(q, ref, pairs.get("leaf") == "1", servers, len(out))
+            if child is None:
                 ref.followed, ref.why_not = False, why
-                continue
-            servers = [(addr, port) for n in ns_names for addr in glue.get(n, [])]
-            if not servers:
-                ref.followed, ref.why_not = False, "no glue"
-                continue
-            k = None  # the K of the child's depth
-            if zone == q.zone:  # kind "self": this zone's own tools
-                qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
-                depth, k = q.depth, self.leaf_k
-            elif pairs.get("leaf") == "1":  # a leaf: ask for its tools directly
-                qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
-                depth, k = q.depth + 1, self.leaf_k
             else:
-                qname = names.Cursor(self.service, self.transport, zone).to_text()
-                depth = q.depth + 1
-            if depth > self.max_depth:
-                ref.followed, ref.why_not = False, "depth limit"
-                self.errors.append(f"depth limit {self.max_depth} reached at {zone}")
-                continue
-            if (qname, zone) in self._asked:
-                ref.followed, ref.why_not = False, "already asked"
-                continue
-            if self.stats.queries + len(out) >= self.max_queries:
-                ref.followed, ref.why_not = False, "query limit"
-                self.errors.append(f"query limit {self.max_queries} reached")
-                continue
-            self._asked.add((qname, zone))
-            path = q.path if zone == q.zone else (*q.path, zone)
-            out.append(self._query(qname, zone, servers, path, depth, k))
+                out.append(child)
         return out
+
+    def _child_query(self, q: Query, ref: Referral, leaf: bool, servers: list[tuple[str, int]],
+                     pending: int) -> tuple[Query | None, str]:
+        """The query that follows referral *ref* from *q*, or None and why it is not followed."""
+        zone = ref.zone
+        if not names.is_subdomain(zone, q.zone):
+            return None, f"outside {q.zone}"
+        ok, why = self._allowed(zone, ref.kind)
+        if not ok:
+            return None, why
+        if not servers:
+            return None, "no glue"
+        k = None  # the K of the child's depth
+        if zone == q.zone:  # kind "self": this zone's own tools
+            qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
+            depth, k = q.depth, self.leaf_k
+        elif leaf:  # a leaf: ask for its tools directly
+            qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
+            depth, k = q.depth + 1, self.leaf_k
+        else:
+            qname = names.Cursor(self.service, self.transport, zone).to_text()
+            depth = q.depth + 1
+        if depth > self.max_depth:
+            self._hit_limit(f"depth limit {self.max_depth} reached at {zone}")
+            return None, "depth limit"
+        if (qname, zone) in self._asked:
+            return None, "already asked"
+        if self.stats.queries + pending >= self.max_queries:
+            self._hit_limit(f"query limit {self.max_queries} reached")
+            return None, "query limit"
+        self._asked.add((qname, zone))
+        path = q.path if zone == q.zone else (*q.path, zone)
+        return self._query(qname, zone, servers, path, depth, k), ""
+
+    def _hit_limit(self, why: str) -> None:
+        self.errors.append(why)
+        self.limited = True
 
     # -- the end --
     def result(self, top: int | None = None) -> Resolution:
@@ -393,7 +424,7 @@ class Walk:
         if top is not None:
             tools = tools[:top]
         self.stats.nodes_visited = len(self._zones)
-        if any("limit" in e for e in self.errors) and not tools:
+        if self.limited and not tools:
             raise LimitExceeded("; ".join(self.errors))
         return Resolution(self.intent, self.k, self.service, tools, self.stats, self.trace, list(self.errors))
 
