@@ -55,64 +55,89 @@ def tool_metadata(tool: Tool, full: bool) -> list[tuple[str, object]]:
 
 
 class ZoneIndex:
-    """Everything :func:`tooldns.lookup.lookup` needs about one zone."""
+    """Everything :func:`tooldns.serving.lookup.lookup` needs about one zone."""
 
     def __init__(self, zone: Zone) -> None:
         self.zone = zone
         self.origin = zone.origin
         self.origin_label = DNSLabel(zone.origin)
-        ttl = zone.ttl
-        self.ttl = ttl
-        soa = zone.soa
+        self.ttl = zone.ttl
+        self.records: dict[str, dict[int, list[RR]]] = {}
+        self.ents: set[str] = set()
+        self._index_apex()
+        self._index_children()
+        self._index_tools()
+        self._build_scorers()
+        # Precomputed metadata strings for ranked answers (rank/score are prepended per query).
+        self.ranked_tool_txt = {
+            id(t): encode_pairs(tool_metadata(t, full=False), clip=MAX_RANKED_TEXT)[1:]
+            for t in zone.tools
+        }
+        self.child_txt = {
+            id(c): encode_pairs([("kind", c.kind), *([("leaf", 1)] if c.leaf else []), ("summary", c.summary.display())],
+                                clip=MAX_RANKED_TEXT)[1:]
+            for c in zone.children
+        }
+        self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.display())], clip=MAX_RANKED_TEXT)[1:]
+        scorers = self.scorers()
+        #: replies depend only on the query bytes and this index (so the server may cache them)
+        self.cacheable = all(s.cacheable for s in scorers)
+        #: a scorer may wait on I/O: the server answers this zone off its event loop
+        self.blocking = any(s.blocking for s in scorers)
+
+    def _add(self, rr: RR) -> None:
+        owner = str(rr.rname).lower()
+        self.records.setdefault(owner, {}).setdefault(rr.rtype, []).append(rr)
+        # every name between the owner and the origin exists (empty non-terminals)
+        n = names.parent(owner)
+        while n != self.origin and names.is_subdomain(n, self.origin):
+            self.ents.add(n)
+            n = names.parent(n)
+
+    def _index_apex(self) -> None:
+        """SOA, NS and the addresses of in-zone name servers."""
+        zone, ttl, soa = self.zone, self.ttl, self.zone.soa
         self.soa_rr = RR(zone.origin, QTYPE.SOA, ttl=ttl,
                          rdata=SOA(soa.mname, soa.rname, (soa.serial, soa.refresh, soa.retry, soa.expire, soa.minimum)))
         # Negative answers are cached for min(SOA TTL, SOA minimum) (RFC 2308).
         self.negative_soa_rr = RR(zone.origin, QTYPE.SOA, ttl=min(ttl, soa.minimum), rdata=self.soa_rr.rdata)
-        self.records: dict[str, dict[int, list[RR]]] = {}
-        self.ents: set[str] = set()
-
-        def add(rr: RR) -> None:
-            owner = str(rr.rname).lower()
-            self.records.setdefault(owner, {}).setdefault(rr.rtype, []).append(rr)
-            # every name between the owner and the origin exists (empty non-terminals)
-            n = names.parent(owner)
-            while n != self.origin and names.is_subdomain(n, self.origin):
-                self.ents.add(n)
-                n = names.parent(n)
-
-        add(self.soa_rr)
+        self._add(self.soa_rr)
         self.apex_ns = [RR(zone.origin, QTYPE.NS, ttl=ttl, rdata=NS(ns.name)) for ns in zone.nameservers]
         for rr in self.apex_ns:
-            add(rr)
+            self._add(rr)
         for ns in zone.nameservers:
             if names.is_subdomain(ns.name, zone.origin) and not self._below_child(ns.name):
-                add(address_rr(ns.name, ns.address, ttl))
+                self._add(address_rr(ns.name, ns.address, ttl))
 
-        # Delegations: NS and glue, intent-independent, so they keep the zone's TTL.
-        self.children = list(zone.children)
-        self.child_label = {c.name: DNSLabel(c.name) for c in zone.children}  # parsed once, not per query
+    def _index_children(self) -> None:
+        """Delegations: NS and glue, intent-independent, so they keep the zone's TTL."""
+        ttl = self.ttl
+        self.children = list(self.zone.children)
+        self.child_label = {c.name: DNSLabel(c.name) for c in self.children}  # parsed once, not per query
         self.child_ns: dict[str, list[RR]] = {}
         self.child_glue: dict[str, list[RR]] = {}
-        for child in zone.children:
+        for child in self.children:
             self.child_ns[child.name] = [RR(child.name, QTYPE.NS, ttl=ttl, rdata=NS(ns.name)) for ns in child.nameservers]
             self.child_glue[child.name] = [address_rr(ns.name, ns.address, ttl) for ns in child.nameservers]
 
-        # Tools, by (service, transport).
+    def _index_tools(self) -> None:
+        """Tools by (service, transport), each with its own SRV and TXT; the wildcard service too."""
         self.tools: dict[tuple[str, str], list[Tool]] = {}
-        for tool in zone.tools:
+        for tool in self.zone.tools:
             self.tools.setdefault((tool.service, tool.transport), []).append(tool)
         for tools in list(self.tools.values()):
             for tool in tools:
-                owner = tool.owner(zone.origin)
-                add(RR(owner, QTYPE.SRV, ttl=ttl, rdata=SRV(tool.priority, tool.weight, tool.port, tool.target)))
-                add(RR(owner, QTYPE.TXT, ttl=ttl, rdata=TXT(encode_pairs(tool_metadata(tool, full=True)))))
-        # the wildcard service: every tool of a transport, whatever its service
-        for tool in zone.tools:
+                owner = tool.owner(self.origin)
+                self._add(RR(owner, QTYPE.SRV, ttl=self.ttl,
+                             rdata=SRV(tool.priority, tool.weight, tool.port, tool.target)))
+                self._add(RR(owner, QTYPE.TXT, ttl=self.ttl, rdata=TXT(encode_pairs(tool_metadata(tool, full=True)))))
+        for tool in self.zone.tools:
             self.tools.setdefault((names.ANY_SERVICE, tool.transport), []).append(tool)
 
-        # Scorers, built once. The zone's own tools take part in the referral ranking as one
-        # extra candidate ("self") so that a zone with both children and tools hides no tool.
-        settings = zone.settings
+    def _build_scorers(self) -> None:
+        """Scorers, built once. The zone's own tools take part in the referral ranking as one extra
+        candidate ("self") so that a zone with both children and tools hides no tool."""
+        zone, settings = self.zone, self.zone.settings
         child_options = {**settings.scorer_options, **settings.child_scorer_options}
         tool_options = dict(settings.scorer_options)
         # corpus statistics make tool scores comparable across zones; children need no such thing
@@ -134,23 +159,6 @@ class ZoneIndex:
                                                [f"{t.name}: {t.description}" for t in tools], **tool_options))
             for key, tools in self.tools.items()
         }
-        # Precomputed metadata strings for ranked answers (rank/score are prepended per query).
-        self.ranked_tool_txt = {
-            id(t): encode_pairs(tool_metadata(t, full=False), clip=MAX_RANKED_TEXT)[1:]
-            for t in zone.tools
-        }
-        self.child_txt = {
-            id(c): encode_pairs([("kind", c.kind), *([("leaf", 1)] if c.leaf else []), ("summary", c.summary.display())],
-                                clip=MAX_RANKED_TEXT)[1:]
-            for c in zone.children
-        }
-        self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.display())], clip=MAX_RANKED_TEXT)[1:]
-
-        scorers = self.scorers()
-        #: replies depend only on the query bytes and this index (so the server may cache them)
-        self.cacheable = all(s.cacheable for s in scorers)
-        #: a scorer may wait on I/O: the server answers this zone off its event loop
-        self.blocking = any(s.blocking for s in scorers)
 
     def scorers(self) -> list[Scorer]:
         """Every scorer this index built (for counters and for closing)."""
