@@ -48,9 +48,6 @@ class Catalog:
     sources: list[str] = field(default_factory=list)
     entries_read: int = 0
 
-    def by_id(self) -> dict[str, CatalogTool]:
-        return {t.id: t for t in self.tools}
-
 
 def _params(schema, where: str, warnings: list[str]) -> list[tuple[str, str, str, bool]]:
     if schema is None:

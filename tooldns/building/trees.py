@@ -116,8 +116,6 @@ class AutoTreeBuilder:
         self._terms = np.array(vectorizer.get_feature_names_out())
         self._np = np
         self._progress = progress
-        self._done = 0
-        self._total = len(texts)
         root = Category("", "All tools", "Every tool of the catalog")
         self._split(root, list(range(len(texts))), 1)
         return root

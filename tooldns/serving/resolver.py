@@ -41,6 +41,8 @@ class StaticSource:
         self.index = index
 
 
+#: class ANY (RFC 1035 QCLASS 255; dnslib names it '*')
+CLASS_ANY = 255
 #: CHAOS-class TXT name that reports a server's counters, like BIND's version.bind
 STATS_NAME = "stats.tooldns."
 
@@ -102,7 +104,7 @@ class ZoneResolver(BaseResolver):
         q = request.q
         if q.qclass == CLASS.CH and q.qtype == QTYPE.TXT and str(q.qname).lower() == STATS_NAME:
             return self._stats_reply(request)
-        if q.qclass not in (CLASS.IN, 255):  # 255: class ANY (dnslib names it '*')
+        if q.qclass not in (CLASS.IN, CLASS_ANY):
             return error_reply(request, RCODE.REFUSED, f"class {CLASS.get(q.qclass)} is not served")
         if q.qtype in (QTYPE.AXFR, QTYPE.IXFR):
             return error_reply(request, RCODE.REFUSED, "zone transfers are not offered")

@@ -28,7 +28,7 @@ import struct
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
-from dnslib import RCODE
+from dnslib import CLASS, RCODE
 
 from .reply import error_reply
 from .wire import MalformedRequest, pack_reply, parse_request
@@ -125,7 +125,7 @@ class DNSServer:
         rcode = wire[3] & 0x0F if len(wire) > 3 else RCODE.SERVFAIL
         # class IN only: CHAOS queries (stats.tooldns.) must always be answered afresh
         if (cacheable and rcode in (RCODE.NOERROR, RCODE.NXDOMAIN) and not request.opt_error
-                and record.questions and record.q.qclass == 1):
+                and record.questions and record.q.qclass == CLASS.IN):
             self._cache[key] = wire[2:]
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)

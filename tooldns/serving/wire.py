@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from dnslib import QTYPE, RR, DNSBuffer, DNSError, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
+from ..protocol.ede import EDE_OPTION_CODE
+
 #: Largest UDP reply this server sends, whatever the client advertises (DNS Flag Day 2020).
 SERVER_UDP_SIZE = 1232
 #: Size assumed for clients without EDNS (RFC 1035).
@@ -133,5 +135,5 @@ def pack_reply(reply: DNSRecord, max_size: int | None) -> bytes:
     for rr in reply.ar:
         if rr.rtype == QTYPE.OPT:
             # keep the OPT (extended rcode, size) but drop bulky options except EDE
-            truncated.add_ar(RR(".", QTYPE.OPT, rr.rclass, rr.ttl, [o for o in rr.rdata if o.code == 15]))
+            truncated.add_ar(RR(".", QTYPE.OPT, rr.rclass, rr.ttl, [o for o in rr.rdata if o.code == EDE_OPTION_CODE]))
     return bytes(truncated.pack())
