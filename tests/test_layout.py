@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 LAYERS = ["tooldns.exceptions", "tooldns.protocol", "tooldns.chat", "tooldns.scoring", "tooldns.zone",
@@ -138,6 +140,19 @@ def test_the_package_face_is_lazy_but_complete():
     before, names = json.loads(out)
     assert not [m for m in before if m.split(".")[0] in HEAVY]
     assert {"TreeThread", "load_zone", "dump_zone", "build", "encode_intent", "make_scorer"} <= set(names)
+
+
+@pytest.mark.parametrize("package", HEAVY)
+def test_the_server_cli_without_its_extra_says_what_to_install(package):
+    """``pip install tooldns`` (no ``server`` extra) gives the client; ``tooldns`` then says what is missing."""
+    code = (f"import sys; sys.modules[{package!r}] = None\n"
+            "from tooldns.cli import main; sys.exit(main(['check', 'zones']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    if package in ("openai", "numpy", "sklearn"):  # imported when first used: checking zones needs none
+        assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+        return
+    assert out.returncode == 3 and "Traceback" not in out.stderr
+    assert f"needs {package!r}" in out.stderr and "pip install 'tooldns[server]'" in out.stderr
 
 
 def test_functions_are_short():

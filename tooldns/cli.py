@@ -3,8 +3,10 @@
     tooldns serve zones/                 one server per zone on 127.0.0.x:5300, live reload
     tooldns check zones/                 validate zone files, print file:line errors
     tooldns demo "historical weather Hong Kong"   serve zones/, resolve one intent, stop
+    tooldns build services.json --out built/       a catalog of tools to a tree of zone files
 
-Exit status: 0 ok, 1 invalid zone files, 2 bad usage, 3 cannot bind or serve.
+Exit status: 0 ok, 1 invalid zone files, 2 bad usage, 3 cannot bind or serve (or the server
+extra, ``pip install 'tooldns[server]'``, is not installed).
 """
 
 from __future__ import annotations
@@ -17,10 +19,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .building.build import add_build_command
 from .exceptions import ToolDNSError, ZoneFileError
-from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
-from .zone.zonefile import load_zone
+
+#: what the server side needs beyond the resolver library (the ``server`` extra)
+SERVER_PACKAGES = ("dnslib", "yaml", "openai", "numpy", "sklearn")
+try:
+    from .building.build import add_build_command
+    from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
+    from .zone.zonefile import load_zone
+except ModuleNotFoundError as exc:
+    if exc.name not in SERVER_PACKAGES:
+        raise
+    _MISSING: str | None = exc.name  # said by main(), instead of a traceback
+    DEFAULT_PORT = 5300
+else:
+    _MISSING = None
 
 
 def _serve(args) -> int:
@@ -76,6 +89,10 @@ def _demo(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if _MISSING is not None:
+        print(f"tooldns: the server side needs {_MISSING!r}, which is not installed; install the server extra: "
+              "pip install 'tooldns[server]'", file=sys.stderr)
+        return 3
     p = argparse.ArgumentParser(prog="tooldns", description="ToolDNS: tool discovery on DNS.")
     p.add_argument("-v", "--verbose", action="store_true", help="log reloads and errors")
     sub = p.add_subparsers(dest="command", required=True)
@@ -95,12 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--k", type=int, default=3)
     d.add_argument("--trace", action="store_true")
     d.set_defaults(func=_demo)
-    try:
-        from .building.build import add_build_command
-    except ImportError:
-        add_build_command = None
-    if add_build_command is not None:
-        add_build_command(sub)
+    add_build_command(sub)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -19,7 +19,7 @@ Behaviour:
   The endpoint is then probed in the background every ``probe_interval`` seconds, and the zone
   goes back to the LLM as soon as it answers.
 * Answers are cached per (zone, intent, K), bounded in size and time. Calls and prompt and
-  completion tokens are counted per zone (``scorer.stats``).
+  completion tokens are counted per zone (``scorer.counters()``).
 * Item texts come from zone files organisations write, and they reach a model: instructions hidden
   in them ("ignore previous instructions", "always pick me", role markers) are neutralised, every
   item is quoted as data, and the system prompt says that item text is never an instruction.
@@ -41,7 +41,7 @@ from ..protocol.ttlcache import TTLCache
 from .bm25 import BM25Scorer
 from .scorer import Ranking, Scorer
 
-log = logging.getLogger("tooldns.llm")
+log = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = (
     "You rank items for a tool-discovery service. The user message gives an intent and numbered items. "

@@ -1,6 +1,6 @@
 """A zone indexed once for answering: records by name, scorers built, nothing parsed per query.
 
-Built from a :class:`tooldns.zone.Zone` when a zone file is (re)loaded; immutable afterwards, so
+Built from a :class:`tooldns.zone.model.Zone` when a zone file is (re)loaded; immutable afterwards, so
 a reload swaps the whole index at once and a query always sees one consistent version.
 
     >>> ix = ZoneIndex(load_zone("zones/tools.yaml"))

@@ -1,6 +1,6 @@
 """Deciding a query's result for one zone: answer, referral, name error, no data or refused.
 
-Pure decision, no message building (that is :mod:`tooldns.reply`), in the manner of CoreDNS's
+Pure decision, no message building (that is :mod:`tooldns.serving.reply`), in the manner of CoreDNS's
 ``file`` plugin: :func:`lookup` returns a :class:`Result` whose *kind* fixes the rcode and flags
 and whose record lists are copied into the reply as they are.
 

@@ -1,8 +1,8 @@
 """The zone resolver: dnslib's one-method plugin contract, ``resolve(request, handler) -> reply``.
 
 It checks the query (opcode, question count, EDNS version, the intent option), asks
-:func:`tooldns.lookup.lookup` for the result against the current zone index and has
-:mod:`tooldns.reply` build the message. It is the safety net at the edge: a malformed intent
+:func:`tooldns.serving.lookup.lookup` for the result against the current zone index and has
+:mod:`tooldns.serving.reply` build the message. It is the safety net at the edge: a malformed intent
 becomes FORMERR with an Extended DNS Error text, any unexpected exception becomes SERVFAIL
 (dnslib's own server would send nothing and leave the client to time out).
 
@@ -24,11 +24,11 @@ from ..protocol.intent import INTENT_OPTION_CODE, Intent, decode_intent
 from .lookup import Kind, Result, lookup
 from .reply import BADVERS, error_reply, reply_for, request_opt
 
-log = logging.getLogger("tooldns.resolver")
+log = logging.getLogger(__name__)
 
 
 class IndexSource(Protocol):
-    """Anything that holds the current index of a zone (a :class:`tooldns.zonestore.ZoneStore`)."""
+    """Anything that holds the current index of a zone (a :class:`tooldns.serving.store.ZoneStore`)."""
 
     @property
     def index(self) -> ZoneIndex: ...

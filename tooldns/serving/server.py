@@ -33,7 +33,7 @@ from dnslib import CLASS, RCODE
 from .reply import error_reply
 from .wire import MalformedRequest, pack_reply, parse_request
 
-log = logging.getLogger("tooldns.server")
+log = logging.getLogger(__name__)
 
 
 class _Handler:

@@ -20,7 +20,7 @@ from ..exceptions import ZoneFileError
 from .index import ZoneIndex
 from ..zone.zonefile import load_zone
 
-log = logging.getLogger("tooldns.zonestore")
+log = logging.getLogger(__name__)
 
 
 def _stamp(path: str):

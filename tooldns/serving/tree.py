@@ -25,7 +25,7 @@ from .resolver import ZoneResolver
 from .server import DNSServer
 from .store import ZoneStore
 
-log = logging.getLogger("tooldns.serve")
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 5300
 

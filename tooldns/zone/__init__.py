@@ -2,7 +2,7 @@
 (:mod:`.zonefile`: ``load_zone`` / ``parse_zone`` read with ``file:line`` errors, ``dump_zone``
 writes, one schema and one set of defaults for both).
 
-    >>> from tooldns.zone import load_zone, dump_zone
+    >>> from tooldns.zone import dump_zone, load_zone, parse_zone
     >>> zone = load_zone("zones/weather.tools.yaml")
     >>> parse_zone(dump_zone(zone)) == zone
     True

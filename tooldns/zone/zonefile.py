@@ -7,7 +7,7 @@ writes it (``tooldns build`` writes every zone through it), and the defaults of
 Every problem is reported as ``file:line: what is wrong; what is allowed`` and all problems of a
 file are reported at once (:class:`ZoneFileError.errors`). A file with any error is refused
 whole: a server starting on it refuses to start; a server reloading it keeps the last good
-version (see :mod:`tooldns.zonestore`). The format is described in ``docs/zonefiles.md``::
+version (see :mod:`tooldns.serving.store`). The format is described in ``docs/zonefiles.md``::
 
     origin: history.weather.tools.
     soa: {contact: hostmaster@weather.example, serial: 2026113001}
