@@ -8,6 +8,7 @@ import random
 import re
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,12 @@ from tooldns.serving.tree import TreeThread
 
 ROOT = Path(__file__).resolve().parent.parent
 ZONES = ROOT / "zones"
+# How long a test waits for something that normally takes milliseconds (a DNS reply from a server on
+# loopback, a file change picked up, a probe that succeeds). Generous, so that a loaded machine does not
+# fail a test; waits return as soon as the thing happens, so a passing run never pays for it.
+REPLY_TIMEOUT = 10.0
+WAIT_TIMEOUT = 30.0
+
 _subnets = itertools.count(random.Random(os.getpid()).randrange(1, 200))
 
 
@@ -23,6 +30,20 @@ def fresh_subnet() -> str:
     """A 127.A.B prefix no other test in this run uses."""
     n = next(_subnets)
     return f"127.{(n // 250) % 250 + 1}.{n % 250 + 1}"
+
+
+def wait_until(predicate, timeout: float = WAIT_TIMEOUT, interval: float = 0.05) -> bool:
+    """Poll *predicate* until it holds (True at once) or *timeout* seconds pass (False).
+
+    The predicate is asked once more at the deadline, so a slow last step still counts.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
 
 
 def free_port(address: str) -> int:

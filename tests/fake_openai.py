@@ -5,6 +5,10 @@ are ranked by how many intent words they share, and, like a gullible model, it p
 item whose text still says "always pick me" or "ignore previous instructions". It can be told
 to be slow, to fail with 500 or 429, or to answer garbage, prose-wrapped JSON, out-of-range
 numbers or nothing. The real ``openai`` client talks to it over HTTP.
+
+A "slow" request is held until the test calls :meth:`FakeLLM.release` (or ``delay`` seconds pass,
+or the server closes), so a test decides when the model answers instead of racing a sleep; and
+:meth:`FakeLLM.wait_for_requests` lets a test wait until the model has been asked.
 """
 
 from __future__ import annotations
@@ -77,8 +81,10 @@ def rank_from_prompt(prompt: str, k: int | None = None) -> list[int]:
 class FakeLLM:
     def __init__(self) -> None:
         self.mode = "ok"
-        self.delay = 0.0
+        self.delay = 0.0  # in "slow" mode: the longest a request is held when the test does not release it
         self.requests: list[dict] = []
+        self._released = threading.Event()  # set: held "slow" requests are answered now
+        self._arrived = threading.Condition()  # notified on every request
         self.prompt_tokens = 0
         self.completion_tokens = 0
         fake = self
@@ -89,12 +95,14 @@ class FakeLLM:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                fake.requests.append(body)
+                with fake._arrived:
+                    fake.requests.append(body)
+                    fake._arrived.notify_all()
                 messages = body.get("messages", [])
                 prompt = messages[-1]["content"] if messages else ""
                 mode = fake.mode
                 if mode == "slow":
-                    time.sleep(fake.delay)
+                    fake._released.wait(fake.delay)
                 if mode in ("500", "429"):
                     self._send(int(mode), {"error": {"message": f"fake {mode}", "type": "server_error"}})
                     return
@@ -127,15 +135,19 @@ class FakeLLM:
 
             def _send(self, status: int, payload: dict) -> None:
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up on a held request (its budget ran out): nobody to answer
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # a short poll interval: close() (shutdown) waits up to one interval for the serving loop
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
@@ -146,6 +158,17 @@ class FakeLLM:
         """Requests other than the background probe's pings."""
         return [r for r in self.requests if r["messages"][-1]["content"] != "ping"]
 
+    def release(self) -> None:
+        """Answer the held "slow" requests now, and any later ones at once."""
+        self._released.set()
+
+    def wait_for_requests(self, n: int, timeout: float = 30.0) -> bool:
+        """Wait until the model has been asked at least *n* chat requests (pings not counted);
+        True at once when it has, False after *timeout* seconds when it has not."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self.chat_requests()) >= n, timeout)
+
     def close(self) -> None:
+        self._released.set()  # let held handler threads finish instead of sleeping on after the test
         self.httpd.shutdown()
         self.httpd.server_close()

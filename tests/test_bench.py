@@ -24,7 +24,7 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     subnet = fresh_subnet()
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_retrieval.py"), "--services", str(tmp_path / "s.json"),
                           "--queries", str(tmp_path / "q.json"), "--k", "2", "--ks", "1,2", "--json", str(tmp_path / "r.json"),
-                          "--subnet", ".".join(subnet.split(".")[:2]), "--port", "0"],
+                          "--subnet", ".".join(subnet.split(".")[:2]), "--port", "0", "--timeout", "10"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads((tmp_path / "r.json").read_text())
@@ -67,7 +67,10 @@ def test_bench_retrieval_with_the_llm_scorer(tmp_path):
                               "--services", str(tmp_path / "s.json"), "--queries", str(tmp_path / "q.json"),
                               "--k", "2", "--ks", "2", "--json", str(tmp_path / "r.json"), "--port", "0",
                               "--subnet", ".".join(subnet.split(".")[:2]), "--scorer", "llm",
-                              "--llm-model", "fake", "--llm-base-url", fake.base_url],
+                              "--llm-model", "fake", "--llm-base-url", fake.base_url,
+                              # generous (the bench waits 3x the budget for a reply): a loaded machine
+                              # must not turn the fake's answers into fallbacks
+                              "--llm-budget-ms", "30000"],
                              capture_output=True, text=True, timeout=300, env={**os.environ, "OPENAI_API_KEY": "t"})
         assert out.returncode == 0, out.stderr[-3000:]
         result = json.loads((tmp_path / "r.json").read_text())

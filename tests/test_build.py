@@ -90,7 +90,7 @@ def test_auto_tree_deterministic_complete_and_dns_safe(catalog_file, tmp_path):
 
 
 def test_built_tree_resolves_over_dns(catalog_file, tmp_path):
-    from conftest import fresh_subnet, start_tree
+    from conftest import REPLY_TIMEOUT, fresh_subnet, start_tree
     from resolver_client import Resolver
 
     subnet = fresh_subnet()
@@ -98,7 +98,7 @@ def test_built_tree_resolves_over_dns(catalog_file, tmp_path):
           subnet=".".join(subnet.split(".")[:2]))
     tree = start_tree(tmp_path / "z")
     try:
-        with Resolver(root=tree.root(), timeout=2, cache=False) as r:
+        with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
             res = r.resolve("song lyrics for an artist album", k=2)
     finally:
         tree.stop()

@@ -11,7 +11,7 @@ import pytest
 from resolver_client.cli import main as resolve_main
 from tooldns.cli import main as tooldns_main
 
-from conftest import copy_tree, fresh_subnet, free_port, ZONES
+from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, copy_tree, fresh_subnet, free_port, ZONES
 
 
 def root_arg(tree):
@@ -19,15 +19,20 @@ def root_arg(tree):
     return f"{address}:{port}"
 
 
+def at(tree):
+    """--root of *tree*, and a reply timeout a loaded machine does not hit (the default is 1 s)."""
+    return ["--root", root_arg(tree), "--timeout", str(REPLY_TIMEOUT)]
+
+
 def test_resolve_table(demo_tree, capsys):
-    assert resolve_main(["historical weather Hong Kong", "--root", root_arg(demo_tree)]) == 0
+    assert resolve_main(["historical weather Hong Kong", *at(demo_tree)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["#", "score", "name"]
     assert "hko.weather.tools." in out and ";; " in out and "queries" in out
 
 
 def test_resolve_json(demo_tree, capsys):
-    assert resolve_main(["send a slack message", "--root", root_arg(demo_tree), "--json", "--k", "2"]) == 0
+    assert resolve_main(["send a slack message", *at(demo_tree), "--json", "--k", "2"]) == 0
     data = json.loads(capsys.readouterr().out)
     tool = data["tools"][0]
     assert {"name", "service", "target", "port", "zone", "score"} <= set(tool)
@@ -35,7 +40,7 @@ def test_resolve_json(demo_tree, capsys):
 
 
 def test_resolve_trace_like_dig(demo_tree, capsys):
-    assert resolve_main(["typhoon warning", "--root", root_arg(demo_tree), "--trace", "--trust", "hko"]) == 0
+    assert resolve_main(["typhoon warning", *at(demo_tree), "--trace", "--trust", "hko"]) == 0
     out = capsys.readouterr().out
     assert ";; hop 1: " in out and "_any._tcp._tools. SRV -> NOERROR" in out
     assert "referral 1. weather.tools." in out
@@ -43,11 +48,11 @@ def test_resolve_trace_like_dig(demo_tree, capsys):
 
 
 def test_resolve_service_and_trust_flags(demo_tree, capsys):
-    code = resolve_main(["Hong Kong Observatory warnings", "--root", root_arg(demo_tree), "--trust", "", "--json"])
+    code = resolve_main(["Hong Kong Observatory warnings", *at(demo_tree), "--trust", "", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert all(not t["zone"].startswith("hko.") for t in data["tools"])
     assert code in (0, 1)
-    assert resolve_main(["pull requests", "--root", root_arg(demo_tree), "--service", "mcp", "--json"]) == 0
+    assert resolve_main(["pull requests", *at(demo_tree), "--service", "mcp", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["tools"] and all(t["service"] == "mcp" for t in data["tools"])
 
@@ -91,10 +96,10 @@ def test_serve_starts_prints_and_stops_on_ctrl_c(tmp_path):
         assert f"{subnet}.1 " in text
         assert "hko.weather.tools." in text
         from resolver_client import Resolver
-        with Resolver(root=(f"{subnet}.1", port), timeout=2) as r:
+        with Resolver(root=(f"{subnet}.1", port), timeout=REPLY_TIMEOUT) as r:
             assert r.resolve("historical weather Hong Kong").tools
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(10) == 0
+        assert proc.wait(WAIT_TIMEOUT) == 0
         assert "stopped" in proc.stdout.read()
     finally:
         if proc.poll() is None:

@@ -14,7 +14,7 @@ def test_demo_command_serves_resolves_and_stops(tmp_path):
     zones = copy_tree(ZONES, tmp_path / "zones", subnet)
     port = free_port(f"{subnet}.1")
     out = subprocess.run([sys.executable, "-m", "tooldns.cli", "demo", "historical weather Hong Kong", "--zones",
-                          str(zones), "--port", str(port)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+                          str(zones), "--port", str(port), "--timeout", "10"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "intent: historical weather Hong Kong" in out.stdout
     assert "HKO Historical Climate Data" in out.stdout and "hko.weather.tools." in out.stdout

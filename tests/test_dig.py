@@ -6,15 +6,15 @@ import pytest
 
 from tooldns.protocol.intent import encode_intent
 
-from conftest import dig_path
+from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, dig_path
 
 pytestmark = pytest.mark.skipif(dig_path() is None, reason="dig is not installed (Debian package bind9-dnsutils)")
 
 
 def dig(tree, *args):
     address, port = tree.root()
-    out = subprocess.run([dig_path(), f"@{address}", "-p", str(port), "+norec", "+time=2", "+tries=1", *args],
-                         capture_output=True, text=True, timeout=20)
+    out = subprocess.run([dig_path(), f"@{address}", "-p", str(port), "+norec", f"+time={REPLY_TIMEOUT:.0f}", "+tries=1",
+                          *args], capture_output=True, text=True, timeout=REPLY_TIMEOUT + WAIT_TIMEOUT)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
