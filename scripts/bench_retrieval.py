@@ -106,6 +106,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--scorer", default="bm25", help="scorer of every zone: bm25 (default) or llm")
     p.add_argument("--llm-model", help="with --scorer llm: the model (default $TOOLDNS_LLM_MODEL)")
     p.add_argument("--llm-base-url", help="with --scorer llm: OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    p.add_argument("--timeout", type=float, default=2.0,
+                   help="seconds the resolver waits for each reply (BM25 zones; default 2)")
     p.add_argument("--llm-budget-ms", type=float, default=5000,
                    help="with --scorer llm: per-query budget in the zones (default 5000 for benchmarking)")
     return p.parse_args()
@@ -158,7 +160,7 @@ def server_counters(servers: list[tuple[str, int]]) -> dict[str, int]:
     total: dict[str, int] = {}
     for address, port in servers:
         reply = dns.query.udp(dns.message.make_query("stats.tooldns.", "TXT", rdclass="CH"), address, port=port,
-                              timeout=2)
+                              timeout=10)
         for rrset in reply.answer:
             for rd in rrset:
                 for item in rd.strings:
@@ -227,7 +229,7 @@ def sweep_k(args: argparse.Namespace, zonedir: str, servers: list[str], ks: list
         # Glue carries addresses only, so every zone server listens on the root's port.
         endpoints = [(address, root[1]) for address in servers]
         # An LLM-scored zone may spend its whole budget before it answers.
-        timeout = 2.0 if args.scorer == "bm25" else args.llm_budget_ms / 1000 * 3
+        timeout = args.timeout if args.scorer == "bm25" else max(args.timeout, args.llm_budget_ms / 1000 * 3)
         with Resolver(root=root, cache=False, timeout=timeout) as resolver:
             resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up
             return {k: measure_k(resolver, endpoints, queries, k, args.top, sizes, n_tools) for k in ks}

@@ -81,7 +81,8 @@ def _demo(args) -> int:
         address, port = tree.root()
         for intent in args.intent or ["historical weather Hong Kong"]:
             print(f"intent: {intent}", flush=True)
-            command = [sys.executable, "-m", "resolver_client", intent, "--root", f"{address}:{port}", "--k", str(args.k)]
+            command = [sys.executable, "-m", "resolver_client", intent, "--root", f"{address}:{port}", "--k", str(args.k),
+                       "--timeout", str(args.timeout)]
             code = subprocess.run(command + (["--trace"] if args.trace else []), check=False).returncode
             worst = max(worst, 3 if code not in (0, 1) else 0)
             print(flush=True)
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--port", type=int, default=DEFAULT_PORT)
     d.add_argument("--k", type=int, default=3)
     d.add_argument("--trace", action="store_true")
+    d.add_argument("--timeout", type=float, default=1.0, help="seconds the resolver waits for each reply (default 1)")
     d.set_defaults(func=_demo)
     add_build_command(sub)
     args = p.parse_args(argv)
