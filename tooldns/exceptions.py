@@ -2,9 +2,12 @@
 
     ToolDNSError
     ├── IntentError        the EDNS0 intent option is malformed (answered with FORMERR + EDE)
+    │   └── VectorError    the EDNS0 intent vector option is malformed (answered the same way)
     ├── NameError_         a DNS name or cursor name breaks RFC 1035 or the cursor grammar
     ├── ZoneFileError      a zone file is invalid; carries every `file:line: message`
     ├── ScorerError        a scorer cannot be built or used (unknown name, bad options)
+    ├── EmbeddingError     an embedder cannot be built or used (unknown spec, missing package or
+    │                      weights, the embedding endpoint failed)
     └── BuildError         a tool catalog cannot be turned into a zone tree
 
 Each class's docstring is its default message, as in dnspython.
@@ -26,6 +29,10 @@ class IntentError(ToolDNSError):
     """The intent option is malformed."""
 
 
+class VectorError(IntentError):
+    """The vector option is malformed."""
+
+
 class NameError_(ToolDNSError):  # noqa: N801 - trailing underscore avoids shadowing the builtin
     """The name is not a valid DNS or cursor name."""
 
@@ -40,6 +47,10 @@ class ZoneFileError(ToolDNSError):
 
 class ScorerError(ToolDNSError):
     """The scorer cannot be built."""
+
+
+class EmbeddingError(ToolDNSError):
+    """The texts cannot be embedded."""
 
 
 class BuildError(ToolDNSError):

@@ -4,7 +4,9 @@ Importable with nothing but the standard library, so the resolver library depend
 dnspython only. One module per concept:
 
 * :mod:`.intent`: the intent EDNS0 option (version, length, K, UTF-8 text);
-* :mod:`.meta`: the response-only meta option (FALLBACK and PRUNED flags, cache lifetime, scorer);
+* :mod:`.vector`: the query-only intent vector option (model name, scale, int8 components);
+* :mod:`.meta`: the response-only meta option (FALLBACK, PRUNED and VECTOR_IGNORED flags, cache
+  lifetime, scorer);
 * :mod:`.ede`: Extended DNS Error texts (RFC 8914);
 * :mod:`.names`: cursor names ``_svc._proto._zone.`` and RFC 1035 limits;
 * :mod:`.txt`: the ``key=value`` TXT strings that carry ranks, scores and tool metadata;
@@ -15,17 +17,19 @@ dnspython only. One module per concept:
     'weather.tools.'
 """
 
-from ..exceptions import IntentError, NameError_
+from ..exceptions import IntentError, NameError_, VectorError
 from .ede import EDE_OPTION_CODE, decode_ede, encode_ede
 from .intent import INTENT_OPTION_CODE, MAX_INTENT_BYTES, Intent, decode_intent, encode_intent
-from .meta import FLAG_FALLBACK, FLAG_PRUNED, META_OPTION_CODE, Meta, decode_meta, encode_meta
+from .meta import FLAG_FALLBACK, FLAG_PRUNED, FLAG_VECTOR_IGNORED, META_OPTION_CODE, Meta, decode_meta, encode_meta
 from .names import ANY_SERVICE, Cursor, cursor, normalize, parse_cursor
 from .ttlcache import TTLCache
 from .txt import decode_pairs, encode_pairs
+from .vector import VECTOR_OPTION_CODE, Vector, decode_vector, encode_vector, quantize
 
 __all__ = [
-    "ANY_SERVICE", "Cursor", "EDE_OPTION_CODE", "FLAG_FALLBACK", "FLAG_PRUNED", "INTENT_OPTION_CODE", "Intent",
-    "IntentError", "MAX_INTENT_BYTES", "META_OPTION_CODE", "Meta", "NameError_", "TTLCache", "cursor", "decode_ede",
-    "decode_intent", "decode_meta", "decode_pairs", "encode_ede", "encode_intent", "encode_meta", "encode_pairs",
-    "normalize", "parse_cursor",
+    "ANY_SERVICE", "Cursor", "EDE_OPTION_CODE", "FLAG_FALLBACK", "FLAG_PRUNED", "FLAG_VECTOR_IGNORED",
+    "INTENT_OPTION_CODE", "Intent", "IntentError", "MAX_INTENT_BYTES", "META_OPTION_CODE", "Meta", "NameError_",
+    "TTLCache", "VECTOR_OPTION_CODE", "Vector", "VectorError", "cursor", "decode_ede", "decode_intent", "decode_meta",
+    "decode_pairs", "decode_vector", "encode_ede", "encode_intent", "encode_meta", "encode_pairs", "encode_vector",
+    "normalize", "parse_cursor", "quantize",
 ]

@@ -5,7 +5,9 @@ Replies to an intent query carry this response-only option::
     version u8 (0) | flags u8 | cache_ttl u32 | scorer name (ASCII, rest of the data)
 
 flags: bit 0 FALLBACK (the zone's configured scorer failed and BM25 answered), bit 1 PRUNED
-(fewer than K results were returned because the rest scored far below the best).
+(fewer than K results were returned because the rest scored far below the best), bit 2
+VECTOR_IGNORED (the query's vector, :mod:`tooldns.protocol.vector`, was of a model this zone does
+not know, or the zone scores no vectors: the zone ranked without it).
 cache_ttl is how long a cache keyed on (name, type, intent, K) may keep the answer; the records
 themselves go out with TTL 0 so that no cache unaware of the intent keeps them.
 
@@ -26,6 +28,9 @@ VERSION = 0
 
 FLAG_FALLBACK = 0x01
 FLAG_PRUNED = 0x02
+#: The query's vector was of a model this zone does not know, or the zone scores no vectors:
+#: the zone ranked without it.
+FLAG_VECTOR_IGNORED = 0x04
 
 _META = struct.Struct("!BBI")
 
@@ -46,6 +51,10 @@ class Meta:
     @property
     def pruned(self) -> bool:
         return bool(self.flags & FLAG_PRUNED)
+
+    @property
+    def vector_ignored(self) -> bool:
+        return bool(self.flags & FLAG_VECTOR_IGNORED)
 
 
 def encode_meta(flags: int = 0, cache_ttl: int = 0, scorer: str = "") -> bytes:
