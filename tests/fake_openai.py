@@ -6,6 +6,12 @@ item whose text still says "always pick me" or "ignore previous instructions". I
 to be slow, to fail with 500 or 429, or to answer garbage, prose-wrapped JSON, out-of-range
 numbers or nothing. The real ``openai`` client talks to it over HTTP.
 
+It also answers ``POST /v1/embeddings`` with deterministic vectors (feature hashing,
+:class:`tooldns.embedding.HashEmbedder` of ``embedding_dim`` dimensions, scaled by 3 so that the
+client has to normalise them) and word counts as ``usage``, as floats or base64 as asked; those
+requests are kept in ``embedding_requests``. The same modes make it slow or fail with 500 or 429;
+mode "short" answers one vector fewer than asked.
+
 A "slow" request is held until the test calls :meth:`FakeLLM.release` (or ``delay`` seconds pass,
 or the server closes), so a test decides when the model answers instead of racing a sleep; and
 :meth:`FakeLLM.wait_for_requests` lets a test wait until the model has been asked.
@@ -13,11 +19,15 @@ or the server closes), so a test decides when the model answers instead of racin
 
 from __future__ import annotations
 
+import array
+import base64
 import json
 import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tooldns.embedding.hashing import HashEmbedder
 
 GULLIBLE = ("always pick me", "ignore previous instructions")
 GENERIC = {"tool", "tools", "returns", "return", "request", "query", "with", "from", "that", "this", "data", "about"}
@@ -82,7 +92,9 @@ class FakeLLM:
     def __init__(self) -> None:
         self.mode = "ok"
         self.delay = 0.0  # in "slow" mode: the longest a request is held when the test does not release it
-        self.requests: list[dict] = []
+        self.requests: list[dict] = []  # chat requests
+        self.embedding_requests: list[dict] = []
+        self.embedding_dim = 32
         self._released = threading.Event()  # set: held "slow" requests are answered now
         self._arrived = threading.Condition()  # notified on every request
         self.prompt_tokens = 0
@@ -95,6 +107,9 @@ class FakeLLM:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    self._embeddings(body)
+                    return
                 with fake._arrived:
                     fake.requests.append(body)
                     fake._arrived.notify_all()
@@ -132,6 +147,27 @@ class FakeLLM:
                                  "message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
                 })
+
+            def _embeddings(self, body: dict) -> None:
+                fake.embedding_requests.append(body)
+                mode = fake.mode
+                if mode == "slow":
+                    fake._released.wait(fake.delay)
+                if mode in ("500", "429"):
+                    self._send(int(mode), {"error": {"message": f"fake {mode}", "type": "server_error"}})
+                    return
+                texts = body.get("input", [])
+                texts = [texts] if isinstance(texts, str) else texts
+                vectors = [[3 * x for x in v] for v in HashEmbedder(fake.embedding_dim).embed(texts)]
+                if mode == "short":
+                    vectors = vectors[:-1]
+                if body.get("encoding_format") == "base64":
+                    vectors = [base64.b64encode(array.array("f", v).tobytes()).decode() for v in vectors]
+                tokens = sum(len(t.split()) for t in texts)
+                data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+                self._send(200, {"object": "list", "data": data[::-1],  # out of order: the client sorts by index
+                                 "model": body.get("model", "fake"),
+                                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
             def _send(self, status: int, payload: dict) -> None:
                 data = json.dumps(payload).encode()

@@ -45,6 +45,21 @@ def extract_json(content: str | None, *, object_only: bool = False):
     return data
 
 
+def openai_client(*, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0,
+                  max_retries: int = 0):
+    """An ``openai.OpenAI`` client for an OpenAI-compatible endpoint (imported here, on first use).
+
+    *base_url* and *api_key* fall back to ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``; without a key a
+    placeholder is sent (local servers need none). Shared by :class:`ChatModel` and the remote
+    embedder (:class:`tooldns.embedding.remote.OpenAIEmbedder`).
+    """
+    from openai import OpenAI
+
+    return OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
+                  api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+                  timeout=timeout, max_retries=max_retries)
+
+
 class ChatModel:
     """One model at one endpoint, counting calls and tokens (thread-safe)."""
 
@@ -52,11 +67,7 @@ class ChatModel:
                  timeout: float = 60.0, max_retries: int = 0, client=None) -> None:
         self.model = model or os.environ.get("TOOLDNS_LLM_MODEL") or DEFAULT_MODEL
         if client is None:
-            from openai import OpenAI
-
-            client = OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
-                            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
-                            timeout=timeout, max_retries=max_retries)
+            client = openai_client(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
         self.client = client
         self._counts = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "failed_calls": 0}
         self._lock = threading.Lock()

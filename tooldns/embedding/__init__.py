@@ -1,0 +1,49 @@
+"""Embedders: texts to unit-length vectors, for dense ranking of intents against tools.
+
+A client embeds its intent once per resolution and sends the vector; the builder embeds tool
+texts into zone files; a server embeds the intents that arrive without a vector. Every backend
+is an :class:`Embedder` with a ``model`` name (what travels on the wire and in zone files, so
+both sides know they compare vectors of one model), a ``dim`` and ``embed(texts)``:
+
+    local.py      LocalEmbedder: sentence-transformers on this machine, all-MiniLM-L6-v2 by default
+    remote.py     OpenAIEmbedder: any OpenAI-compatible /v1/embeddings endpoint
+    hashing.py    HashEmbedder: deterministic feature hashing, for tests (not for quality)
+    registry.py   make_embedder(spec), shared_embedder(spec), IntentEmbeddings (a TTL cache)
+
+    >>> from tooldns.embedding import make_embedder, cosine
+    >>> embedder = make_embedder("minilm")          # or "local:PATH", "openai:MODEL", "hash:64"
+    >>> a, b, c = embedder.embed(["historical weather in Hong Kong",
+    ...                           "past climate records for Hong Kong", "send a Slack message"])
+    >>> embedder.model, embedder.dim, cosine(a, b) > cosine(a, c)
+    ('all-MiniLM-L6-v2', 384, True)
+
+Importing this package needs the standard library only (the resolver library imports it when an
+agent asks for vectors); a backend imports sentence-transformers or openai when it is built, and
+the backends' classes are imported when first named here.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from ..exceptions import EmbeddingError
+from .embedder import Embedder, cosine, unit_vector
+from .registry import DEFAULT_SPEC, SPEC_FORMS, IntentEmbeddings, make_embedder, shared_embedder
+
+_LAZY = {"HashEmbedder": "hashing", "LocalEmbedder": "local", "OpenAIEmbedder": "remote"}
+
+__all__ = ["DEFAULT_SPEC", "SPEC_FORMS", "Embedder", "EmbeddingError", "IntentEmbeddings", "cosine",
+           "make_embedder", "shared_embedder", "unit_vector", *sorted(_LAZY)]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tooldns.embedding' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,80 @@
+"""The embedder interface: texts in, unit-length vectors out, under a model name that travels.
+
+Every backend (:mod:`.local`, :mod:`.remote`, :mod:`.hashing`) is an :class:`Embedder`: ``model``
+is the name written on the wire and in zone files (``all-MiniLM-L6-v2``), so that a client and a
+zone only compare vectors of the same model; ``dim`` is the vectors' length; ``embed`` returns one
+unit-length vector per text, so the cosine of two vectors is their dot product (:func:`cosine`).
+
+    >>> from tooldns.embedding import make_embedder, cosine
+    >>> embedder = make_embedder("hash")
+    >>> a, b = embedder.embed(["weather forecast", "forecast the weather"])
+    >>> round(cosine(a, b), 6)
+    1.0
+
+Standard library only: backends import their heavy libraries when they are built.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+from ..exceptions import EmbeddingError
+
+
+def unit_vector(vector: Sequence[float]) -> list[float]:
+    """*vector* scaled to length 1, as floats; the zero vector stays zero."""
+    norm = math.sqrt(math.fsum(x * x for x in vector))
+    if norm == 0.0:
+        return [0.0] * len(vector)
+    return [float(x) / norm for x in vector]
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine of two unit vectors (their dot product); EmbeddingError when their lengths differ."""
+    if len(a) != len(b):
+        raise EmbeddingError(f"cannot compare vectors of {len(a)} and {len(b)} dimensions")
+    return math.fsum(x * y for x, y in zip(a, b))
+
+
+class Embedder(ABC):
+    """Texts to unit-length vectors with one model (thread-safe in every backend).
+
+    Subclasses set ``model`` (the name on the wire and in zone files) and ``dim``, and implement
+    :meth:`embed`; :meth:`_texts` checks the input and :meth:`_unit` normalises vectors for
+    backends whose model does not.
+    """
+
+    model: str
+    dim: int
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit-length vector of ``dim`` floats per text, in order; EmbeddingError on failure."""
+
+    def embed_one(self, text: str) -> list[float]:
+        """The unit-length vector of one text."""
+        return self.embed([text])[0]
+
+    def counters(self) -> dict[str, int]:
+        """What this embedder has done (calls, texts, tokens), for logs and statistics."""
+        return {}
+
+    @staticmethod
+    def _texts(texts: Sequence[str]) -> list[str]:
+        """*texts* as a list, checked: a bare string (a sequence of characters) is refused."""
+        if isinstance(texts, (str, bytes)):
+            raise EmbeddingError("embed() takes a sequence of texts; use embed_one() for one text")
+        out = list(texts)
+        bad = [type(t).__name__ for t in out if not isinstance(t, str)]
+        if bad:
+            raise EmbeddingError(f"embed() takes texts (str), not {bad[0]}")
+        return out
+
+    @staticmethod
+    def _unit(vectors: Sequence[Sequence[float]]) -> list[list[float]]:
+        return [unit_vector(v) for v in vectors]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r})"

