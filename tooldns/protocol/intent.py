@@ -94,3 +94,23 @@ def decode_intent(data: bytes) -> Intent:
         raise IntentError(f"intent is not valid UTF-8 (byte {exc.start})") from exc
     _check_text(text)
     return Intent(text=text, k=k, version=version)
+
+
+def shorten_intent(text: str, limit: int = MAX_INTENT_BYTES) -> str:
+    """*text* cut to at most *limit* UTF-8 bytes, at a word boundary, keeping the start.
+
+    An intent longer than the option allows is not an error for a client: the start of a long task
+    description says what it is about. Text that fits is returned unchanged.
+
+        >>> shorten_intent("find the weather in Hong Kong", 20)
+        'find the weather in'
+    """
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    cut = raw[:limit + 1].decode("utf-8", "ignore")  # one byte more: a word ending exactly at the limit stays
+    space = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
+    head = cut[:space] if space > 0 else cut
+    while len(head.encode("utf-8")) > limit:
+        head = head[:-1]
+    return head.rstrip()

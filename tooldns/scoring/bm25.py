@@ -110,13 +110,13 @@ class BM25Scorer(Scorer):
 
     name = "bm25"
 
-    def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None, k1: float = 1.5, b: float = 0.75,
-                 stats: CorpusStats | None = None) -> None:
-        del briefs  # lexical scoring reads the full documents
+    def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None, vectors=None, k1: float = 1.5,
+                 b: float = 0.75, stats: CorpusStats | None = None) -> None:
+        del briefs, vectors  # lexical scoring reads the full documents, and only them
         try:
             self.index = BM25(list(docs), k1=float(k1), b=float(b), stats=stats)
         except (TypeError, ValueError) as exc:
             raise ScorerError(f"bm25: {exc}") from exc
 
-    def rank(self, intent: str, k: int) -> Ranking:
+    def rank(self, intent: str, k: int, vector=None) -> Ranking:
         return Ranking(self.index.rank(intent, k), scorer=self.name)

@@ -107,7 +107,8 @@ class LLMScorer(Scorer):
     cacheable = False  # a model's answers are not a function of the query bytes alone
     blocking = True  # waits up to its budget on the endpoint
 
-    def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None, *, model: str | None = None,
+    def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None, vectors=None, *,
+                 model: str | None = None,
                  base_url: str | None = None, api_key: str | None = None, budget_ms: float = 800,
                  cache_size: int = 4096, cache_ttl: float = 300, probe_interval: float = 5.0,
                  max_items: int = 60, max_tokens: int = 200, k1: float = 1.5, b: float = 0.75,
@@ -117,7 +118,7 @@ class LLMScorer(Scorer):
         self.budget = budget_ms / 1000.0
         self.chat = ChatModel(model=model, base_url=base_url, api_key=api_key, timeout=self.budget, max_retries=0,
                               client=client)
-        self.model = self.chat.model
+        self.chat_model = self.chat.model
         self.max_items, self.max_tokens = max_items, max_tokens
         self.probe_interval = probe_interval
         self.cache = TTLCache(cache_size)
@@ -129,7 +130,7 @@ class LLMScorer(Scorer):
         self._closed = threading.Event()
 
     # -- the scorer contract --
-    def rank(self, intent: str, k: int) -> Ranking:
+    def rank(self, intent: str, k: int, vector=None) -> Ranking:
         key = (intent, k)
         cached = self.cache.get(key)
         if cached is not None:

@@ -1,7 +1,8 @@
 """Scorers by name: ``make_scorer("bm25", docs)``, and a way to add more.
 
-Built-in: ``bm25`` (:mod:`.bm25`, options ``k1``, ``b``, ``stats``) and ``llm`` (:mod:`.llm`).
-A factory is called as ``factory(docs, briefs=..., **options)`` and returns a
+Built-in: ``bm25`` (:mod:`.bm25`, options ``k1``, ``b``, ``stats``), ``hybrid`` (:mod:`.hybrid`:
+BM25 and cosine fused; ``alpha`` besides BM25's options) and ``llm`` (:mod:`.llm`).
+A factory is called as ``factory(docs, briefs=..., vectors=..., **options)`` and returns a
 :class:`~tooldns.scoring.scorer.Scorer`; unknown names and bad options raise
 :class:`~tooldns.exceptions.ScorerError` listing what is valid.
 
@@ -16,11 +17,12 @@ from typing import Callable, Sequence
 
 from ..exceptions import ScorerError
 from .bm25 import BM25Scorer
+from .hybrid import HybridScorer
 from .llm import LLMScorer
 from .scorer import Scorer
 
 ScorerFactory = Callable[..., Scorer]
-_REGISTRY: dict[str, ScorerFactory] = {"bm25": BM25Scorer, "llm": LLMScorer}
+_REGISTRY: dict[str, ScorerFactory] = {"bm25": BM25Scorer, "hybrid": HybridScorer, "llm": LLMScorer}
 
 
 def register_scorer(name: str, factory: ScorerFactory) -> None:
@@ -32,14 +34,15 @@ def scorer_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def make_scorer(name: str, docs: Sequence[str], briefs: Sequence[str] | None = None, **options) -> Scorer:
+def make_scorer(name: str, docs: Sequence[str], briefs: Sequence[str] | None = None,
+                vectors: Sequence[Sequence[bytes]] | None = None, **options) -> Scorer:
     """Build the scorer called *name* over *docs* (what is scored; *briefs*, if given, is a short
-    form of each for scorers that show items to a model); raise :class:`ScorerError` for unknown
-    names or options."""
+    form of each for scorers that show items to a model; *vectors*, if given, each document's
+    vectors); raise :class:`ScorerError` for unknown names or options."""
     factory = _REGISTRY.get(name)
     if factory is None:
         raise ScorerError(f"unknown scorer {name!r}; valid names: {', '.join(scorer_names())}")
     try:
-        return factory(docs, briefs=briefs, **options)
+        return factory(docs, briefs=briefs, vectors=vectors, **options)
     except TypeError as exc:
         raise ScorerError(f"{name}: bad options {sorted(options)}: {exc}") from exc

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
 from ..protocol import names
+from ..embedding.registry import IntentEmbeddings, shared_embedder
 from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
+from ..protocol.vector import Vector, quantize
 from ..scoring.registry import make_scorer
 from ..scoring.scorer import Scorer
 from ..zone.model import Delegation, Tool, Zone
@@ -80,10 +82,15 @@ class ZoneIndex:
         }
         self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.display())], clip=MAX_RANKED_TEXT)[1:]
         scorers = self.scorers()
+        #: the embedding model of this zone's vectors (None: it has none)
+        self.model = next((s.model for s in scorers if s.model is not None), None)
+        #: intents that arrive without a usable vector are embedded here when the zone says so
+        self.intent_embeddings = (IntentEmbeddings(shared_embedder(zone.settings.embed_intents))
+                                  if zone.settings.embed_intents else None)
         #: replies depend only on the query bytes and this index (so the server may cache them)
         self.cacheable = all(s.cacheable for s in scorers)
-        #: a scorer may wait on I/O: the server answers this zone off its event loop
-        self.blocking = any(s.blocking for s in scorers)
+        #: a scorer, or embedding an intent, may take a while: the server answers this zone off its event loop
+        self.blocking = any(s.blocking for s in scorers) or self.intent_embeddings is not None
 
     def _add(self, rr: RR) -> None:
         owner = str(rr.rname).lower()
@@ -146,19 +153,35 @@ class ZoneIndex:
         child_entries: list = list(zone.children)
         child_docs = [c.summary.text() or c.label for c in zone.children]
         child_briefs = [f"{c.label}: {c.summary.display()}" for c in zone.children]
+        child_vectors = [c.vectors for c in zone.children]
         if zone.children and zone.tools:
             child_entries.append(SELF)
             # only the tools themselves: the zone's summary speaks for its children too
             child_docs.append(" ".join(t.text() for t in zone.tools))
             child_briefs.append("tools of this zone itself: " + "; ".join(t.name for t in zone.tools[:20]))
+            child_vectors.append(tuple(t.vector for t in zone.tools if t.vector))
         self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, child_briefs,
-                                                                       **child_options))
+                                                                       child_vectors, **child_options))
                                  if zone.children else None)
         self.tool_candidates = {
             key: Candidates(tools, make_scorer(settings.scorer, [t.text() for t in tools],
-                                               [f"{t.name}: {t.description}" for t in tools], **tool_options))
+                                               [f"{t.name}: {t.description}" for t in tools],
+                                               [(t.vector,) if t.vector else () for t in tools], **tool_options))
             for key, tools in self.tools.items()
         }
+
+    def intent_vector(self, text: str, sent: Vector | None) -> tuple[Vector | None, bool]:
+        """The vector to rank *text* with, and whether the one the query *sent* was left unused.
+
+        A sent vector of this zone's model is used as it is; otherwise the zone embeds the intent
+        itself when its settings say so (with the one model and cache its process shares).
+        """
+        if sent is not None and self.model is not None and sent.model == self.model:
+            return sent, False
+        own = None
+        if self.intent_embeddings is not None:
+            own = quantize(self.intent_embeddings.embedder.model, self.intent_embeddings.vector(text))
+        return own, sent is not None
 
     def scorers(self) -> list[Scorer]:
         """Every scorer this index built (for counters and for closing)."""

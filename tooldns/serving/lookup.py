@@ -32,7 +32,8 @@ from ..protocol import names
 from ..exceptions import NameError_
 from .index import SELF, ZoneIndex
 from ..protocol.intent import Intent
-from ..protocol.meta import FLAG_FALLBACK, FLAG_PRUNED
+from ..protocol.meta import FLAG_FALLBACK, FLAG_PRUNED, FLAG_VECTOR_IGNORED
+from ..protocol.vector import Vector
 from ..protocol.txt import FORMAT
 from ..scoring.scorer import Ranking
 from ..zone.model import Zone
@@ -75,15 +76,20 @@ def select(ranking: Ranking, k: int, prune_ratio: float) -> tuple[list[tuple[int
     return kept, len(kept) < len(items)
 
 
-def _rank_txt(owner, rank: int, score: float | None, rest: list[bytes]) -> RR:
+def _rank_txt(owner, rank: int, score: float | None, rest: list[bytes],
+              parts: tuple[float, float | None] | None = None) -> RR:
     head = _TXT_HEAD + [f"rank={rank}".encode()]
     if score is not None:
         head.append(f"score={score:.4f}".encode())
+    if parts is not None:  # what a hybrid score was made of, so that clients can fuse leaves again
+        head.append(f"bm25={parts[0]:.4f}".encode())
+        if parts[1] is not None:
+            head.append(f"cos={parts[1]:.4f}".encode())
     return RR(owner, QTYPE.TXT, ttl=0, rdata=TXT(head + rest))
 
 
-def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None) -> Result:
-    """Decide the result of (*qname*, *qtype*) with *intent* against zone index *ix*.
+def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None, vector: Vector | None = None) -> Result:
+    """Decide the result of (*qname*, *qtype*) with *intent* (and its *vector*) against zone index *ix*.
 
     *qname* must be lower-case and absolute; names that break RFC 1035 get NXDOMAIN inside the
     zone and REFUSED outside it.
@@ -99,7 +105,7 @@ def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None) -> Resu
 
     if cur is not None and not cur.expanded:
         if cur.zone == origin:
-            return _search(ix, cur, qtype, intent)
+            return _search(ix, cur, qtype, _Asked.of(ix, intent, vector))
         if names.is_subdomain(cur.zone, origin):
             child = ix.child_for(cur.zone)
             if child is not None:
@@ -112,7 +118,7 @@ def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None) -> Resu
     if child is not None:
         return _delegation(ix, child)
     if cur is not None and cur.expanded and cur.zone == origin:
-        return _tools(ix, qname, cur, qtype, intent, answer=[])
+        return _tools(ix, qname, cur, qtype, _Asked.of(ix, intent, vector), answer=[])
     rrsets = ix.records.get(qname)
     if rrsets is not None:
         if qtype == QTYPE.ANY:
@@ -140,12 +146,32 @@ def _delegation(ix: ZoneIndex, child) -> Result:
     return Result(Kind.REFERRAL, authority=list(ix.child_ns[child.name]), additional=list(ix.child_glue[child.name]))
 
 
-def _meta(ix: ZoneIndex, ranking: Ranking, pruned: bool) -> tuple[int, int, str]:
-    flags = (FLAG_FALLBACK if ranking.fallback else 0) | (FLAG_PRUNED if pruned else 0)
+@dataclass
+class _Asked:
+    """An intent with the vector this zone ranks it with, and whether the query's own went unused."""
+
+    intent: Intent
+    vector: Vector | None
+    vector_ignored: bool
+
+    @classmethod
+    def of(cls, ix: ZoneIndex, intent: Intent | None, sent: Vector | None) -> "_Asked | None":
+        if intent is None:
+            return None
+        vector, ignored = ix.intent_vector(intent.text, sent)
+        return cls(intent, vector, ignored)
+
+    def rank(self, scorer, k: int) -> Ranking:
+        return scorer.rank(self.intent.text, k, self.vector)
+
+
+def _meta(ix: ZoneIndex, ranking: Ranking, pruned: bool, asked: _Asked) -> tuple[int, int, str]:
+    flags = ((FLAG_FALLBACK if ranking.fallback else 0) | (FLAG_PRUNED if pruned else 0)
+             | (FLAG_VECTOR_IGNORED if asked.vector_ignored else 0))
     return flags, ix.zone.settings.intent_ttl, ranking.scorer
 
 
-def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None) -> Result:
+def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, asked: _Asked | None) -> Result:
     """A cursor query at this zone: refer to the best children, or answer with the tools."""
     zone: Zone = ix.zone
     has_service = (cur.service, cur.transport) in ix.tools
@@ -154,22 +180,22 @@ def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None)
             return Result(Kind.NODATA, authority=[ix.negative_soa_rr])
         expanded = cur.expand().to_text()
         cname = RR(cur.to_text(), QTYPE.CNAME, ttl=ix.ttl, rdata=CNAME(expanded))
-        return _tools(ix, expanded, cur, qtype, intent, answer=[cname])
+        return _tools(ix, expanded, cur, qtype, asked, answer=[cname])
 
     entries = ix.child_candidates.entries
     # "self" stands for this zone's tools; useless when it has none of the asked service.
     def usable(i: int) -> bool:
         return entries[i] is not SELF or has_service
 
-    if intent is None:
+    if asked is None:
         chosen = [(i, None) for i in range(len(entries)) if usable(i)]
         meta = None
     else:
-        k = min(intent.k, zone.settings.max_k)
-        ranking = ix.child_candidates.scorer.rank(intent.text, k + 1)
+        k = min(asked.intent.k, zone.settings.max_k)
+        ranking = asked.rank(ix.child_candidates.scorer, k + 1)
         ranking.items = [(i, s) for i, s in ranking.items if usable(i)]
         chosen, pruned = select(ranking, k, zone.settings.prune_ratio)
-        meta = _meta(ix, ranking, pruned)
+        meta = _meta(ix, ranking, pruned, asked)
 
     authority, additional = [], []
     for rank, (i, score) in enumerate(chosen, 1):
@@ -185,7 +211,7 @@ def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None)
     return Result(Kind.REFERRAL, authority=authority, additional=additional, meta=meta)
 
 
-def _tools(ix: ZoneIndex, owner: str, cur: names.Cursor, qtype: int, intent: Intent | None, answer: list) -> Result:
+def _tools(ix: ZoneIndex, owner: str, cur: names.Cursor, qtype: int, asked: _Asked | None, answer: list) -> Result:
     """The zone's tools of one service as SRV records (best first when there is an intent)."""
     candidates = ix.tool_candidates.get((cur.service, cur.transport))
     if candidates is None:  # no tools of this service here (a cursor query checked before the CNAME)
@@ -195,17 +221,18 @@ def _tools(ix: ZoneIndex, owner: str, cur: names.Cursor, qtype: int, intent: Int
         return Result(kind, answer=answer, authority=[ix.negative_soa_rr])
     tools = candidates.entries
     additional = []
-    if intent is None:
+    if asked is None:
         for tool in tools:
             answer.append(RR(owner, QTYPE.SRV, ttl=ix.ttl, rdata=SRV(tool.priority, tool.weight, tool.port, tool.target)))
             additional.append(_rank_txt(tool.owner(ix.origin), len(additional) + 1, None, ix.ranked_tool_txt[id(tool)]))
         return Result(Kind.ANSWER, answer=answer, additional=additional)
-    k = min(intent.k, ix.zone.settings.max_k)
-    ranking = candidates.scorer.rank(intent.text, k)
+    k = min(asked.intent.k, ix.zone.settings.max_k)
+    ranking = asked.rank(candidates.scorer, k)
     chosen, pruned = select(ranking, k, ix.zone.settings.prune_ratio)
+    parts = ranking.parts or {}
     for rank, (i, score) in enumerate(chosen, 1):
         tool = tools[i]
         # priority = rank, so an ordinary SRV client takes the best first; TTL 0: intent-specific
         answer.append(RR(owner, QTYPE.SRV, ttl=0, rdata=SRV(rank, tool.weight, tool.port, tool.target)))
-        additional.append(_rank_txt(tool.owner(ix.origin), rank, score, ix.ranked_tool_txt[id(tool)]))
-    return Result(Kind.ANSWER, answer=answer, additional=additional, meta=_meta(ix, ranking, pruned))
+        additional.append(_rank_txt(tool.owner(ix.origin), rank, score, ix.ranked_tool_txt[id(tool)], parts.get(i)))
+    return Result(Kind.ANSWER, answer=answer, additional=additional, meta=_meta(ix, ranking, pruned, asked))

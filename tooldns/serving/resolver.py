@@ -20,7 +20,8 @@ from dnslib.server import BaseResolver
 
 from ..exceptions import IntentError
 from .index import ZoneIndex
-from ..protocol.intent import INTENT_OPTION_CODE, Intent, decode_intent
+from ..protocol.intent import INTENT_OPTION_CODE, decode_intent
+from ..protocol.vector import VECTOR_OPTION_CODE, decode_vector
 from .lookup import Kind, Result, lookup
 from .reply import BADVERS, error_reply, reply_for, request_opt
 
@@ -45,6 +46,20 @@ class StaticSource:
 CLASS_ANY = 255
 #: CHAOS-class TXT name that reports a server's counters, like BIND's version.bind
 STATS_NAME = "stats.tooldns."
+
+
+def _option(opt, code: int, decode, what: str):
+    """The decoded option *code* of a query's OPT record, None without one; IntentError saying
+    what is wrong with it (a FORMERR for the client)."""
+    datas = [o.data for o in opt.rdata if o.code == code] if opt is not None else []
+    if len(datas) > 1:
+        raise IntentError(f"{what} option {code} appears {len(datas)} times; send one")
+    if not datas:
+        return None
+    try:
+        return decode(datas[0])
+    except IntentError as exc:  # VectorError is one too
+        raise IntentError(f"bad {what} option: {exc}") from exc
 
 
 class ZoneResolver(BaseResolver):
@@ -91,16 +106,11 @@ class ZoneResolver(BaseResolver):
         opt = request_opt(request)
         if opt is not None and opt.edns_ver != 0:
             return error_reply(request, BADVERS, f"EDNS version {opt.edns_ver} is not supported; use 0")
-        intent: Intent | None = None
-        if opt is not None:
-            datas = [o.data for o in opt.rdata if o.code == self.intent_code]
-            if len(datas) > 1:
-                return self._formerr(request, f"intent option {self.intent_code} appears {len(datas)} times; send one")
-            if datas:
-                try:
-                    intent = decode_intent(datas[0])
-                except IntentError as exc:
-                    return self._formerr(request, f"bad intent option: {exc}")
+        try:
+            intent = _option(opt, self.intent_code, decode_intent, "intent")
+            vector = _option(opt, VECTOR_OPTION_CODE, decode_vector, "vector")
+        except IntentError as exc:
+            return self._formerr(request, str(exc))
         q = request.q
         if q.qclass == CLASS.CH and q.qtype == QTYPE.TXT and str(q.qname).lower() == STATS_NAME:
             return self._stats_reply(request)
@@ -114,4 +124,4 @@ class ZoneResolver(BaseResolver):
             qname = "\x00invalid."  # non-ASCII octets: names no zone holds; lookup refuses or NXDOMAINs
         if qname == ".." or not q.qname.label:
             qname = "."
-        return reply_for(request, lookup(self.source.index, qname, q.qtype, intent))
+        return reply_for(request, lookup(self.source.index, qname, q.qtype, intent, vector))

@@ -13,6 +13,7 @@ zone file that leaves a key out gets the default of the field it fills.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from ..scoring.bm25 import CorpusStats
@@ -72,6 +73,9 @@ class Delegation:
     #: the child is known to hold only tools (``tooldns build`` says so); referrals tell clients,
     #: which then ask it for tools directly, with as many as they want
     leaf: bool = False
+    #: a few vectors standing for every tool beneath the child (centroids), each in the vector
+    #: option's encoding (:mod:`tooldns.protocol.vector`); what the hybrid scorer compares intents with
+    vectors: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,10 @@ class Tool:
     endpoint: str = ""
     parameters: tuple[Parameter, ...] = ()
     id: str = ""  # catalog id, when the zone was built from a catalog
+    #: the embedding of :meth:`embedding_text`, in the vector option's encoding (empty: none yet,
+    #: and the tool is scored by BM25 alone); ``vector_of`` is the digest of the text it was made from
+    vector: bytes = b""
+    vector_of: str = ""
 
     def owner(self, origin: str) -> str:
         """The tool's own DNS name: ``<label>._<service>._<transport>.<origin>``."""
@@ -97,6 +105,14 @@ class Tool:
         """What lexical scorers index: name, description and parameter names and descriptions."""
         params = " ".join(f"{p.name} {p.description}" for p in self.parameters)
         return f"{self.name} {self.description} {params}".strip()
+
+    def embedding_text(self) -> str:
+        """What dense scorers embed: name and description."""
+        return f"{self.name}: {self.description}"
+
+    def text_digest(self) -> str:
+        """A short digest of :meth:`embedding_text`: a vector whose ``vector_of`` differs is stale."""
+        return hashlib.sha256(self.embedding_text().encode("utf-8")).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -112,6 +128,9 @@ class Settings:
     max_k: int = 32
     #: seconds an intent-aware cache may keep an intent-ranked answer (wire TTL stays 0)
     intent_ttl: int = 30
+    #: embedder spec (``minilm``, ``openai:MODEL`` ...) with which the zone embeds intents that
+    #: arrive without a vector (dig users, clients without a model); empty: it does not
+    embed_intents: str = ""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ version (see :mod:`tooldns.serving.store`). The format is described in ``docs/zo
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import os
 from dataclasses import MISSING, fields
@@ -37,8 +38,9 @@ from typing import Any
 import yaml
 
 from ..protocol import names
+from ..protocol.vector import decode_vector
 from ..scoring.bm25 import CorpusStats
-from ..exceptions import NameError_, ZoneFileError
+from ..exceptions import NameError_, VectorError, ZoneFileError
 from ..scoring.registry import scorer_names
 from .model import KINDS, SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 
@@ -191,6 +193,19 @@ class _Checker:
             return []
         return list(zip(value, value.item_lines))
 
+    def vector(self, value: Any, line: int, what: str) -> bytes:
+        """A vector in the vector option's encoding, written as base64; b"" after an error."""
+        if not isinstance(value, str):
+            self.err(line, f"{what} must be base64 text (what tooldns build and tooldns embed write)")
+            return b""
+        try:
+            data = base64.b64decode(value.encode("ascii"), validate=True)
+            decode_vector(data)
+        except (ValueError, UnicodeEncodeError, VectorError) as exc:
+            self.err(line, f"{what} is not a valid vector: {exc}")
+            return b""
+        return data
+
     def summary(self, value: Any, line: int, what: str) -> Summary:
         m = self.mapping(value, line, what, {"description"}, {"keywords", "corpus"})
         if m is None:
@@ -235,7 +250,7 @@ class _Checker:
 ZONE_KEYS_REQUIRED = {"origin", "soa", "nameservers"}
 ZONE_KEYS_OPTIONAL = {"ttl", "summary", "settings", "children", "tools", "corpus_stats"}
 TOOL_KEYS_REQUIRED = {"label", "name", "service", "target", "port", "description"}
-TOOL_KEYS_OPTIONAL = {"transport", "priority", "weight", "endpoint", "parameters", "id"}
+TOOL_KEYS_OPTIONAL = {"transport", "priority", "weight", "endpoint", "parameters", "id", "vector", "vector_of"}
 
 
 def parse_zone(text: str, where: str = "<zone>") -> Zone:
@@ -271,6 +286,11 @@ def parse_zone(text: str, where: str = "<zone>") -> Zone:
     children = _children(c, top, zone_origin)
     tools = _tools(c, top, zone_origin)
     stats = _corpus_stats(c, top)
+    models = sorted({decode_vector(v).model for v in [*(t.vector for t in tools if t.vector),
+                                                      *(v for d in children for v in d.vectors)]})
+    if len(models) > 1:
+        c.err(1, f"vectors of {len(models)} models ({', '.join(models)}) in one zone; a zone scores one model's "
+                 "vectors: run tooldns embed to make them all with one")
     if c.errors:
         raise ZoneFileError(c.errors)
     return Zone(origin=zone_origin, soa=soa, nameservers=own_ns, ttl=ttl, summary=summary,
@@ -322,7 +342,8 @@ def _settings(c: _Checker, top: _Map) -> Settings:
     if "settings" not in top:
         return Settings()
     m = c.mapping(top["settings"], c.lineof(top, "settings"), "settings", set(),
-                  {"scorer", "scorer_options", "child_scorer_options", "prune_ratio", "max_k", "intent_ttl"})
+                  {"scorer", "scorer_options", "child_scorer_options", "prune_ratio", "max_k", "intent_ttl",
+                   "embed_intents"})
     if m is None:
         return Settings()
     scorer = c.text(m, "scorer", "settings", default=_SETTINGS.scorer)
@@ -342,6 +363,7 @@ def _settings(c: _Checker, top: _Map) -> Settings:
         prune_ratio=c.number(m, "prune_ratio", "settings", _SETTINGS.prune_ratio, 0.0, 1.0),
         max_k=c.integer(m, "max_k", "settings", _SETTINGS.max_k, 1, 255),
         intent_ttl=c.integer(m, "intent_ttl", "settings", _SETTINGS.intent_ttl, 0, 86400),
+        embed_intents=c.text(m, "embed_intents", "settings", default=_SETTINGS.embed_intents, empty_ok=True),
     )
 
 
@@ -349,7 +371,7 @@ def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
     out: list[Delegation] = []
     seen: dict[str, int] = {}
     for item, line in c.seq(top, "children", "the zone"):
-        m = c.mapping(item, line, "child", {"label", "summary"}, {"kind", "nameservers", "leaf"})
+        m = c.mapping(item, line, "child", {"label", "summary"}, {"kind", "nameservers", "leaf", "vectors"})
         if m is None or "label" not in m:
             continue
         label = c.label(m["label"], c.lineof(m, "label"), "child label")
@@ -370,7 +392,9 @@ def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
         if not isinstance(leaf, bool):
             c.err(c.lineof(m, "leaf"), f"child 'leaf' must be true or false, got {leaf!r}")
             leaf = False
-        out.append(Delegation(label, child_name, kind, summary, ns, leaf))
+        vectors = tuple(v for v in (c.vector(item, vline, f"vector of child '{label}'")
+                                    for item, vline in c.seq(m, "vectors", f"child '{label}'")) if v)
+        out.append(Delegation(label, child_name, kind, summary, ns, leaf, vectors))
     return tuple(out)
 
 
@@ -396,23 +420,15 @@ def _tools(c: _Checker, top: _Map, origin: str) -> tuple[Tool, ...]:
         if label:
             seen[(service, label)] = c.lineof(m, "label")
         target = c.name(m.get("target"), c.lineof(m, "target"), f"{what} target") if "target" in m else None
-        params = []
-        for p, pline in c.seq(m, "parameters", what):
-            pm = c.mapping(p, pline, f"parameter of {what}", {"name"}, {"type", "description", "required"})
-            if pm is None or "name" not in pm:
-                continue
-            required = pm.get("required", False)
-            if not isinstance(required, bool):
-                c.err(c.lineof(pm, "required"), f"parameter 'required' must be true or false, got {required!r}")
-                required = False
-            params.append(Parameter(c.text(pm, "name", "parameter"), c.text(pm, "type", "parameter", default=_PARAM["type"]),
-                                    c.text(pm, "description", "parameter", empty_ok=True), required))
+        params = _parameters(c, m, what)
         tool = Tool(
             label=label or "invalid", name=c.text(m, "name", what), service=service, target=target or ".",
             port=c.integer(m, "port", what, 0, 0, 65535), description=c.text(m, "description", what),
             transport=transport, priority=c.integer(m, "priority", what, _TOOL["priority"], 0, 65535),
             weight=c.integer(m, "weight", what, _TOOL["weight"], 0, 65535), endpoint=c.text(m, "endpoint", what, empty_ok=True),
-            parameters=tuple(params), id=c.text(m, "id", what, empty_ok=True),
+            parameters=params, id=c.text(m, "id", what, empty_ok=True),
+            vector=c.vector(m["vector"], c.lineof(m, "vector"), f"{what} vector") if "vector" in m else b"",
+            vector_of=c.text(m, "vector_of", what, empty_ok=True),
         )
         if label:
             try:
@@ -421,6 +437,21 @@ def _tools(c: _Checker, top: _Map, origin: str) -> tuple[Tool, ...]:
                 c.err(c.lineof(m, "label"), f"{what}: its name {tool.owner(origin)} is too long: {exc}")
         out.append(tool)
     return tuple(out)
+
+
+def _parameters(c: _Checker, m: _Map, what: str) -> tuple[Parameter, ...]:
+    params = []
+    for p, pline in c.seq(m, "parameters", what):
+        pm = c.mapping(p, pline, f"parameter of {what}", {"name"}, {"type", "description", "required"})
+        if pm is None or "name" not in pm:
+            continue
+        required = pm.get("required", False)
+        if not isinstance(required, bool):
+            c.err(c.lineof(pm, "required"), f"parameter 'required' must be true or false, got {required!r}")
+            required = False
+        params.append(Parameter(c.text(pm, "name", "parameter"), c.text(pm, "type", "parameter", default=_PARAM["type"]),
+                                c.text(pm, "description", "parameter", empty_ok=True), required))
+    return tuple(params)
 
 
 def _corpus_stats(c: _Checker, top: _Map) -> CorpusStats | None:
@@ -521,6 +552,8 @@ def _dump_child(child: Delegation) -> dict[str, Any]:
         out["leaf"] = True
     out["summary"] = _dump_summary(child.summary)
     out["nameservers"] = _dump_nameservers(child.nameservers)
+    if child.vectors:
+        out["vectors"] = [base64.b64encode(v).decode("ascii") for v in child.vectors]
     return out
 
 
@@ -537,4 +570,7 @@ def _dump_tool(tool: Tool) -> dict[str, Any]:
     if tool.parameters:
         out["parameters"] = [{"name": p.name, "type": p.type, "required": p.required, "description": p.description}
                              for p in tool.parameters]
+    if tool.vector:
+        out["vector"] = base64.b64encode(tool.vector).decode("ascii")
+        out["vector_of"] = tool.vector_of
     return out

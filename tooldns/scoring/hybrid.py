@@ -1,0 +1,97 @@
+"""The ``hybrid`` scorer: BM25 and the cosine of intent and document vectors, fused per zone.
+
+Documents are a zone's children (each with a few vectors standing for the tools beneath it,
+centroids made by ``tooldns build --embed``) or its tools (one vector each). The query brings its
+intent text and, when the client embedded it with the zone's model, its vector
+(:mod:`tooldns.protocol.vector`). The fused score of a document is::
+
+    fused = alpha * bm25 / max(bm25 over the zone's documents) + (1 - alpha) * cosine
+
+where cosine is the best over the document's vectors. A document without a vector (a tool an
+organisation added by hand, not yet embedded), or any document when the query has no usable
+vector, is scored by BM25 alone (``bm25 / max``). ``alpha`` is 0.3 by default, chosen by
+cross-validation on ToolRet's dev queries (``docs/building.md``). Besides the fused score the
+ranking keeps each document's raw BM25 score and cosine (:attr:`Ranking.parts`), which answers
+carry, so that a client can fuse the tools of several leaves over their union
+(:mod:`tooldns.protocol.fusion`, min-max per query, as a flat hybrid search does).
+
+Cost: one BM25 pass and one small matrix product (a few hundred vectors of 384 int8 values at
+most), so scoring vectors adds microseconds to a referral.
+
+    >>> s = HybridScorer(["weather forecast", "stock quotes"], vectors=[[encode_vector("m", [1, 0])],
+    ...                                                                  [encode_vector("m", [0, 1])]])
+    >>> s.rank("prices", 1, quantize("m", [0.1, 0.9])).items[0][0]
+    1
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..exceptions import ScorerError
+from ..protocol.vector import Vector, decode_vector
+from .bm25 import BM25, CorpusStats
+from .scorer import Ranking, Scorer
+
+DEFAULT_ALPHA = 0.3
+
+
+def as_array(vector: Vector) -> np.ndarray:
+    """A vector's components as a unit-length float32 array (scale does not change a cosine)."""
+    q = np.frombuffer(vector.codes, dtype=np.int8).astype(np.float32)
+    norm = float(np.linalg.norm(q))
+    return q / norm if norm > 0 else q
+
+
+class HybridScorer(Scorer):
+    """BM25 fused with cosine similarity; deterministic and cheap, so cacheable and non-blocking."""
+
+    name = "hybrid"
+
+    def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None,
+                 vectors: Sequence[Sequence[bytes]] | None = None, *, k1: float = 1.5, b: float = 0.75,
+                 stats: CorpusStats | None = None, alpha: float = DEFAULT_ALPHA) -> None:
+        del briefs
+        if not 0.0 <= float(alpha) <= 1.0:
+            raise ScorerError(f"hybrid: alpha must be from 0 to 1, got {alpha}")
+        self.alpha = float(alpha)
+        try:
+            self.lexical = BM25(list(docs), k1=float(k1), b=float(b), stats=stats)
+        except (TypeError, ValueError) as exc:
+            raise ScorerError(f"hybrid: {exc}") from exc
+        self.n = self.lexical.n
+        rows, owners, models = [], [], set()
+        for i, encoded in enumerate(vectors or []):
+            for data in encoded:
+                vector = decode_vector(data)
+                models.add((vector.model, vector.dim))
+                rows.append(as_array(vector))
+                owners.append(i)
+        if len(models) > 1:
+            raise ScorerError(f"hybrid: vectors of several models in one zone: {sorted(models)}")
+        self.model, self.dim = next(iter(models)) if models else (None, 0)
+        self.matrix = np.vstack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
+        self.owners = np.asarray(owners, dtype=np.intp)
+        self.has_vector = np.zeros(self.n, dtype=bool)
+        self.has_vector[self.owners] = True
+
+    def usable(self, vector: Vector | None) -> bool:
+        """Whether *vector* is of this zone's model (and size), so that it can be compared."""
+        return vector is not None and self.model == vector.model and self.dim == vector.dim
+
+    def rank(self, intent: str, k: int, vector: Vector | None = None) -> Ranking:
+        lexical = np.asarray(self.lexical.scores(intent), dtype=np.float64)
+        best = lexical.max() if self.n else 0.0
+        fused = lexical / best if best > 0 else lexical.copy()
+        cosine = None
+        if self.usable(vector) and len(self.owners):
+            cosine = np.full(self.n, -1.0)
+            np.maximum.at(cosine, self.owners, self.matrix @ as_array(vector))
+            fused[self.has_vector] = (self.alpha * fused[self.has_vector]
+                                      + (1 - self.alpha) * cosine[self.has_vector])
+        order = np.argsort(-fused, kind="stable")[:k]
+        parts = {int(i): (float(lexical[i]), float(cosine[i]) if cosine is not None and self.has_vector[i] else None)
+                 for i in order}
+        return Ranking([(int(i), float(fused[i])) for i in order], scorer=self.name, parts=parts)
