@@ -19,7 +19,9 @@ import time
 from collections import deque
 import selectors
 
+from tooldns.protocol.fusion import DEFAULT_WEIGHT
 from tooldns.protocol.intent import INTENT_OPTION_CODE
+from tooldns.protocol.vector import encode_vector
 from tooldns.protocol.names import ANY_SERVICE
 
 from . import transport
@@ -51,7 +53,7 @@ def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple
 class _BaseResolver:
     def __init__(self, root=DEFAULT_ROOT, *, root_zone: str = "tools.", timeout: float = 1.0,
                  cache: ReplyCache | bool = True, max_depth: int = 8, max_queries: int = 256,
-                 intent_code: int = INTENT_OPTION_CODE) -> None:
+                 intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
@@ -60,12 +62,31 @@ class _BaseResolver:
         self.max_depth = max_depth
         self.max_queries = max_queries
         self.intent_code = intent_code
+        #: an embedder (:mod:`tooldns.embedding`): the intent is embedded once per resolution and its
+        #: vector sent with every query, for zones that score vectors; None: no vector is sent
+        self.embedder = embedder
+        self.fusion = fusion
+
+    def _embed(self, intent: str) -> tuple[bytes | None, float]:
+        """The intent's vector option data and the milliseconds embedding it took."""
+        if self.embedder is None:
+            return None, 0.0
+        t0 = time.perf_counter()
+        try:
+            values = self.embedder.embed_one(intent)
+        except Exception as exc:  # any backend's failure (a dead endpoint, say) is the resolution's
+            raise ResolverError(f"cannot embed the intent with {self.embedder.model}: {exc}") from exc
+        return encode_vector(self.embedder.model, values), (time.perf_counter() - t0) * 1000
 
     def _walk(self, intent: str, k: int, service: str, trust, exclude, leaf_k=None) -> Walk:
-        return Walk(intent=intent, k=k, leaf_k=leaf_k, root=self.root, service=service, root_zone=self.root_zone,
+        vector, ms = self._embed(intent)
+        walk = Walk(intent=intent, k=k, leaf_k=leaf_k, root=self.root, service=service, root_zone=self.root_zone,
                     trust=list(trust) if trust is not None else None,
                     exclude=list(exclude) if exclude else None,
-                    max_depth=self.max_depth, max_queries=self.max_queries, intent_code=self.intent_code)
+                    max_depth=self.max_depth, max_queries=self.max_queries, intent_code=self.intent_code,
+                    vector=vector, fusion=self.fusion)
+        walk.stats.embed_ms = ms
+        return walk
 
     def _cached(self, q: Query):
         """A parsed reply for *q* from the cache, or None."""

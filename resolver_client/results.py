@@ -25,6 +25,10 @@ class Tool:
     id: str = ""
     path: list[str] = field(default_factory=list)  # zones walked from the root to the leaf
     weight: int = 0
+    #: the parts of a hybrid zone's score (BM25, cosine); ``score`` is then their fusion over
+    #: every leaf's tools (:mod:`tooldns.protocol.fusion`)
+    bm25: float | None = None
+    cosine: float | None = None
 
     @property
     def key(self) -> str:
@@ -74,6 +78,8 @@ class Stats:
     nodes_visited: int = 0  # distinct zones asked
     ms: float = 0.0
     fallbacks: int = 0  # answers flagged as produced by a fallback scorer
+    embed_ms: float = 0.0  # time spent embedding the intent (once per resolution)
+    intent_shortened: int = 0  # the intent's length in bytes, when it was cut to fit the option
 
 
 @dataclass

@@ -38,9 +38,11 @@ import dns.rdatatype
 from tooldns.protocol import names
 from tooldns.protocol import IntentError, NameError_
 from tooldns.protocol.ede import EDE_OPTION_CODE, decode_ede
-from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
+from tooldns.protocol.fusion import DEFAULT_WEIGHT, fuse
+from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent, shorten_intent
 from tooldns.protocol.meta import META_OPTION_CODE, Meta, decode_meta
 from tooldns.protocol.txt import decode_pairs
+from tooldns.protocol.vector import VECTOR_OPTION_CODE
 
 from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
 from .message import Reply, is_reply_to, make_query, opt_record, parse_reply
@@ -49,6 +51,13 @@ from .results import Hop, Referral, Resolution, Stats, Tool
 UDP_PAYLOAD = 1232
 #: tools whose SRV and metadata fit one UDP reply, about (descriptions are cut to 120 bytes)
 TOOLS_PER_DATAGRAM = 4
+
+
+def _number(pairs: dict[str, str], key: str) -> float | None:
+    try:
+        return float(pairs[key]) if pairs.get(key) else None
+    except ValueError:
+        return None
 
 
 def _server_text(q: "Query") -> str:
@@ -120,21 +129,30 @@ class Walk:
     intent_code: int = INTENT_OPTION_CODE
     #: tools asked of each leaf (None: K); branching stays K
     leaf_k: int | None = None
+    #: the intent's vector option data (:func:`tooldns.protocol.vector.encode_vector`), sent with
+    #: every query so that hybrid zones compare vectors without running a model; None: no vector
+    vector: bytes | None = None
+    #: share of BM25 when tools of hybrid zones are fused over every leaf's answer
+    fusion: float = DEFAULT_WEIGHT
 
     def __post_init__(self) -> None:
         self._ks = tuple(self.k) if isinstance(self.k, (tuple, list)) else (self.k,)
         if not self._ks:
             raise ResolverError("K needs at least one value")
         self.leaf_k = self.leaf_k or self._ks[0]
+        self.stats = Stats()
+        sent = shorten_intent(self.intent)  # a long task description is cut, not refused
+        if sent != self.intent:
+            self.stats.intent_shortened = len(self.intent.encode("utf-8"))
+        extra = [dns.edns.GenericOption(VECTOR_OPTION_CODE, self.vector)] if self.vector else []
         try:
-            self._opts = {k: opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(self.intent, k))],
+            self._opts = {k: opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(sent, k)), *extra],
                                         UDP_PAYLOAD) for k in {*self._ks, self.leaf_k}}
             self._cursor = names.cursor(self.service, self.root_zone, self.transport)
         except (IntentError, NameError_) as exc:
             raise ResolverError(str(exc)) from exc
         # a query that cannot fit one datagram (header, longest name, OPT) goes over TCP from the start
         self._tcp_only = 12 + 255 + 4 + max(map(len, self._opts.values())) > UDP_PAYLOAD
-        self.stats = Stats()
         self.trace: list[Hop] = []
         self.errors: list[str] = []
         self._tools: dict[str, Tool] = {}
@@ -161,7 +179,7 @@ class Walk:
         k = k or self.k_at(depth)
         return Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth,
                      opt=self._opts[k], tcp=self._wants_tcp(qname, k), k=k,
-                     cache_key=(qname, dns.rdatatype.SRV, self.intent, k))
+                     cache_key=(qname, dns.rdatatype.SRV, self.intent, k, self.vector))
 
     def start(self) -> list[Query]:
         if not self.root:
@@ -327,14 +345,13 @@ class Walk:
         for rd in srv:
             owner, pairs = by_rank.get(rd.priority, ("", {}))
             label = owner.split(".", 1)[0] if owner else ""
-            score = pairs.get("score")
             tool = Tool(
                 name=pairs.get("name", label or rd.target.to_text()),
                 service=pairs.get("service", self.service),
                 target=rd.target.to_text(), port=rd.port, weight=rd.weight,
-                zone=q.zone, score=float(score) if score else None, rank=rd.priority, label=label,
+                zone=q.zone, score=_number(pairs, "score"), rank=rd.priority, label=label,
                 endpoint=pairs.get("endpoint", ""), description=pairs.get("desc", ""),
-                id=pairs.get("id", ""), path=list(q.path),
+                id=pairs.get("id", ""), path=list(q.path), bm25=_number(pairs, "bm25"), cosine=_number(pairs, "cos"),
             )
             found.append(tool)
             old = self._tools.get(tool.key)
@@ -418,9 +435,14 @@ class Walk:
     def result(self, top: int | None = None) -> Resolution:
         if self.fatal is not None:
             raise self.fatal
-        tools = sorted(self._tools.values(), key=lambda t: (-(t.score or 0.0), t.rank, t.zone, t.name))
+        tools = list(self._tools.values())
         if any((t.score or 0) > 0 for t in tools):  # tools that matched nothing only pad the list
             tools = [t for t in tools if t.score is None or t.score > 0]
+        if tools and all(t.bm25 is not None and t.cosine is not None for t in tools):
+            # hybrid leaves: fuse their parts over every leaf's tools, as a flat hybrid search would
+            for tool, fused in zip(tools, fuse([t.bm25 for t in tools], [t.cosine for t in tools], self.fusion)):
+                tool.score = fused
+        tools.sort(key=lambda t: (-(t.score or 0.0), t.rank, t.zone, t.name))
         if top is not None:
             tools = tools[:top]
         self.stats.nodes_visited = len(self._zones)

@@ -217,9 +217,16 @@ def test_long_intent_goes_over_tcp(demo_tree):
         res = r.resolve(intent, k=2)
     assert res.tools and res.tools[0].zone in ("hko.weather.tools.", "history.weather.tools.")
     assert res.trace and all(h.transport == "tcp" for h in res.trace)
-    from resolver_client import ResolverError
-    with pytest.raises(ResolverError, match="at most 4096"):
-        resolver_for(demo_tree).resolve("x" * 4097)
+    assert res.stats.intent_shortened == 0
+
+
+def test_intent_longer_than_the_option_allows_is_shortened_not_refused(demo_tree):
+    intent = "Hong Kong Observatory historical weather records, please. " + "Some unrelated chatter here. " * 200
+    with resolver_for(demo_tree, cache=False) as r:
+        res = r.resolve(intent, k=2)
+    assert len(intent.encode()) > 4096 and res.stats.intent_shortened == len(intent.encode())
+    assert res.tools and res.tools[0].zone == "hko.weather.tools."
+    assert res.intent == intent  # the result still speaks of what was asked
 
 
 def test_timeout_moves_to_the_zones_other_server(tmp_path):
