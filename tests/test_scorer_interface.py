@@ -35,7 +35,7 @@ class Reverse(Scorer):
         self.n, self.cacheable, self.blocking = len(docs), cacheable, blocking
         self.calls, self.threads, self.closed = 0, set(), False
 
-    def rank(self, intent, k):
+    def rank(self, intent, k, vector=None):
         self.calls += 1
         self.threads.add(threading.get_ident())
         return Ranking([(i, float(i + 1)) for i in reversed(range(self.n))][:k], scorer=self.name)
@@ -50,7 +50,8 @@ class Reverse(Scorer):
 @pytest.fixture
 def reverse_zone(monkeypatch):
     def make(**options):
-        monkeypatch.setitem(registry._REGISTRY, "reverse", lambda docs, briefs=None: Reverse(docs, briefs, **options))
+        monkeypatch.setitem(registry._REGISTRY, "reverse",
+                            lambda docs, briefs=None, vectors=None: Reverse(docs, briefs, **options))
         zone = load_zone(ZONES / "weather.tools.yaml")
         return ZoneIndex(dataclasses.replace(zone, settings=Settings(scorer="reverse")))
     return make
