@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..exceptions import BuildError
+from ..embedding.registry import make_embedder
+from ..exceptions import BuildError, EmbeddingError
 from ..protocol import names
+from ..protocol.vector import encode_vector
 from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
@@ -141,14 +143,15 @@ def _title(cat: Category) -> str:
 
 
 def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, ...], proto_tools: list[Tool],
-          settings: Settings, stats: CorpusStats | None) -> Zone:
+          settings: Settings, stats: CorpusStats | None, embedded: "Embedded | None") -> Zone:
     """The zone of one category: its tools, and a delegation to each child whose summary is the
     text of every tool beneath it."""
     children = tuple(
         Delegation(child.label, layout.origin_of[id(child)], child.kind,
                    Summary(_title(child), tuple(child.keywords),
                            " ".join(proto_tools[i].text() for i in sorted(child.all_tools()))),
-                   layout.nameservers(child), leaf=not child.children)
+                   layout.nameservers(child), leaf=not child.children,
+                   vectors=embedded.centroids(sorted(child.all_tools())) if embedded else ())
         for child in cat.children)
     return Zone(origin=zone_origin, soa=SOA(f"ns1.{zone_origin}", f"hostmaster.{zone_origin}"),
                 nameservers=layout.nameservers(cat), summary=Summary(_title(cat) or zone_origin),
@@ -159,8 +162,13 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                 subnet: str = "127.0", service: str = "http", child_k1: float = DEFAULT_CHILD_K1,
                 child_b: float = DEFAULT_CHILD_B,
                 tool_k1: float = DEFAULT_TOOL_K1, prune_ratio: float = DEFAULT_PRUNE_RATIO,
-                scorer: str = "bm25", scorer_options: dict | None = None, progress=lambda s: None) -> BuildReport:
-    """Write one zone file per category of *root* into *out* (through :func:`write_zone`); return the report."""
+                scorer: str | None = None, scorer_options: dict | None = None, embedded: "Embedded | None" = None,
+                progress=lambda s: None) -> BuildReport:
+    """Write one zone file per category of *root* into *out* (through :func:`write_zone`); return the report.
+
+    With *embedded* (the catalog's vectors), every tool carries its vector and every delegation a
+    few centroids of the tools beneath it, and the zones score with ``hybrid`` unless *scorer*
+    says otherwise."""
     t0 = time.perf_counter()
     origin = names.normalize(origin)
     if service not in names.SERVICES or service == names.ANY_SERVICE:
@@ -174,6 +182,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
     tool_tokens = [tokenize(t.text()) for t in proto_tools]
     stats = CorpusStats.from_tokens(tool_tokens)
+    scorer = scorer or ("hybrid" if embedded else "bm25")
     settings = Settings(scorer=scorer, scorer_options={"k1": tool_k1, **(scorer_options or {})},
                         child_scorer_options={"k1": child_k1, "b": child_b}, prune_ratio=prune_ratio)
     layout = _Layout.of(root, origin, subnet)
@@ -185,14 +194,15 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     for n, (cat, zone_origin, _) in enumerate(layout.order, 1):
         indices = sorted(set(cat.tools))
         labels = _tool_labels(catalog, indices, set(), label_warnings)
-        tools = tuple(dataclasses.replace(proto_tools[i], label=labels[i]) for i in indices)
+        tools = tuple(dataclasses.replace(proto_tools[i], label=labels[i], **(embedded.tool_fields(i) if embedded else {}))
+                      for i in indices)
         for tool in tools:
             mapping[tool.id].append(tool.owner(zone_origin))
         terms = {term for i in indices for term in tool_tokens[i]}
         restricted = stats.restricted(terms)
         zone_stats = (CorpusStats(restricted.n_docs, round(restricted.avgdl, 6), dict(sorted(restricted.df.items())))
                       if tools else None)
-        zone = _zone(cat, zone_origin, layout, tools, proto_tools, settings, zone_stats)
+        zone = _zone(cat, zone_origin, layout, tools, proto_tools, settings, zone_stats, embedded)
         fname = ("root" if zone_origin == origin else zone_origin.rstrip(".")) + ".yaml"
         write_zone(zone, outdir / fname, header)
         if n % 20 == 0 or n == len(layout.order):
@@ -221,16 +231,65 @@ def _account(report: BuildReport, mapping: dict[str, list[str]], layout: _Layout
                          "max": max(leaf_sizes, default=0)}
 
 
+class Embedded:
+    """A catalog's vectors (one unit-length row per tool) under one model: what zones carry of them."""
+
+    #: vectors a delegation carries for the tools beneath it, however many they are
+    CENTROIDS = 4
+
+    def __init__(self, model: str, vectors, digests: list[str]) -> None:
+        import numpy as np
+
+        self.model, self.digests = model, digests
+        self.vectors = np.asarray(vectors, dtype=np.float32)
+
+    @classmethod
+    def of(cls, catalog: Catalog, embedder, service: str = "http", progress=lambda s: None) -> "Embedded":
+        tools = [zone_tool(t, "x", service) for t in catalog.tools]
+        progress(f"embedding {len(tools)} tools with {embedder.model}")
+        try:
+            vectors = embedder.embed([t.embedding_text() for t in tools])
+        except EmbeddingError as exc:
+            raise BuildError(f"cannot embed the catalog: {exc}") from exc
+        return cls(embedder.model, vectors, [t.text_digest() for t in tools])
+
+    def tool_fields(self, i: int) -> dict:
+        return {"vector": encode_vector(self.model, self.vectors[i].tolist()), "vector_of": self.digests[i]}
+
+    def centroids(self, indices: list[int]) -> tuple[bytes, ...]:
+        """At most :attr:`CENTROIDS` unit vectors standing for the tools *indices* (k-means centres)."""
+        import numpy as np
+
+        x = self.vectors[indices]
+        if len(indices) > self.CENTROIDS:
+            from sklearn.cluster import KMeans
+
+            labels = KMeans(n_clusters=self.CENTROIDS, random_state=0, n_init=3, max_iter=100).fit_predict(x)
+            x = np.array([x[labels == c].mean(axis=0) for c in range(self.CENTROIDS) if (labels == c).any()])
+        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        return tuple(encode_vector(self.model, row.tolist()) for row in x)
+
+
 def build(services: list[str], out: str, *, taxonomy: str | None = None, builder: TreeBuilder | None = None,
-          progress=lambda s: None, **options) -> BuildReport:
-    """Catalog files -> zone directory, with the given tree, the A2X tree in *taxonomy*, or the offline one."""
+          embed: str | None = None, tree_options: dict | None = None, progress=lambda s: None,
+          **options) -> BuildReport:
+    """Catalog files -> zone directory, with the given tree, the A2X tree in *taxonomy*, or the offline
+    one (built with *tree_options*); with *embed* (an embedder spec, ``minilm``), vectors for hybrid zones."""
     t0 = time.perf_counter()
     catalog = load_catalogs(services)
     progress(f"catalog: {len(catalog.tools)} tools from {', '.join(catalog.sources)}; {len(catalog.warnings)} warnings")
+    embedded = None
+    if embed:
+        try:
+            embedder = make_embedder(embed)
+        except EmbeddingError as exc:
+            raise BuildError(str(exc)) from exc
+        embedded = Embedded.of(catalog, embedder, options.get("service", "http"), progress)
     if builder is None:
-        builder = A2XTreeBuilder(taxonomy) if taxonomy else AutoTreeBuilder()
+        builder = (A2XTreeBuilder(taxonomy) if taxonomy else
+                   AutoTreeBuilder(**(tree_options or {}), vectors=embedded.vectors if embedded else None))
     root = builder.build(catalog, progress)
-    report = build_zones(catalog, root, out, progress=progress, **options)
+    report = build_zones(catalog, root, out, progress=progress, embedded=embedded, **options)
     report.tools_unplaced_by_tree = getattr(builder, "unplaced", 0)
     cost = getattr(builder, "cost", None)
     report.llm_cost = dict(cost.__dict__) if cost is not None else {}
@@ -263,16 +322,15 @@ def _run(args) -> int:
                                  keyword_threshold=args.llm_keyword_threshold, keyword_batch=args.llm_keyword_batch,
                                  assign_batch=args.llm_assign_batch, refine_rounds=args.llm_refine_rounds,
                                  min_category=args.llm_min_category)
-    elif not args.taxonomy:
-        builder = AutoTreeBuilder(args.max_children, args.max_leaf, args.max_depth, args.overlap,
-                                  k1=args.child_k1, b=args.child_b)
+    tree_options = dict(max_children=args.max_children, max_leaf=args.max_leaf, max_depth=args.max_depth,
+                        overlap=args.overlap, k1=args.child_k1, b=args.child_b)
 
     def progress(msg: str) -> None:
         print(f"[build] {msg}", file=sys.stderr, flush=True)
 
     try:
-        report = build(args.services, args.out, taxonomy=args.taxonomy, builder=builder, progress=progress,
-                       origin=args.origin, subnet=args.subnet, service=args.service, child_k1=args.child_k1,
+        report = build(args.services, args.out, taxonomy=args.taxonomy, builder=builder, embed=args.embed,
+                       tree_options=tree_options, progress=progress, origin=args.origin, subnet=args.subnet, service=args.service, child_k1=args.child_k1,
                        child_b=args.child_b, tool_k1=args.tool_k1, prune_ratio=args.prune_ratio,
                        scorer=args.scorer, scorer_options=_scorer_options(args.scorer_option))
     except KeyboardInterrupt:
@@ -299,13 +357,17 @@ def add_build_command(sub) -> None:
     b.add_argument("--max-children", type=int, default=20)
     b.add_argument("--max-leaf", type=int, default=40)
     b.add_argument("--max-depth", type=int, default=3)
-    b.add_argument("--overlap", type=float, default=0.9,
-                   help="place a tool in a second category too when its similarity is at least this share of the best")
+    b.add_argument("--overlap", type=float, default=None,
+                   help="place a tool in a second category too when its similarity is at least this share of the best "
+                        "(default 0.9 of BM25's, 0.95 of the cosine with --embed)")
     b.add_argument("--child-k1", type=float, default=DEFAULT_CHILD_K1, help="BM25 k1 for ranking children")
     b.add_argument("--child-b", type=float, default=DEFAULT_CHILD_B, help="BM25 b for ranking children")
     b.add_argument("--tool-k1", type=float, default=DEFAULT_TOOL_K1)
     b.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
-    b.add_argument("--scorer", default="bm25", help="scorer the zones use: bm25 (default) or llm")
+    b.add_argument("--scorer", default=None, help="scorer the zones use: bm25 (default), hybrid (default with --embed) "
+                   "or llm")
+    b.add_argument("--embed", metavar="MODEL", help="embed every tool (minilm, local:PATH, openai:MODEL): tools carry "
+                   "vectors, delegations centroids, zones score with hybrid; needs the dense extra for minilm")
     b.add_argument("--scorer-option", action="append", metavar="KEY=VALUE",
                    help="scorer option written into every zone, e.g. model=gpt-4o-mini or budget_ms=800")
     b.add_argument("--llm", action="store_true", help="have an LLM design the category tree (A2X Algorithm 1)")
