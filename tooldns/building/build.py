@@ -318,7 +318,8 @@ def _run(args) -> int:
 
         builder = LLMTreeBuilder(model=args.llm_model, base_url=args.llm_base_url,
                                  cache_dir=args.llm_cache or Path(args.out) / ".llm-cache", workers=args.llm_workers,
-                                 max_children=args.max_children, max_leaf=args.max_leaf, max_depth=args.max_depth,
+                                 max_children=args.max_children or 20, max_leaf=args.max_leaf or 40,
+                                 max_depth=args.max_depth or 3,
                                  keyword_threshold=args.llm_keyword_threshold, keyword_batch=args.llm_keyword_batch,
                                  assign_batch=args.llm_assign_batch, refine_rounds=args.llm_refine_rounds,
                                  min_category=args.llm_min_category)
@@ -354,9 +355,10 @@ def add_build_command(sub) -> None:
     b.add_argument("--origin", default="tools.")
     b.add_argument("--subnet", default="127.0", help="first two octets of the loopback addresses (default 127.0)")
     b.add_argument("--service", default="http", help="service of catalog tools (default http)")
-    b.add_argument("--max-children", type=int, default=20)
-    b.add_argument("--max-leaf", type=int, default=40)
-    b.add_argument("--max-depth", type=int, default=3)
+    b.add_argument("--max-children", type=int, help="children a node at most (default 100; 80 with --embed; 20 with --llm)")
+    b.add_argument("--max-leaf", type=int, help="tools a leaf, about (default 20; 24 with --embed; 40 with --llm)")
+    b.add_argument("--max-depth", type=int, help="levels of splitting at most (default: what the catalog's size needs; "
+                   "3 with --llm)")
     b.add_argument("--overlap", type=float, default=None,
                    help="place a tool in a second category too when its similarity is at least this share of the best "
                         "(default 0.9 of BM25's, 0.95 of the cosine with --embed)")

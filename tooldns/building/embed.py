@@ -1,0 +1,376 @@
+"""Vectors for a directory of zone files as it stands: fill in what is missing or stale, in place.
+
+``tooldns build --embed`` gives every tool a vector and every delegation a few centroids; zone
+files edited afterwards drift from them: an organisation adds a tool by hand (no vector, so the
+hybrid scorer ranks it by BM25 alone), or rewrites a description (its vector, made from the old
+text, is stale: ``vector_of`` no longer matches :meth:`Tool.text_digest`). :func:`embed_tree`
+puts that right for a whole directory:
+
+* every zone that scores vectors (scorer ``hybrid``, or carrying any vector already; with
+  ``scorer="hybrid"``, every zone, switched to ``hybrid``) has each tool without a vector, with a
+  stale one or with one of another model embedded afresh; fresh vectors are kept byte for byte;
+* in those zones, every delegation whose child zone file is in the directory gets its centroids
+  recomputed from the vectors of every tool in the child's subtree (delegations are followed by
+  origin across the files; tools of zones that score no vectors are embedded for this without
+  being written), with :meth:`tooldns.building.build.Embedded.centroids`, as ``tooldns build``
+  makes them;
+* each changed zone is written back through :func:`tooldns.zone.zonefile.write_zone` (header
+  comment lines kept), atomically, so that a running ``tooldns serve`` reloads it by itself.
+
+:func:`vector_gaps` and :func:`tree_warnings` say what is missing or stale without changing
+anything (``tooldns check``).
+
+    >>> report = embed_tree("built/", make_embedder("hash"))
+    >>> print(report.text())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..embedding.embedder import Embedder
+from ..exceptions import EmbeddingError, ZoneFileError
+from ..protocol.vector import decode_vector, encode_vector
+from ..scoring.hybrid import HybridScorer, as_array
+from ..zone.model import Delegation, Tool, Zone
+from ..zone.zonefile import dump_zone, load_zone, parse_zone, write_zone
+from .build import Embedded
+
+HYBRID = "hybrid"
+#: the model names of vectors the embedder registry can make again, and the spec that does
+_REBUILDABLE = {"all-MiniLM-L6-v2": "minilm"}
+DEFAULT_SPEC = "minilm"
+#: the options the hybrid scorer takes (a zone switched to it keeps only these)
+HYBRID_OPTIONS = frozenset(p for p in inspect.signature(HybridScorer.__init__).parameters
+                           if p not in ("self", "docs", "briefs", "vectors"))
+
+
+@dataclass
+class ZoneFile:
+    """One zone file of a directory: where it is, the zone it holds, and its header comment lines."""
+
+    path: Path
+    zone: Zone
+    header: str = ""
+
+
+@dataclass
+class EmbedReport:
+    """What :func:`embed_tree` did."""
+
+    directory: str
+    model: str
+    zones: int = 0
+    zones_changed: list[str] = field(default_factory=list)
+    tools_missing: int = 0
+    tools_stale: int = 0
+    tools_other_model: int = 0
+    delegations_updated: int = 0
+    zones_switched: int = 0
+    zones_skipped: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def tools_embedded(self) -> int:
+        return self.tools_missing + self.tools_stale + self.tools_other_model
+
+    def text(self) -> str:
+        other = f", {self.tools_other_model} of another model" if self.tools_other_model else ""
+        lines = [f"{self.directory}: {len(self.zones_changed)} of {self.zones} zones changed (model {self.model})",
+                 f"tools embedded: {self.tools_embedded} ({self.tools_missing} missing, {self.tools_stale} stale{other})",
+                 f"delegations updated: {self.delegations_updated}"]
+        if self.zones_switched:
+            lines.append(f"zones switched to {HYBRID}: {self.zones_switched}")
+        if self.zones_skipped:
+            lines.append(f"zones left alone: {self.zones_skipped} (they score no vectors; --scorer {HYBRID} "
+                         "embeds them too)")
+        if self.zones_changed:
+            shown = ", ".join(Path(p).name for p in self.zones_changed[:10])
+            more = f" and {len(self.zones_changed) - 10} more" if len(self.zones_changed) > 10 else ""
+            lines.append(f"written: {shown}{more}")
+        return "\n".join(lines)
+
+
+# -- reading --
+
+def header_of(path: str | os.PathLike) -> str:
+    """The comment lines at the top of a zone file, without their ``#`` (what ``write_zone`` takes back)."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.startswith("#"):
+                break
+            text = line.rstrip("\r\n")[1:]
+            out.append(text[1:] if text.startswith(" ") else text)
+    return "\n".join(out)
+
+
+def read_tree(directory: str | os.PathLike) -> list[ZoneFile]:
+    """Every zone file of *directory*, validated; one :class:`ZoneFileError` listing every problem."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise ZoneFileError(f"{d}: not a directory of zone files")
+    paths = sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    if not paths:
+        raise ZoneFileError(f"{d}: no *.yaml zone files")
+    files, errors, seen = [], [], {}
+    for path in paths:
+        try:
+            zone = load_zone(path)
+        except ZoneFileError as exc:
+            errors.extend(exc.errors)
+            continue
+        if zone.origin in seen:
+            errors.append(f"{path}:1: origin {zone.origin} is already in {seen[zone.origin]}")
+        seen[zone.origin] = path
+        files.append(ZoneFile(path, zone, header_of(path)))
+    if errors:
+        raise ZoneFileError(errors)
+    return files
+
+
+def uses_vectors(zone: Zone) -> bool:
+    """Whether *zone* scores vectors or carries any: what ``tooldns embed`` keeps up to date."""
+    return (zone.settings.scorer == HYBRID or any(t.vector for t in zone.tools)
+            or any(d.vectors for d in zone.children))
+
+
+def vector_models(zone: Zone) -> Counter:
+    """How many vectors of each model *zone* carries (tools and centroids)."""
+    found = [*(t.vector for t in zone.tools if t.vector), *(v for d in zone.children for v in d.vectors)]
+    return Counter(decode_vector(v).model for v in found)
+
+
+def default_spec(files: list[ZoneFile]) -> tuple[str, str | None]:
+    """The embedder spec to use when none is given, and a note when the zones' own model cannot be
+    made again by name (their vectors are then replaced with ``minilm``'s)."""
+    models = sum((vector_models(f.zone) for f in files), Counter())
+    if not models:
+        return DEFAULT_SPEC, None
+    model = models.most_common(1)[0][0]
+    spec = spec_of(model)
+    if spec is not None:
+        return spec, None
+    return DEFAULT_SPEC, (f"the zones' vectors are of {model}, which tooldns embed cannot make again by name; "
+                          f"embedding with {DEFAULT_SPEC} replaces them (pass --model local:PATH or "
+                          f"--model openai:{model} to keep {model})")
+
+
+def spec_of(model: str) -> str | None:
+    """The embedder spec that makes vectors of *model* again, or None (``hash-64`` -> ``hash:64``)."""
+    if model in _REBUILDABLE:
+        return _REBUILDABLE[model]
+    kind, _, dim = model.partition("-")
+    if kind == "hash" and dim.isdigit() and int(dim) > 0:
+        return f"hash:{dim}"
+    return None
+
+
+# -- what is missing or stale --
+
+def tool_state(tool: Tool, model: str | None = None) -> str:
+    """``ok``, ``missing``, ``stale`` (made from other text) or ``other`` (of a model other than *model*)."""
+    if not tool.vector:
+        return "missing"
+    if model is not None and decode_vector(tool.vector).model != model:
+        return "other"
+    return "stale" if tool.vector_of != tool.text_digest() else "ok"
+
+
+def vector_gaps(zone: Zone) -> tuple[int, int]:
+    """(tools without a vector, tools with a stale vector) of *zone*."""
+    states = Counter(tool_state(t) for t in zone.tools)
+    return states["missing"], states["stale"]
+
+
+def subtree_tools(origin: str, by_origin: dict[str, Zone]) -> list[Tool]:
+    """Every tool of zone *origin* and of the zones beneath it in *by_origin*, each once (a tool placed
+    in two leaves counts once), in the order a depth-first walk meets them."""
+    out, seen, stack = [], set(), [origin]
+    while stack:
+        zone = by_origin[stack.pop()]
+        for tool in zone.tools:
+            key = tool.id or (tool.name, tool.service, tool.target, tool.port, tool.endpoint, tool.description)
+            if key not in seen:
+                seen.add(key)
+                out.append(tool)
+        stack.extend(reversed([d.name for d in zone.children if d.name in by_origin]))
+    return out
+
+
+def tree_warnings(files: list[ZoneFile], directory: str | os.PathLike) -> list[str]:
+    """What ``tooldns check DIR`` warns about vectors: tools without one or with a stale one, delegations
+    without centroids in zones that score vectors, zones of different models."""
+    run = f"(run: tooldns embed {directory})"
+    by_origin = {f.zone.origin: f.zone for f in files}
+    out = []
+    for f in files:
+        if not uses_vectors(f.zone):
+            continue
+        missing, stale = vector_gaps(f.zone)
+        if missing or stale:
+            out.append(f"{f.path}: {missing} tools without a vector, {stale} with a stale vector {run}")
+        bare = [d.label for d in f.zone.children
+                if not d.vectors and d.name in by_origin and subtree_tools(d.name, by_origin)]
+        if bare:
+            out.append(f"{f.path}: {len(bare)} delegations without centroids ({', '.join(bare[:10])}"
+                       f"{', ...' if len(bare) > 10 else ''}) {run}")
+    models = Counter(m for f in files for m in vector_models(f.zone))
+    if len(models) > 1:
+        counts = ", ".join(f"{m}: {n} zones" for m, n in sorted(models.items()))
+        out.append(f"{directory}: vectors of {len(models)} models ({counts}); a client sends one model's vector "
+                   f"(run: tooldns embed {directory} --model SPEC)")
+    return out
+
+
+# -- embedding --
+
+class _Vectors:
+    """Encoded vectors of tool texts under one embedder, embedded in one batch when asked."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.model = embedder.model
+        self.by_text: dict[str, bytes] = {}
+
+    def embed(self, texts) -> None:
+        todo = list(dict.fromkeys(t for t in texts if t not in self.by_text))
+        if not todo:
+            return
+        vectors = self.embedder.embed(todo)
+        if len(vectors) != len(todo):
+            raise EmbeddingError(f"{self.model} gave {len(vectors)} vectors for {len(todo)} texts")
+        self.by_text.update((t, encode_vector(self.model, v)) for t, v in zip(todo, vectors))
+
+    def of(self, tool: Tool) -> bytes:
+        """*tool*'s own vector when it is fresh and of this model, else the one embedded here."""
+        if tool_state(tool, self.model) == "ok":
+            return tool.vector
+        return self.by_text[tool.embedding_text()]
+
+
+def _targets(files: list[ZoneFile], scorer: str | None) -> set[str]:
+    return {f.zone.origin for f in files if scorer == HYBRID or uses_vectors(f.zone)}
+
+
+def _texts_to_embed(files: list[ZoneFile], targets: set[str], model: str) -> list[str]:
+    """Texts of the tools whose vectors are to be (re)made, and of the tools beneath target zones
+    that have none (their zones score no vectors, but the centroids above them need them)."""
+    by_origin = {f.zone.origin: f.zone for f in files}
+    below = {t for origin in targets for d in by_origin[origin].children if d.name in by_origin
+             for t in subtree_tools(d.name, by_origin)}
+    tools = [t for f in files if f.zone.origin in targets for t in f.zone.tools] + list(below)
+    return [t.embedding_text() for t in tools if tool_state(t, model) != "ok"]
+
+
+#: the report's counter of each state a tool's vector is made afresh in
+_COUNTERS = {"missing": "tools_missing", "stale": "tools_stale", "other": "tools_other_model"}
+
+
+def _embed_tools(zone: Zone, vectors: _Vectors, report: EmbedReport) -> Zone:
+    tools = []
+    for tool in zone.tools:
+        state = tool_state(tool, vectors.model)
+        if state != "ok":
+            counter = _COUNTERS[state]
+            setattr(report, counter, getattr(report, counter) + 1)
+            tool = dataclasses.replace(tool, vector=vectors.of(tool), vector_of=tool.text_digest())
+        tools.append(tool)
+    return dataclasses.replace(zone, tools=tuple(tools))
+
+
+def centroids_of(vectors: list[bytes], n: int) -> tuple[bytes, ...]:
+    """At most *n* centroids of encoded *vectors* (one model), as ``tooldns build`` makes them."""
+    if not vectors:
+        return ()
+    rows = [as_array(decode_vector(v)) for v in vectors]
+    embedded = Embedded(decode_vector(vectors[0]).model, rows, [])
+    embedded.CENTROIDS = n  # this instance's number of centroids (the class's default is build's)
+    return embedded.centroids(list(range(len(rows))))
+
+
+def _delegation(d: Delegation, zone: Zone, by_origin: dict[str, Zone], vectors: _Vectors, n: int,
+                report: EmbedReport) -> Delegation:
+    if d.name not in by_origin:  # the child lives elsewhere: its centroids stay unless of another model
+        if d.vectors and decode_vector(d.vectors[0]).model != vectors.model:
+            report.warnings.append(f"{zone.source}: the centroids of {d.name} are of "
+                                   f"{decode_vector(d.vectors[0]).model} and its zone file is not here: removed "
+                                   f"(the child is scored by BM25 alone until they are made again)")
+            return dataclasses.replace(d, vectors=())
+        return d
+    fresh = centroids_of([vectors.of(t) for t in subtree_tools(d.name, by_origin)], n)
+    if fresh != d.vectors:
+        report.delegations_updated += 1
+        return dataclasses.replace(d, vectors=fresh)
+    return d
+
+
+def _switch(zone: Zone, scorer: str, report: EmbedReport) -> Zone:
+    """*zone* scoring with *scorer* (hybrid), keeping only the options the hybrid scorer takes."""
+    s = zone.settings
+    if s.scorer == scorer:
+        return zone
+    report.zones_switched += 1
+    kept = {key: {k: v for k, v in getattr(s, key).items() if k in HYBRID_OPTIONS}
+            for key in ("scorer_options", "child_scorer_options")}
+    dropped = sorted({k for key in kept for k in getattr(s, key) if k not in kept[key]})
+    if dropped:
+        report.warnings.append(f"{zone.source}: scorer {s.scorer} -> {scorer}: dropped options {', '.join(dropped)}")
+    return dataclasses.replace(zone, settings=dataclasses.replace(s, scorer=scorer, **kept))
+
+
+def embed_tree(directory: str | os.PathLike, embedder: Embedder, centroids: int = Embedded.CENTROIDS,
+               scorer: str | None = None, progress=lambda s: None) -> EmbedReport:
+    """Fill in the missing and stale vectors of the zone files in *directory*, in place (module docstring).
+
+    *scorer* ``"hybrid"`` switches every zone to the hybrid scorer (and embeds them all); otherwise
+    only zones that score vectors or carry some are touched and scorers are left as they are.
+    Nothing is written unless every changed zone is valid; EmbeddingError when the embedder fails.
+    """
+    if scorer not in (None, HYBRID):
+        raise ValueError(f"embed_tree switches zones to {HYBRID} only, not {scorer!r}")
+    if centroids < 1:
+        raise ValueError(f"centroids must be at least 1, not {centroids}")
+    files = read_tree(directory)
+    report = EmbedReport(str(directory), embedder.model, zones=len(files))
+    targets = _targets(files, scorer)
+    report.zones_skipped = len(files) - len(targets)
+    vectors = _Vectors(embedder)
+    texts = _texts_to_embed(files, targets, vectors.model)
+    progress(f"embedding {len(set(texts))} texts with {vectors.model}")
+    vectors.embed(texts)
+    zones = {f.zone.origin: (_embed_tools(f.zone, vectors, report) if f.zone.origin in targets else f.zone)
+             for f in files}
+    changed = []
+    for f in files:
+        zone = zones[f.zone.origin]
+        if f.zone.origin in targets:
+            zone = dataclasses.replace(zone, children=tuple(_delegation(d, zone, zones, vectors, centroids, report)
+                                                            for d in zone.children))
+            zone = _switch(zone, scorer, report) if scorer else zone
+        if zone != f.zone:
+            changed.append((f, zone))
+    _write(changed)
+    report.zones_changed = [str(f.path) for f, _ in changed]
+    return report
+
+
+def _write(changed: list[tuple[ZoneFile, Zone]]) -> None:
+    """Check every changed zone reads back, then write each through write_zone and rename it into place
+    (a server polling the file sees the old version or the new one, never half of it)."""
+    for f, zone in changed:
+        parse_zone(dump_zone(zone, f.header), where=str(f.path))  # ZoneFileError before anything is written
+    for f, zone in changed:
+        tmp = f.path.with_name(f".{f.path.name}.embed-tmp")
+        write_zone(zone, tmp, f.header)
+        try:
+            shutil.copymode(f.path, tmp)
+        except OSError:
+            pass
+        os.replace(tmp, f.path)
