@@ -69,8 +69,8 @@ class _BaseResolver:
 
     def _embed(self, intent: str) -> tuple[bytes | None, float]:
         """The intent's vector option data and the milliseconds embedding it took."""
-        if self.embedder is None:
-            return None, 0.0
+        if self.embedder is None or not self.embedder.covers(intent):
+            return None, 0.0  # no model, or one that knows nothing of the intent's language: BM25 alone
         t0 = time.perf_counter()
         try:
             values = self.embedder.embed_one(intent)

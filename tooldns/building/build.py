@@ -237,29 +237,44 @@ class Embedded:
     #: vectors a delegation carries for the tools beneath it, however many they are
     CENTROIDS = 4
 
-    def __init__(self, model: str, vectors, digests: list[str]) -> None:
+    def __init__(self, model: str, vectors, digests: list[str], covered: list[bool] | None = None) -> None:
         import numpy as np
 
         self.model, self.digests = model, digests
         self.vectors = np.asarray(vectors, dtype=np.float32)
+        #: tools the model covers (its language): the others get no vector, and BM25 alone ranks them
+        self.covered = covered if covered is not None else [True] * len(digests)
 
     @classmethod
     def of(cls, catalog: Catalog, embedder, service: str = "http", progress=lambda s: None) -> "Embedded":
         tools = [zone_tool(t, "x", service) for t in catalog.tools]
-        progress(f"embedding {len(tools)} tools with {embedder.model}")
+        texts = [t.embedding_text() for t in tools]
+        covered = [embedder.covers(text) for text in texts]
+        progress(f"embedding {sum(covered)} of {len(tools)} tools with {embedder.model} "
+                 f"({len(tools) - sum(covered)} in a language it does not cover)")
         try:
-            vectors = embedder.embed([t.embedding_text() for t in tools])
+            vectors = embedder.embed(texts)
         except EmbeddingError as exc:
             raise BuildError(f"cannot embed the catalog: {exc}") from exc
-        return cls(embedder.model, vectors, [t.text_digest() for t in tools])
+        return cls(embedder.model, vectors, [t.text_digest() for t in tools], covered)
+
+    @property
+    def clusters(self):
+        """The vectors to cluster the tree on; None when the model covers too few tools to route by."""
+        return self.vectors if sum(self.covered) >= len(self.covered) / 2 else None
 
     def tool_fields(self, i: int) -> dict:
+        if not self.covered[i]:
+            return {}
         return {"vector": encode_vector(self.model, self.vectors[i].tolist()), "vector_of": self.digests[i]}
 
     def centroids(self, indices: list[int]) -> tuple[bytes, ...]:
         """At most :attr:`CENTROIDS` unit vectors standing for the tools *indices* (k-means centres)."""
         import numpy as np
 
+        indices = [i for i in indices if self.covered[i]]
+        if not indices:
+            return ()
         x = self.vectors[indices]
         if len(indices) > self.CENTROIDS:
             from sklearn.cluster import KMeans
@@ -287,7 +302,7 @@ def build(services: list[str], out: str, *, taxonomy: str | None = None, builder
         embedded = Embedded.of(catalog, embedder, options.get("service", "http"), progress)
     if builder is None:
         builder = (A2XTreeBuilder(taxonomy) if taxonomy else
-                   AutoTreeBuilder(**(tree_options or {}), vectors=embedded.vectors if embedded else None))
+                   AutoTreeBuilder(**(tree_options or {}), vectors=embedded.clusters if embedded else None))
     root = builder.build(catalog, progress)
     report = build_zones(catalog, root, out, progress=progress, embedded=embedded, **options)
     report.tools_unplaced_by_tree = getattr(builder, "unplaced", 0)

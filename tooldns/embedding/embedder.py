@@ -17,6 +17,7 @@ Standard library only: backends import their heavy libraries when they are built
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from typing import Sequence
 
@@ -57,6 +58,12 @@ class Embedder(ABC):
         """The unit-length vector of one text."""
         return self.embed([text])[0]
 
+    def covers(self, text: str) -> bool:
+        """Whether the model can say something about *text*; every language unless a backend knows
+        better. Where it cannot, a tool gets no vector and an intent is sent without one, so that
+        BM25 alone ranks them: an English-only model's vectors of Chinese text would only add noise."""
+        return True
+
     def counters(self) -> dict[str, int]:
         """What this embedder has done (calls, texts, tokens), for logs and statistics."""
         return {}
@@ -78,3 +85,14 @@ class Embedder(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
+
+
+#: CJK ideographs, kana and hangul: the scripts an English-only model has no words for
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def cjk_share(text: str) -> float:
+    """The share of *text*'s letters that are CJK characters (0 for a text without letters)."""
+    letters = len(_LETTER.findall(text))
+    return len(_CJK.findall(text)) / letters if letters else 0.0

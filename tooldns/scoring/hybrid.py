@@ -8,8 +8,9 @@ intent text and, when the client embedded it with the zone's model, its vector
     fused = alpha * bm25 / max(bm25 over the zone's documents) + (1 - alpha) * cosine
 
 where cosine is the best over the document's vectors. A document without a vector (a tool an
-organisation added by hand, not yet embedded), or any document when the query has no usable
-vector, is scored by BM25 alone (``bm25 / max``). ``alpha`` is 0.3 by default, chosen by
+organisation added by hand, not yet embedded, or one in a language the model does not cover) is
+scored by BM25 alone (``bm25 / max``); when the query has no usable vector, every document is, with
+BM25's own scores, so the zone answers exactly as a ``bm25`` zone would. ``alpha`` is 0.3 by default, chosen by
 cross-validation on ToolRet's dev queries (``docs/building.md``). Besides the fused score the
 ranking keeps each document's raw BM25 score and cosine (:attr:`Ranking.parts`), which answers
 carry, so that a client can fuse the tools of several leaves over their union
@@ -83,15 +84,16 @@ class HybridScorer(Scorer):
 
     def rank(self, intent: str, k: int, vector: Vector | None = None) -> Ranking:
         lexical = np.asarray(self.lexical.scores(intent), dtype=np.float64)
-        best = lexical.max() if self.n else 0.0
+        if not (self.usable(vector) and len(self.owners)):
+            # BM25 alone, with its own scores: comparable across zones, as the bm25 scorer's are
+            order = np.argsort(-lexical, kind="stable")[:k]
+            return Ranking([(int(i), float(lexical[i])) for i in order], scorer=self.name)
+        best = lexical.max()
         fused = lexical / best if best > 0 else lexical.copy()
-        cosine = None
-        if self.usable(vector) and len(self.owners):
-            cosine = np.full(self.n, -1.0)
-            np.maximum.at(cosine, self.owners, self.matrix @ as_array(vector))
-            fused[self.has_vector] = (self.alpha * fused[self.has_vector]
-                                      + (1 - self.alpha) * cosine[self.has_vector])
+        cosine = np.full(self.n, -1.0)
+        np.maximum.at(cosine, self.owners, self.matrix @ as_array(vector))
+        hv = self.has_vector
+        fused[hv] = self.alpha * fused[hv] + (1 - self.alpha) * cosine[hv]
         order = np.argsort(-fused, kind="stable")[:k]
-        parts = {int(i): (float(lexical[i]), float(cosine[i]) if cosine is not None and self.has_vector[i] else None)
-                 for i in order}
+        parts = {int(i): (float(lexical[i]), float(cosine[i]) if hv[i] else None) for i in order}
         return Ranking([(int(i), float(fused[i])) for i in order], scorer=self.name, parts=parts)
