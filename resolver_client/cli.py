@@ -59,6 +59,18 @@ def format_trace(res: Resolution) -> str:
     return "\n".join(out)
 
 
+def _embedder(spec: str | None):
+    """The embedder named *spec*, or None; ResolverError when it cannot be had."""
+    if not spec:
+        return None
+    from tooldns.embedding import EmbeddingError, make_embedder  # only agents that ask for vectors pay for it
+
+    try:
+        return make_embedder(spec)
+    except EmbeddingError as exc:
+        raise ResolverError(str(exc)) from exc
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tooldns-resolve", description="Find tools for an intent by walking a .tools tree over DNS.")
     p.add_argument("intent", help="what the agent wants to do, in natural language")
@@ -75,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for each reply (default 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--trace", action="store_true", help="show every hop, like dig +trace")
+    p.add_argument("--embed", metavar="MODEL", help="embed the intent and send its vector (minilm, local:PATH, "
+                   "openai:MODEL, hash), for trees built with tooldns build --embed")
     args = p.parse_args(argv)
     try:
         ks = tuple(int(x) for x in str(args.k).split(","))
@@ -84,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--k and --leaf-k must be from 1 to 255")
     try:
         root = parse_server(args.root)
-        with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout) as resolver:
+        with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed)) as resolver:
             res = resolver.resolve(args.intent, k=ks if len(ks) > 1 else ks[0], service=args.service.lower(),
                                    trust=_split(args.trust), exclude=_split(args.exclude), top=args.top,
                                    leaf_k=args.leaf_k)
