@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace", action="store_true", help="show every hop, like dig +trace")
     p.add_argument("--embed", metavar="MODEL", help="embed the intent and send its vector (minilm, local:PATH, "
                    "openai:MODEL, hash), for trees built with tooldns build --embed")
+    p.add_argument("--split", action="store_true", help="also walk each part of an intent that asks for several "
+                   "things, and share the results fairly")
     args = p.parse_args(argv)
     try:
         ks = tuple(int(x) for x in str(args.k).split(","))
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed)) as resolver:
             res = resolver.resolve(args.intent, k=ks if len(ks) > 1 else ks[0], service=args.service.lower(),
                                    trust=_split(args.trust), exclude=_split(args.exclude), top=args.top,
-                                   leaf_k=args.leaf_k)
+                                   leaf_k=args.leaf_k, split=args.split)
     except ResolverError as exc:
         print(f"tooldns-resolve: {exc}", file=sys.stderr)
         return 3

@@ -28,6 +28,7 @@ from . import transport
 from .cache import ReplyCache
 from .exceptions import ResolverError
 from .results import Resolution
+from .split import WalkGroup, split_intent
 from .walk import Query, Walk
 
 DEFAULT_ROOT = ("127.0.0.1", 5300)
@@ -88,6 +89,14 @@ class _BaseResolver:
         walk.stats.embed_ms = ms
         return walk
 
+    def _plan(self, intent: str, k, service: str, trust, exclude, leaf_k, split: bool) -> Walk | WalkGroup:
+        """The walk for *intent*; with *split*, a walk of the whole and one (K = 1) of each part it asks for."""
+        whole = self._walk(intent, k, service, trust, exclude, leaf_k)
+        parts = split_intent(intent) if split else []
+        if not parts:
+            return whole
+        return WalkGroup([whole, *(self._walk(p, 1, service, trust, exclude, leaf_k or whole.leaf_k) for p in parts)])
+
     def _cached(self, q: Query):
         """A parsed reply for *q* from the cache, or None."""
         if self.cache is None or q.tcp:
@@ -108,11 +117,12 @@ class Resolver(_BaseResolver):
     """
 
     def resolve(self, intent: str, k: int | tuple[int, ...] = 3, service: str = ANY_SERVICE, *, trust=None, exclude=None,
-                top: int | None = None, leaf_k: int | None = None) -> Resolution:
+                top: int | None = None, leaf_k: int | None = None, split: bool = False) -> Resolution:
         """Walk the tree for *intent*: the best *k* children at each step, *leaf_k* tools (default
-        *k*) from each leaf; the merged tools back, best first (at most *top*)."""
+        *k*) from each leaf; the merged tools back, best first (at most *top*). With *split*, an
+        intent that asks for several things is also walked part by part (:mod:`.split`)."""
         t0 = time.perf_counter()
-        walk = self._walk(intent, k, service, trust, exclude, leaf_k)
+        walk = self._plan(intent, k, service, trust, exclude, leaf_k, split)
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}  # socket -> (query, start time)
         with selectors.DefaultSelector() as selector:
@@ -204,9 +214,9 @@ class AsyncResolver(_BaseResolver):
             return None, exc, (time.perf_counter() - t0) * 1000
 
     async def resolve(self, intent: str, k: int | tuple[int, ...] = 3, service: str = ANY_SERVICE, *, trust=None, exclude=None,
-                      top: int | None = None, leaf_k: int | None = None) -> Resolution:
+                      top: int | None = None, leaf_k: int | None = None, split: bool = False) -> Resolution:
         t0 = time.perf_counter()
-        walk = self._walk(intent, k, service, trust, exclude, leaf_k)
+        walk = self._plan(intent, k, service, trust, exclude, leaf_k, split)
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}
         while ready or inflight:
