@@ -4,6 +4,7 @@
     tooldns check zones/                 validate zone files, print file:line errors
     tooldns demo "historical weather Hong Kong"   serve zones/, resolve one intent, stop
     tooldns build services.json --out built/       a catalog of tools to a tree of zone files
+    tooldns embed built/                 fill in missing or stale tool vectors and centroids, in place
 
 Exit status: 0 ok, 1 invalid zone files, 2 bad usage, 3 cannot bind or serve (or the server
 extra, ``pip install 'tooldns[server]'``, is not installed).
@@ -25,6 +26,8 @@ from .exceptions import ToolDNSError, ZoneFileError
 SERVER_PACKAGES = ("dnslib", "yaml", "openai", "numpy", "sklearn")
 try:
     from .building.build import add_build_command
+    from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings
+    from .embedding.registry import make_embedder
     from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
     from .zone.zonefile import load_zone
 except ModuleNotFoundError as exc:
@@ -62,14 +65,47 @@ def _serve(args) -> int:
 
 
 def _check(args) -> int:
+    """Errors exit 1; tool vectors missing or stale are warnings (exit 0), fixed by ``tooldns embed``."""
     path = Path(args.path)
     if path.is_dir():
         stores = load_tree(path)
         print(f"{len(stores)} zones, {sum(len(s.zone.tools) for s in stores)} tools: ok")
+        warnings = tree_warnings([ZoneFile(Path(s.path), s.zone) for s in stores], path)
     else:
         zone = load_zone(path)
         print(f"{zone.origin}: {len(zone.children)} children, {len(zone.tools)} tools: ok")
+        warnings = tree_warnings([ZoneFile(path, zone)], path.parent)
+    for line in warnings:
+        print(line)
     return 0
+
+
+def _embed(args) -> int:
+    spec = args.model
+    if spec is None:
+        spec, note = default_spec(read_tree(args.zonedir))
+        if note:
+            print(f"note: {note}", file=sys.stderr)
+    embedder = make_embedder(spec)
+
+    def progress(msg: str) -> None:
+        print(f"[embed] {msg}", file=sys.stderr, flush=True)
+
+    report = embed_tree(args.zonedir, embedder, centroids=args.centroids, scorer=args.scorer, progress=progress)
+    for w in report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(report.text())
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
 
 
 def _demo(args) -> int:
@@ -115,6 +151,18 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--timeout", type=float, default=1.0, help="seconds the resolver waits for each reply (default 1)")
     d.set_defaults(func=_demo)
     add_build_command(sub)
+    e = sub.add_parser("embed", help="fill in missing or stale tool vectors and centroids of a zone directory, "
+                                     "in place")
+    e.add_argument("zonedir")
+    e.add_argument("--model", metavar="SPEC",
+                   help="embedder: minilm, local:PATH, openai:MODEL, hash, hash:DIM (default: the model the zones' "
+                        "vectors use, when it can be named so; else minilm)")
+    e.add_argument("--centroids", type=_positive, default=4, metavar="N",
+                   help="centroids per delegation (default 4)")
+    e.add_argument("--scorer", choices=["hybrid"],
+                   help="switch every zone to this scorer and embed them all (default: only zones that score "
+                        "vectors or carry some are embedded; scorers stay)")
+    e.set_defaults(func=_embed)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -9,6 +9,8 @@ puts that right for a whole directory:
 * every zone that scores vectors (scorer ``hybrid``, or carrying any vector already; with
   ``scorer="hybrid"``, every zone, switched to ``hybrid``) has each tool without a vector, with a
   stale one or with one of another model embedded afresh; fresh vectors are kept byte for byte;
+  a tool in a language the model does not cover (:meth:`Embedder.covers`: Chinese for the English
+  all-MiniLM-L6-v2) gets no vector, as ``tooldns build`` gives it none, and BM25 alone ranks it;
 * in those zones, every delegation whose child zone file is in the directory gets its centroids
   recomputed from the vectors of every tool in the child's subtree (delegations are followed by
   origin across the files; tools of zones that score no vectors are embedded for this without
@@ -34,7 +36,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..embedding.embedder import Embedder
+from ..embedding.embedder import Embedder, cjk_share
+from ..embedding.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL, ENGLISH_ONLY_CJK_LIMIT
 from ..exceptions import EmbeddingError, ZoneFileError
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.hybrid import HybridScorer, as_array
@@ -71,6 +74,8 @@ class EmbedReport:
     tools_missing: int = 0
     tools_stale: int = 0
     tools_other_model: int = 0
+    #: tools left without a vector: the model does not cover their language
+    tools_not_covered: int = 0
     delegations_updated: int = 0
     zones_switched: int = 0
     zones_skipped: int = 0
@@ -85,6 +90,9 @@ class EmbedReport:
         lines = [f"{self.directory}: {len(self.zones_changed)} of {self.zones} zones changed (model {self.model})",
                  f"tools embedded: {self.tools_embedded} ({self.tools_missing} missing, {self.tools_stale} stale{other})",
                  f"delegations updated: {self.delegations_updated}"]
+        if self.tools_not_covered:
+            lines.append(f"tools without a vector: {self.tools_not_covered} (in a language {self.model} does not "
+                         "cover; BM25 alone ranks them)")
         if self.zones_switched:
             lines.append(f"zones switched to {HYBRID}: {self.zones_switched}")
         if self.zones_skipped:
@@ -174,18 +182,41 @@ def spec_of(model: str) -> str | None:
 
 # -- what is missing or stale --
 
-def tool_state(tool: Tool, model: str | None = None) -> str:
-    """``ok``, ``missing``, ``stale`` (made from other text) or ``other`` (of a model other than *model*)."""
+def _everything(text: str) -> bool:
+    return True
+
+
+def model_covers(model: str | None):
+    """Whether the embedder of *model* covers a text (:meth:`Embedder.covers`), told without building
+    it, so that ``tooldns check`` needs no model: the bundled all-MiniLM-L6-v2 covers text that is not
+    mostly CJK (:meth:`tooldns.embedding.local.LocalEmbedder.covers`), every other model everything."""
+    if model == LOCAL_DEFAULT_MODEL:
+        return lambda text: cjk_share(text) < ENGLISH_ONLY_CJK_LIMIT
+    return _everything
+
+
+def tool_state(tool: Tool, model: str | None = None, covers=_everything) -> str:
+    """``ok``, ``missing`` (no vector, and *covers* its text), ``stale`` (made from other text) or
+    ``other`` (of a model other than *model*). A tool without a vector whose text *covers* says no
+    to is ``ok``: it is to have none."""
     if not tool.vector:
-        return "missing"
+        return "missing" if covers(tool.embedding_text()) else "ok"
     if model is not None and decode_vector(tool.vector).model != model:
         return "other"
     return "stale" if tool.vector_of != tool.text_digest() else "ok"
 
 
-def vector_gaps(zone: Zone) -> tuple[int, int]:
-    """(tools without a vector, tools with a stale vector) of *zone*."""
-    states = Counter(tool_state(t) for t in zone.tools)
+def zone_model(zone: Zone) -> str | None:
+    """The model of *zone*'s vectors (None: it has none)."""
+    models = vector_models(zone)
+    return models.most_common(1)[0][0] if models else None
+
+
+def vector_gaps(zone: Zone, model: str | None = None) -> tuple[int, int]:
+    """(tools without a vector, tools with a stale vector) of *zone*; tools in a language the model
+    of the zone's vectors (else *model*, the tree's) does not cover are to have none, and are not counted."""
+    covers = model_covers(zone_model(zone) or model)
+    states = Counter(tool_state(t, covers=covers) for t in zone.tools)
     return states["missing"], states["stale"]
 
 
@@ -209,21 +240,24 @@ def tree_warnings(files: list[ZoneFile], directory: str | os.PathLike) -> list[s
     without centroids in zones that score vectors, zones of different models."""
     run = f"(run: tooldns embed {directory})"
     by_origin = {f.zone.origin: f.zone for f in files}
+    models = Counter(m for f in files for m in vector_models(f.zone))
+    tree_model = models.most_common(1)[0][0] if models else None  # for zones without vectors of their own
     out = []
     for f in files:
         if not uses_vectors(f.zone):
             continue
-        missing, stale = vector_gaps(f.zone)
+        missing, stale = vector_gaps(f.zone, tree_model)
         if missing or stale:
             out.append(f"{f.path}: {missing} tools without a vector, {stale} with a stale vector {run}")
-        bare = [d.label for d in f.zone.children
-                if not d.vectors and d.name in by_origin and subtree_tools(d.name, by_origin)]
+        covers = model_covers(zone_model(f.zone) or tree_model)
+        bare = [d.label for d in f.zone.children if not d.vectors and d.name in by_origin
+                and any(t.vector or covers(t.embedding_text()) for t in subtree_tools(d.name, by_origin))]
         if bare:
             out.append(f"{f.path}: {len(bare)} delegations without centroids ({', '.join(bare[:10])}"
                        f"{', ...' if len(bare) > 10 else ''}) {run}")
-    models = Counter(m for f in files for m in vector_models(f.zone))
     if len(models) > 1:
-        counts = ", ".join(f"{m}: {n} zones" for m, n in sorted(models.items()))
+        zones_of = Counter(m for f in files for m in set(vector_models(f.zone)))
+        counts = ", ".join(f"{m}: {n} zones" for m, n in sorted(zones_of.items()))
         out.append(f"{directory}: vectors of {len(models)} models ({counts}); a client sends one model's vector "
                    f"(run: tooldns embed {directory} --model SPEC)")
     return out
@@ -237,10 +271,14 @@ class _Vectors:
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self.model = embedder.model
+        self.covers = getattr(embedder, "covers", _everything)
         self.by_text: dict[str, bytes] = {}
 
+    def state(self, tool: Tool) -> str:
+        return tool_state(tool, self.model, self.covers)
+
     def embed(self, texts) -> None:
-        todo = list(dict.fromkeys(t for t in texts if t not in self.by_text))
+        todo = list(dict.fromkeys(t for t in texts if t not in self.by_text and self.covers(t)))
         if not todo:
             return
         vectors = self.embedder.embed(todo)
@@ -249,24 +287,25 @@ class _Vectors:
         self.by_text.update((t, encode_vector(self.model, v)) for t, v in zip(todo, vectors))
 
     def of(self, tool: Tool) -> bytes:
-        """*tool*'s own vector when it is fresh and of this model, else the one embedded here."""
-        if tool_state(tool, self.model) == "ok":
+        """*tool*'s own vector when it is fresh and of this model, else the one embedded here (b"":
+        none, the model does not cover its text)."""
+        if self.state(tool) == "ok":
             return tool.vector
-        return self.by_text[tool.embedding_text()]
+        return self.by_text.get(tool.embedding_text(), b"")
 
 
 def _targets(files: list[ZoneFile], scorer: str | None) -> set[str]:
     return {f.zone.origin for f in files if scorer == HYBRID or uses_vectors(f.zone)}
 
 
-def _texts_to_embed(files: list[ZoneFile], targets: set[str], model: str) -> list[str]:
+def _texts_to_embed(files: list[ZoneFile], targets: set[str], vectors: "_Vectors") -> list[str]:
     """Texts of the tools whose vectors are to be (re)made, and of the tools beneath target zones
     that have none (their zones score no vectors, but the centroids above them need them)."""
     by_origin = {f.zone.origin: f.zone for f in files}
     below = {t for origin in targets for d in by_origin[origin].children if d.name in by_origin
              for t in subtree_tools(d.name, by_origin)}
     tools = [t for f in files if f.zone.origin in targets for t in f.zone.tools] + list(below)
-    return [t.embedding_text() for t in tools if tool_state(t, model) != "ok"]
+    return [t.embedding_text() for t in tools if vectors.state(t) != "ok"]
 
 
 #: the report's counter of each state a tool's vector is made afresh in
@@ -276,11 +315,14 @@ _COUNTERS = {"missing": "tools_missing", "stale": "tools_stale", "other": "tools
 def _embed_tools(zone: Zone, vectors: _Vectors, report: EmbedReport) -> Zone:
     tools = []
     for tool in zone.tools:
-        state = tool_state(tool, vectors.model)
+        state = vectors.state(tool)
         if state != "ok":
-            counter = _COUNTERS[state]
-            setattr(report, counter, getattr(report, counter) + 1)
-            tool = dataclasses.replace(tool, vector=vectors.of(tool), vector_of=tool.text_digest())
+            vector = vectors.of(tool)
+            if vector:
+                counter = _COUNTERS[state]
+                setattr(report, counter, getattr(report, counter) + 1)
+            tool = dataclasses.replace(tool, vector=vector, vector_of=tool.text_digest() if vector else "")
+        report.tools_not_covered += not tool.vector
         tools.append(tool)
     return dataclasses.replace(zone, tools=tuple(tools))
 
@@ -290,7 +332,7 @@ def centroids_of(vectors: list[bytes], n: int) -> tuple[bytes, ...]:
     if not vectors:
         return ()
     rows = [as_array(decode_vector(v)) for v in vectors]
-    embedded = Embedded(decode_vector(vectors[0]).model, rows, [])
+    embedded = Embedded(decode_vector(vectors[0]).model, rows, [""] * len(rows))  # digests are not needed here
     embedded.CENTROIDS = n  # this instance's number of centroids (the class's default is build's)
     return embedded.centroids(list(range(len(rows))))
 
@@ -304,7 +346,7 @@ def _delegation(d: Delegation, zone: Zone, by_origin: dict[str, Zone], vectors: 
                                    f"(the child is scored by BM25 alone until they are made again)")
             return dataclasses.replace(d, vectors=())
         return d
-    fresh = centroids_of([vectors.of(t) for t in subtree_tools(d.name, by_origin)], n)
+    fresh = centroids_of([v for v in map(vectors.of, subtree_tools(d.name, by_origin)) if v], n)
     if fresh != d.vectors:
         report.delegations_updated += 1
         return dataclasses.replace(d, vectors=fresh)
@@ -342,8 +384,8 @@ def embed_tree(directory: str | os.PathLike, embedder: Embedder, centroids: int 
     targets = _targets(files, scorer)
     report.zones_skipped = len(files) - len(targets)
     vectors = _Vectors(embedder)
-    texts = _texts_to_embed(files, targets, vectors.model)
-    progress(f"embedding {len(set(texts))} texts with {vectors.model}")
+    texts = _texts_to_embed(files, targets, vectors)
+    progress(f"embedding {len(set(filter(vectors.covers, texts)))} texts with {vectors.model}")
     vectors.embed(texts)
     zones = {f.zone.origin: (_embed_tools(f.zone, vectors, report) if f.zone.origin in targets else f.zone)
              for f in files}
