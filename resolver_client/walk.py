@@ -438,7 +438,7 @@ class Walk:
         tools = list(self._tools.values())
         if any((t.score or 0) > 0 for t in tools):  # tools that matched nothing only pad the list
             tools = [t for t in tools if t.score is None or t.score > 0]
-        if tools and all(t.bm25 is not None and t.cosine is not None for t in tools):
+        if tools and all(t.bm25 is not None for t in tools) and any(t.cosine is not None for t in tools):
             # hybrid leaves: fuse their parts over every leaf's tools, as a flat hybrid search would
             for tool, fused in zip(tools, fuse([t.bm25 for t in tools], [t.cosine for t in tools], self.fusion)):
                 tool.score = fused

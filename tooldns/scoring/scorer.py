@@ -54,8 +54,9 @@ class Scorer(ABC):
     cacheable: bool = True
     #: may wait on I/O: the server calls it from a thread pool, never on its event loop
     blocking: bool = False
-    #: the embedding model whose vectors it compares; None: it compares none
+    #: the embedding model whose vectors it compares, and their size; None: it compares none
     model: str | None = None
+    dim: int = 0
 
     @abstractmethod
     def rank(self, intent: str, k: int, vector: Vector | None = None) -> Ranking:

@@ -11,12 +11,14 @@ a reload swaps the whole index at once and a query always sees one consistent ve
 from __future__ import annotations
 
 import ipaddress
+import logging
 from dataclasses import dataclass
 
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
-from ..protocol import names
 from ..embedding.registry import IntentEmbeddings, shared_embedder
+from ..exceptions import EmbeddingError
+from ..protocol import names
 from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
 from ..protocol.vector import Vector, quantize
 from ..scoring.registry import make_scorer
@@ -30,6 +32,8 @@ def address_rr(name: str, address: str, ttl: int) -> RR:
         return RR(name, QTYPE.A, ttl=ttl, rdata=A(address))
     return RR(name, QTYPE.AAAA, ttl=ttl, rdata=AAAA(address))
 
+
+log = logging.getLogger(__name__)
 
 #: stands for a zone's own tools among its children's candidates (kind "self")
 SELF = object()
@@ -83,7 +87,7 @@ class ZoneIndex:
         self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.display())], clip=MAX_RANKED_TEXT)[1:]
         scorers = self.scorers()
         #: the embedding model of this zone's vectors (None: it has none)
-        self.model = next((s.model for s in scorers if s.model is not None), None)
+        self.model, self.dim = next(((s.model, s.dim) for s in scorers if s.model is not None), (None, 0))
         #: intents that arrive without a usable vector are embedded here when the zone says so
         self.intent_embeddings = (IntentEmbeddings(shared_embedder(zone.settings.embed_intents))
                                   if zone.settings.embed_intents else None)
@@ -170,18 +174,25 @@ class ZoneIndex:
             for key, tools in self.tools.items()
         }
 
-    def intent_vector(self, text: str, sent: Vector | None) -> tuple[Vector | None, bool]:
-        """The vector to rank *text* with, and whether the one the query *sent* was left unused.
+    def intent_vector(self, text: str, sent: Vector | None) -> tuple[Vector | None, bool, bool]:
+        """The vector to rank *text* with; whether the one the query *sent* was left unused; and
+        whether embedding the intent here failed (BM25 alone then answers, flagged FALLBACK).
 
-        A sent vector of this zone's model is used as it is; otherwise the zone embeds the intent
-        itself when its settings say so (with the one model and cache its process shares).
+        A sent vector of this zone's model and size is used as it is; otherwise the zone embeds the
+        intent itself when its settings say so (with the one model and cache its process shares),
+        if the model covers the intent's language.
         """
-        if sent is not None and self.model is not None and sent.model == self.model:
-            return sent, False
-        own = None
-        if self.intent_embeddings is not None:
-            own = quantize(self.intent_embeddings.embedder.model, self.intent_embeddings.vector(text))
-        return own, sent is not None
+        if sent is not None and (sent.model, sent.dim) == (self.model, self.dim):
+            return sent, False, False
+        ignored = sent is not None
+        own = self.intent_embeddings
+        if own is None or not own.embedder.covers(text):
+            return None, ignored, False
+        try:
+            return quantize(own.embedder.model, own.vector(text)), ignored, False
+        except EmbeddingError as exc:
+            log.warning("%s: cannot embed an intent (%s); BM25 alone answers", self.origin, exc)
+            return None, ignored, True
 
     def scorers(self) -> list[Scorer]:
         """Every scorer this index built (for counters and for closing)."""

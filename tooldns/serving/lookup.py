@@ -153,20 +153,20 @@ class _Asked:
     intent: Intent
     vector: Vector | None
     vector_ignored: bool
+    embed_failed: bool
 
     @classmethod
     def of(cls, ix: ZoneIndex, intent: Intent | None, sent: Vector | None) -> "_Asked | None":
         if intent is None:
             return None
-        vector, ignored = ix.intent_vector(intent.text, sent)
-        return cls(intent, vector, ignored)
+        return cls(intent, *ix.intent_vector(intent.text, sent))
 
     def rank(self, scorer, k: int) -> Ranking:
         return scorer.rank(self.intent.text, k, self.vector)
 
 
 def _meta(ix: ZoneIndex, ranking: Ranking, pruned: bool, asked: _Asked) -> tuple[int, int, str]:
-    flags = ((FLAG_FALLBACK if ranking.fallback else 0) | (FLAG_PRUNED if pruned else 0)
+    flags = ((FLAG_FALLBACK if ranking.fallback or asked.embed_failed else 0) | (FLAG_PRUNED if pruned else 0)
              | (FLAG_VECTOR_IGNORED if asked.vector_ignored else 0))
     return flags, ix.zone.settings.intent_ttl, ranking.scorer
 
