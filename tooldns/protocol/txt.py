@@ -9,7 +9,8 @@ carries, per tool, a TXT record owned by the tool's name. Values longer than one
     >>> decode_pairs([b'tooldns=1', b'desc=ab', b'desc=cd'])
     {'tooldns': '1', 'desc': 'abcd'}
 
-Keys: ``tooldns`` (format version, always first), ``rank``, ``score``, ``kind``
+Keys: ``tooldns`` (format version, always first), ``rank``, ``score``, ``bm25`` and ``cos`` (the
+parts of a hybrid zone's score), ``kind``
 (functional, organisation or self), ``summary``, ``name``, ``desc``, ``endpoint``, ``service``,
 ``id``, ``param`` (``name:type:required:description``, repeated per parameter, one string each).
 """
