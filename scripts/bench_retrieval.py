@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Retrieval quality of resolution over the real protocol, against flat BM25, on any catalog.
+"""Retrieval quality of resolution over the real protocol, against flat search, on any catalog.
 
 Builds the zone tree from the catalog (``tooldns build``: the offline tree, or --taxonomy),
 starts ``tooldns serve`` on loopback in its own process, resolves every query with the real
@@ -7,9 +7,19 @@ resolver library over UDP (client cache off; K children at each step, --top tool
 leaf) and scores the merged ranking against the queries' correct tools. In the same run: a flat
 BM25 baseline over the whole catalog with the same tokenizer, and a sweep over K for the plot.
 
+With ``--scorer hybrid`` the tree is built with vectors (``--embed MODEL``, default minilm) and
+the resolver embeds each intent once and sends its vector; with any embedder (``--embed``), flat
+dense (cosine) and flat hybrid (BM25 fused with the cosine, ``--fusion``) baselines over the
+whole catalog too. Routing is reported apart from ranking: ``route_recall`` is the share of
+queries for which a correct tool was among the tools of the zones the walk got tools from, and
+``drop_depth`` says at which depth the walk left the path to the correct tools of the others.
+``--half even|odd`` keeps half of the queries (by a hash of their id), so that parameters can
+be chosen on one half and reported on the other.
+
     python scripts/bench_retrieval.py \\
         --services ../shared/data/toolret/services.en.json \\
         --queries ../shared/data/toolret/queries.dev.en.json --json out/en.json
+    python scripts/bench_retrieval.py ... --scorer hybrid --embed minilm --k 6 --ks 6
 
 Inputs: a catalog list of {id, name, description, metadata} (several --services are merged:
 same id, one tool), and queries [{id, query, correct_tools: [{id}]}].
@@ -21,13 +31,17 @@ against K.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import heapq
 import json
 import math
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,14 +49,48 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
-from tooldns.building.build import DEFAULT_PRUNE_RATIO, AutoTreeBuilder, BuildReport, build, zone_tool  # noqa: E402
+from tooldns.building.build import DEFAULT_PRUNE_RATIO, BuildReport, build, zone_tool  # noqa: E402
 from tooldns.building.catalog import load_catalogs  # noqa: E402
+from tooldns.embedding.registry import make_embedder  # noqa: E402
+from tooldns.exceptions import EmbeddingError  # noqa: E402
+from tooldns.protocol.fusion import DEFAULT_WEIGHT, fuse  # noqa: E402
 from tooldns.scoring.bm25 import BM25  # noqa: E402
 from tooldns.serving.tree import load_tree  # noqa: E402
 
 HEADLINE_METRICS = ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10")
 #: the LLM scorer's counters in a zone server's ``stats.tooldns.`` reply (prefixed ``scorer_``)
 LLM_COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "fallbacks")
+#: flat baselines over the whole catalog: BM25 always, dense and hybrid with an embedder
+FLAT_NAMES = {"bm25": "flat BM25", "dense": "flat dense", "hybrid": "flat hybrid"}
+#: groups of queries by their number of correct tools
+CORRECT_GROUPS = ("1", "2", "3+")
+
+
+@dataclass
+class Tree:
+    """What the benchmark needs of the built tree: what each zone scores, its servers, where tools are."""
+
+    origin: str
+    #: documents each zone scores when visited, by origin
+    sizes: dict[str, int]
+    #: the address of every zone server
+    servers: list[str]
+    #: zone -> catalog ids of the zone's own tools (from catalog-map.json)
+    zone_tools: dict[str, set[str]] = field(default_factory=dict)
+    #: catalog id -> the zones holding the tool
+    tool_zones: dict[str, set[str]] = field(default_factory=dict)
+
+    def depth(self, zone: str) -> int:
+        """Depth of *zone* below the origin (the origin: 0)."""
+        return len(zone.rstrip(".").split(".")) - len(self.origin.rstrip(".").split("."))
+
+    def path(self, zone: str) -> list[str]:
+        """*zone* and every zone above it up to the origin, deepest first."""
+        out = [zone]
+        while zone != self.origin and self.depth(zone) > 0:
+            zone = zone.split(".", 1)[1]
+            out.append(zone)
+        return out
 
 
 @dataclass
@@ -56,12 +104,18 @@ class Run:
     missing: int
     head_k: int | tuple[int, ...]
     sweep: dict
-    flat: dict
+    #: per-query metrics of each flat baseline run (``bm25``, and ``dense`` and ``hybrid`` with an embedder)
+    flat_rows: dict[str, list[dict]]
     seconds: float
 
     @property
     def head(self) -> dict:
         return self.sweep[self.head_k]
+
+    @cached_property
+    def flat(self) -> dict[str, dict]:
+        """Mean metrics of each flat baseline run."""
+        return {name: mean_metrics(rows) for name, rows in self.flat_rows.items()}
 
 
 def k_text(k) -> str:
@@ -99,24 +153,53 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", help="write the figures here (also .md report and .png plot beside it)")
     p.add_argument("--port", type=int, default=6355, help="port of every zone server (0: any free one)")
     p.add_argument("--subnet", default="127.0")
-    p.add_argument("--overlap", type=float, default=0.9)
+    p.add_argument("--max-children", type=int, help="tree shape: children a node at most (default the builder's)")
+    p.add_argument("--max-leaf", type=int, help="tree shape: tools a leaf, about (default the builder's)")
+    p.add_argument("--max-depth", type=int, help="tree shape: levels of splitting (default what the catalog needs)")
+    p.add_argument("--overlap", type=float, default=None,
+                   help="tree overlap (default the builder's: 0.9 of BM25's, 0.95 of the cosine with vectors)")
     p.add_argument("--child-k1", type=float, default=10.0)
     p.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
     p.add_argument("--limit", type=int, help="use only the first N queries (smoke runs)")
-    p.add_argument("--scorer", default="bm25", help="scorer of every zone: bm25 (default) or llm")
+    p.add_argument("--half", choices=("even", "odd", "all"), default="all",
+                   help="only the queries whose id hashes to this half (last hex digit of its sha256), to choose "
+                   "parameters on one half and report on the other (default all)")
+    p.add_argument("--scorer", default="bm25",
+                   help="scorer of every zone: bm25 (default), hybrid (the tree built with --embed vectors, the "
+                   "resolver sending the intent's vector) or llm")
+    p.add_argument("--embed", metavar="MODEL",
+                   help="embedder (minilm, hash, hash:DIM, local:PATH, openai:MODEL): with --scorer hybrid, of the "
+                   "tree and the resolver (default minilm); with any scorer, of the flat dense and hybrid baselines "
+                   "(none without it, except with --scorer hybrid)")
+    p.add_argument("--fusion", type=float, default=DEFAULT_WEIGHT,
+                   help="share of BM25 when the resolver and flat hybrid fuse BM25 and cosine "
+                   f"(default {DEFAULT_WEIGHT})")
     p.add_argument("--llm-model", help="with --scorer llm: the model (default $TOOLDNS_LLM_MODEL)")
     p.add_argument("--llm-base-url", help="with --scorer llm: OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
     p.add_argument("--timeout", type=float, default=2.0,
                    help="seconds the resolver waits for each reply (BM25 zones; default 2)")
     p.add_argument("--llm-budget-ms", type=float, default=5000,
                    help="with --scorer llm: per-query budget in the zones (default 5000 for benchmarking)")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.scorer == "hybrid" and not args.embed:
+        args.embed = "minilm"
+    if not 0.0 <= args.fusion <= 1.0:
+        p.error("--fusion is a share of BM25: from 0 to 1")
+    return args
 
 
-def load_queries(paths: list[str], limit: int | None) -> list[dict]:
-    """The queries of every file, pooled; a query without correct tools cannot be scored."""
+def in_half(query_id, half: str) -> bool:
+    """Whether a query id falls in *half* (``even``/``odd``: parity of the last hex digit of its sha256)."""
+    if half == "all":
+        return True
+    digit = int(hashlib.sha256(str(query_id).encode("utf-8")).hexdigest()[-1], 16)
+    return (digit % 2 == 0) == (half == "even")
+
+
+def load_queries(paths: list[str], limit: int | None, half: str = "all") -> list[dict]:
+    """The queries of every file, pooled, of the chosen half; a query without correct tools cannot be scored."""
     queries = [q for path in paths for q in json.loads(Path(path).read_text(encoding="utf-8"))]
-    queries = [q for q in queries if q.get("correct_tools")]
+    queries = [q for q in queries if q.get("correct_tools") and in_half(q.get("id"), half)]
     return queries[:limit] if limit else queries
 
 
@@ -128,28 +211,38 @@ def k_values(k: str, ks: str) -> tuple[int | tuple[int, ...], list]:
 
 
 def build_tree(args: argparse.Namespace, zonedir: str) -> BuildReport:
-    builder = None if args.taxonomy else AutoTreeBuilder(overlap=args.overlap)
+    """The tree (the offline one, clustered on the vectors when the zones are hybrid, or --taxonomy)."""
     scorer_options = {}
     if args.scorer == "llm":
         scorer_options = {k: v for k, v in (("model", args.llm_model), ("base_url", args.llm_base_url),
                                             ("budget_ms", args.llm_budget_ms)) if v is not None}
-    report = build(args.services, zonedir, taxonomy=args.taxonomy, builder=builder, subnet=args.subnet,
-                   child_k1=args.child_k1, prune_ratio=args.prune_ratio, scorer=args.scorer,
+    embed = args.embed if args.scorer == "hybrid" else None
+    tree_options = {key: getattr(args, key) for key in ("overlap", "max_children", "max_leaf", "max_depth")
+                    if getattr(args, key) is not None}
+    report = build(args.services, zonedir, taxonomy=args.taxonomy, embed=embed, tree_options=tree_options,
+                   subnet=args.subnet, child_k1=args.child_k1, prune_ratio=args.prune_ratio, scorer=args.scorer,
                    scorer_options=scorer_options,
                    progress=lambda m: print(f"[build] {m}", file=sys.stderr))
     print(f"build: {report.text()}", file=sys.stderr)
     return report
 
 
-def load_zones(zonedir: str) -> tuple[dict[str, int], list[str]]:
-    """Documents each zone scores when visited, by origin, and the address of every zone server."""
+def load_zones(zonedir: str) -> Tree:
+    """What each zone scores when visited, every zone server, and which zones hold each catalog tool."""
     sizes, servers = {}, []
     for store in load_tree(zonedir):
         servers.append(store.zone.nameservers[0].address)
         z = store.zone
         # A zone with children ranks them, its own tools competing as one more candidate; a leaf ranks its tools.
-        sizes[z.origin] = (len(z.children) + (1 if z.tools else 0)) if z.children else len(z.tools)
-    return sizes, servers
+        sizes[z.origin.lower()] = (len(z.children) + (1 if z.tools else 0)) if z.children else len(z.tools)
+    tree = Tree(min(sizes, key=lambda o: len(o.rstrip(".").split("."))), sizes, servers)
+    mapping = json.loads((Path(zonedir) / "catalog-map.json").read_text(encoding="utf-8"))
+    for tool_id, owners in mapping.items():
+        for owner in owners:
+            zone = owner.lower().split(".", 3)[3]  # less <label>._<service>._<transport>.
+            tree.zone_tools.setdefault(zone, set()).add(tool_id)
+            tree.tool_zones.setdefault(tool_id, set()).add(zone)
+    return tree
 
 
 def server_counters(servers: list[tuple[str, int]]) -> dict[str, int]:
@@ -170,128 +263,249 @@ def server_counters(servers: list[tuple[str, int]]) -> dict[str, int]:
     return total
 
 
-def run_queries(resolver: Resolver, queries, k, top: int, sizes: dict[str, int], n_tools: int) -> dict:
-    rows, ms, qs, nbytes, packets, nodes, docs, failures = [], [], [], [], [], [], [], 0
-    for q in queries:
-        correct = {c["id"] for c in q["correct_tools"]}
-        t0 = time.perf_counter()
-        try:
-            res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=top)
-        except Exception as exc:  # counted, never hidden
-            failures += 1
-            print(f"  query {q['id']}: {exc}", file=sys.stderr)
-            rows.append(metrics([], correct))
-            continue
-        ms.append((time.perf_counter() - t0) * 1000)
-        ranked = []
-        for t in res.tools:
-            if t.id and t.id not in ranked:
-                ranked.append(t.id)
-        rows.append(metrics(ranked, correct))
-        qs.append(res.stats.queries)
-        nbytes.append(res.stats.bytes_sent + res.stats.bytes_received)
-        packets.append(res.stats.packets)
-        nodes.append(res.stats.nodes_visited)
-        docs.append(sum(sizes.get(h.zone, 0) for h in res.trace if h.rcode == "NOERROR"))
-    out = mean_metrics(rows)
+def route(res, correct: set[str], tree: Tree) -> tuple[bool, int | None]:
+    """Whether the walk reached a correct tool, i.e. it was among the tools of a zone the walk got tools
+    from; if not, the depth of the deepest zone on a correct tool's path that the walk visited (the
+    depth at which it left that path; None when no correct tool is in the tree)."""
+    answered = {h.zone.lower() for h in res.trace if h.tools}
+    if any(correct & tree.zone_tools.get(zone, set()) for zone in answered):
+        return True, None
+    visited = {h.zone.lower() for h in res.trace if h.rcode == "NOERROR"}
+    depths = [tree.depth(zone) for c in correct for leaf in tree.tool_zones.get(c, ())
+              for zone in tree.path(leaf) if zone in visited]
+    return False, max(depths, default=None)
+
+
+def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree) -> dict:
+    """One query's figures: its metrics, what the resolution cost, and whether routing reached a correct tool."""
+    correct = {c["id"] for c in q["correct_tools"]}
+    t0 = time.perf_counter()
+    try:
+        res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=top)
+    except Exception as exc:  # counted, never hidden
+        print(f"  query {q['id']}: {exc}", file=sys.stderr)
+        return {"metrics": metrics([], correct), "failed": True, "reached": False, "drop": None}
+    ms = (time.perf_counter() - t0) * 1000
+    ranked = []
+    for t in res.tools:
+        if t.id and t.id not in ranked:
+            ranked.append(t.id)
+    reached, drop = route(res, correct, tree)
+    return {"metrics": metrics(ranked, correct), "failed": False, "reached": reached, "drop": drop, "ms": ms,
+            "queries": res.stats.queries, "bytes": res.stats.bytes_sent + res.stats.bytes_received,
+            "packets": res.stats.packets, "nodes": res.stats.nodes_visited, "embed_ms": res.stats.embed_ms,
+            "shortened": 1 if res.stats.intent_shortened else 0,
+            "docs": sum(tree.sizes.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR")}
+
+
+def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: int) -> dict:
+    per = [resolve_one(resolver, q, k, top, tree) for q in queries]
+    ok = [p for p in per if not p["failed"]]
+
+    def mean(key: str) -> float:
+        return statistics.mean(p[key] for p in ok) if ok else 0.0
+
+    out = mean_metrics([p["metrics"] for p in per])
+    drops = Counter(p["drop"] for p in per if not p["reached"] and p["drop"] is not None)
     out.update({
-        "k": k, "queries": len(queries), "failures": failures,
-        "docs_scored_per_query": statistics.mean(docs) if docs else 0.0,
-        "docs_scored_fraction": (statistics.mean(docs) / n_tools) if docs else 0.0,
-        "p50_ms": statistics.median(ms) if ms else 0.0, "p99_ms": percentile(ms, 99),
-        "queries_per_resolution": statistics.mean(qs) if qs else 0.0,
-        "bytes_per_resolution": statistics.mean(nbytes) if nbytes else 0.0,
-        "packets_per_resolution": statistics.mean(packets) if packets else 0.0,
-        "nodes_per_resolution": statistics.mean(nodes) if nodes else 0.0,
+        "k": k, "queries": len(queries), "failures": len(per) - len(ok),
+        "docs_scored_per_query": mean("docs"), "docs_scored_fraction": mean("docs") / n_tools if ok else 0.0,
+        "p50_ms": statistics.median(p["ms"] for p in ok) if ok else 0.0,
+        "p99_ms": percentile([p["ms"] for p in ok], 99),
+        "queries_per_resolution": mean("queries"), "bytes_per_resolution": mean("bytes"),
+        "packets_per_resolution": mean("packets"), "nodes_per_resolution": mean("nodes"),
+        "route_recall": sum(p["reached"] for p in per) / len(per) if per else 0.0,
+        "drop_depth": dict(sorted(drops.items())),
+        "embed_ms_p50": statistics.median(p["embed_ms"] for p in ok) if ok else 0.0,
+        "intents_shortened": sum(p["shortened"] for p in ok),
+        "per_query": [p["metrics"] for p in per],  # in query order, for recall by number of correct tools
     })
     return out
 
 
-def measure_k(resolver: Resolver, endpoints: list[tuple[str, int]], queries, k, top: int, sizes: dict[str, int],
+def measure_k(resolver: Resolver, endpoints: list[tuple[str, int]], queries, k, top: int, tree: Tree,
               n_tools: int) -> dict:
     """The figures of one K, with the LLM scorer's work per resolution read off the servers' counters."""
     before = server_counters(endpoints)
-    s = run_queries(resolver, queries, k, top, sizes, n_tools)
+    s = run_queries(resolver, queries, k, top, tree, n_tools)
     after = server_counters(endpoints)
     n = max(1, s["queries"])
     for key in LLM_COUNTERS:
         s[f"llm_{key}_per_resolution"] = (after.get(f"scorer_{key}", 0) - before.get(f"scorer_{key}", 0)) / n
     print(f"K={k_text(k)}: hr@10 {s['hr@10']:.3f} recall@10 {s['recall@10']:.3f} docs {s['docs_scored_fraction']:.3f} "
-          f"p50 {s['p50_ms']:.1f} ms", file=sys.stderr)
+          f"route recall {s['route_recall']:.3f} p50 {s['p50_ms']:.1f} ms", file=sys.stderr)
     return s
 
 
-def sweep_k(args: argparse.Namespace, zonedir: str, servers: list[str], ks: list, queries, sizes: dict[str, int],
-            n_tools: int) -> dict:
-    """Serve the tree and resolve every query once per K; the figures by K."""
+def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, queries, n_tools: int,
+            embedder=None) -> dict:
+    """Serve the tree and resolve every query once per K; the figures by K. With hybrid zones the
+    resolver gets *embedder*: it embeds each intent once and sends the vector with every query."""
     proc, root = start_servers(zonedir, args.port)
     try:
         # Glue carries addresses only, so every zone server listens on the root's port.
-        endpoints = [(address, root[1]) for address in servers]
+        endpoints = [(address, root[1]) for address in tree.servers]
         # An LLM-scored zone may spend its whole budget before it answers.
-        timeout = args.timeout if args.scorer == "bm25" else max(args.timeout, args.llm_budget_ms / 1000 * 3)
-        with Resolver(root=root, cache=False, timeout=timeout) as resolver:
-            resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up
-            return {k: measure_k(resolver, endpoints, queries, k, args.top, sizes, n_tools) for k in ks}
+        timeout = args.timeout if args.scorer != "llm" else max(args.timeout, args.llm_budget_ms / 1000 * 3)
+        vectors = embedder if args.scorer == "hybrid" else None
+        with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion) as resolver:
+            resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up (or model load)
+            return {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools) for k in ks}
     finally:
         stop_servers(proc)
 
 
-def flat_baseline(catalog, queries, top: int) -> dict:
-    texts = [zone_tool(t, "x", "http").text() for t in catalog.tools]
-    index = BM25(texts, k1=1.5, b=0.75)
+def top_ids(scores, ids: list[str], top: int) -> list[str]:
+    """The ids of the *top* best scores, best first; ties keep catalog order."""
+    return [ids[i] for i in heapq.nsmallest(top, range(len(ids)), key=lambda i: (-scores[i], i))]
+
+
+def flat_baselines(catalog, queries, top: int, embedder=None, weight: float = DEFAULT_WEIGHT) -> dict[str, list[dict]]:
+    """Per-query metrics of flat search over the whole catalog: BM25 (the tokenizer and parameters of the
+    zones' tools); with *embedder*, also dense and hybrid (:func:`flat_vectors`)."""
+    tools = [zone_tool(t, "x", "http") for t in catalog.tools]
+    index = BM25([t.text() for t in tools], k1=1.5, b=0.75)
     ids = [t.id for t in catalog.tools]
-    rows = []
-    for q in queries:
-        ranked = [ids[i] for i, s in index.rank(q["query"], top) if s > 0]
-        rows.append(metrics(ranked, {c["id"] for c in q["correct_tools"]}))
-    return mean_metrics(rows)
+    correct = [{c["id"] for c in q["correct_tools"]} for q in queries]
+    rows: dict[str, list[dict]] = {"bm25": []}
+    for q, good in zip(queries, correct):
+        rows["bm25"].append(metrics([ids[i] for i, s in index.rank(q["query"], top) if s > 0], good))
+    if embedder is not None and queries:
+        rows.update(flat_vectors(tools, ids, index, queries, correct, rows["bm25"], top, embedder, weight))
+    return rows
+
+
+def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows: list[dict], top: int, embedder,
+                 weight: float) -> dict[str, list[dict]]:
+    """Flat dense: the cosine of the query's and each tool's vector (the text the builder embeds), the
+    model alone. Flat hybrid: the same BM25 fused with the cosine over every tool, as the resolver fuses
+    leaves' parts; as in the tree, a query the model does not cover (:meth:`Embedder.covers`) is
+    ranked by BM25 alone, and a tool it does not cover by its scaled BM25 alone, as a hybrid zone
+    ranks a tool without a vector."""
+    import numpy as np
+
+    print(f"flat baselines: embedding {len(tools)} tools and {len(queries)} queries with {embedder.model}",
+          file=sys.stderr)
+    texts = [t.embedding_text() for t in tools]
+    docs = np.asarray(embedder.embed(texts), dtype=np.float32)
+    uncovered = np.array([not embedder.covers(text) for text in texts])
+    intents = np.asarray(embedder.embed([q["query"] for q in queries]), dtype=np.float32)
+    rows: dict[str, list[dict]] = {"dense": [], "hybrid": []}
+    for q, good, cosines, lexical in zip(queries, correct, intents @ docs.T, bm25_rows):
+        rows["dense"].append(metrics(top_ids(cosines.tolist(), ids, top), good))
+        if not embedder.covers(q["query"]):
+            rows["hybrid"].append(lexical)
+            continue
+        lexical_scores = index.scores(q["query"])
+        if uncovered.any():  # out of the cosines' scale, and ranked by their scaled BM25 alone
+            cosines = np.where(uncovered, cosines[~uncovered].min() if not uncovered.all() else 0.0, cosines)
+        fused = fuse(lexical_scores, cosines.tolist(), weight)
+        if uncovered.any():
+            alone = fuse(lexical_scores, lexical_scores, 1.0)
+            fused = [a if u else f for f, a, u in zip(fused, alone, uncovered)]
+        rows["hybrid"].append(metrics(top_ids(fused, ids, top), good))
+    return rows
+
+
+def recall_by_correct(run: Run) -> dict[str, dict]:
+    """Recall@10 of the tree (head K) and of each flat baseline, by number of correct tools (1, 2, 3+);
+    None for a group without queries."""
+    groups: dict[str, list[int]] = {key: [] for key in CORRECT_GROUPS}
+    for i, q in enumerate(run.queries):
+        n = len({c["id"] for c in q["correct_tools"]})
+        groups[CORRECT_GROUPS[min(n, 3) - 1]].append(i)
+    sources = {"dns": run.head["per_query"], **{f"flat_{name}": rows for name, rows in run.flat_rows.items()}}
+    return {key: {"n": len(idx), **{name: statistics.mean(rows[i]["recall@10"] for i in idx) if idx else None
+                                    for name, rows in sources.items()}}
+            for key, idx in groups.items()}
 
 
 def result_json(run: Run) -> dict:
     args, head = run.args, run.head
     copied = ("docs_scored_fraction", "docs_scored_per_query", "p50_ms", "p99_ms", "queries_per_resolution",
               "bytes_per_resolution", "packets_per_resolution", "nodes_per_resolution", "llm_calls_per_resolution",
-              "llm_prompt_tokens_per_resolution", "llm_fallbacks_per_resolution")
+              "llm_prompt_tokens_per_resolution", "llm_fallbacks_per_resolution", "route_recall", "drop_depth",
+              "embed_ms_p50", "intents_shortened")
     return {
         **{k: head[k] for k in HEADLINE_METRICS + copied},
-        "scorer": args.scorer, "k": k_text(run.head_k), "top": args.top, "queries": len(run.queries),
+        "scorer": args.scorer, "embed": args.embed, "fusion": args.fusion, "half": args.half,
+        "k": k_text(run.head_k), "top": args.top, "queries": len(run.queries),
         "failures": head["failures"], "correct_ids_not_in_catalog": run.missing,
-        "flat_bm25": {k: run.flat[k] for k in HEADLINE_METRICS},
-        "sweep": {k_text(k): {**v, "k": k_text(k)} for k, v in run.sweep.items()},
+        **{f"flat_{name}": {k: means[k] for k in HEADLINE_METRICS} for name, means in run.flat.items()},
+        "recall_by_correct": recall_by_correct(run),
+        "sweep": {k_text(k): {**{key: value for key, value in v.items() if key != "per_query"}, "k": k_text(k)}
+                  for k, v in run.sweep.items()},
         "build": run.report.__dict__ | {"warnings": len(run.report.warnings)},
         "services": args.services, "query_files": args.queries, "taxonomy": args.taxonomy,
         "seconds": run.seconds,
     }
 
 
-def markdown_headline(run: Run) -> list[str]:
-    args, head, flat, report = run.args, run.head, run.flat, run.report
+def markdown_intro(run: Run) -> list[str]:
+    args, report = run.args, run.report
     tree = "A2X taxonomy " + args.taxonomy if args.taxonomy else "offline (tooldns build)"
-    lines = [
+    half = "all queries" if args.half == "all" else f"{args.half} half, by id hash"
+    scorer = args.scorer + (f" ({args.embed} vectors, fusion weight of BM25 {args.fusion})"
+                            if args.scorer == "hybrid" else "")
+    return [
         "# ToolDNS retrieval benchmark",
         "",
         f"Catalog: {', '.join(args.services)} ({run.n_tools} tools); queries: {', '.join(args.queries)} "
-        f"({len(run.queries)}); tree: {tree}; "
-        f"{report.zones} zones, depth {report.depth}. K = {k_text(run.head_k)} (per depth, from the root), "
-        f"{args.top} tools asked of each leaf and kept.",
+        f"({len(run.queries)}; {half}); tree: {tree}; "
+        f"{report.zones} zones, depth {report.depth}; scorer: {scorer}. K = {k_text(run.head_k)} (per depth, "
+        f"from the root), {args.top} tools asked of each leaf and kept.",
         "",
-        "| metric | resolution over DNS | flat BM25 |",
-        "| --- | --- | --- |",
     ]
-    lines += [f"| {key} | {head[key]:.3f} | {flat[key]:.3f} |" for key in HEADLINE_METRICS]
+
+
+def markdown_headline(run: Run) -> list[str]:
+    args, head, flat = run.args, run.head, run.flat
+    pad = " |" * len(flat)
+    lines = markdown_intro(run) + [
+        "| metric | resolution over DNS | " + " | ".join(FLAT_NAMES[name] for name in flat) + " |",
+        "| --- | --- |" + " --- |" * len(flat),
+    ]
+    lines += [f"| {key} | {head[key]:.3f} | " + " | ".join(f"{means[key]:.3f}" for means in flat.values()) + " |"
+              for key in HEADLINE_METRICS]
     lines += [
         f"| documents scored per query | {head['docs_scored_per_query']:.0f} "
-        f"({head['docs_scored_fraction']:.1%} of the catalog) | {run.n_tools} (100%) |",
+        f"({head['docs_scored_fraction']:.1%} of the catalog) |" + f" {run.n_tools} (100%) |" * len(flat),
         f"| DNS queries / bytes / packets per resolution | {head['queries_per_resolution']:.1f} / "
-        f"{head['bytes_per_resolution']:.0f} / {head['packets_per_resolution']:.1f} | |",
-        f"| zones visited per resolution | {head['nodes_per_resolution']:.1f} | |",
-        f"| resolution latency p50 / p99 | {head['p50_ms']:.1f} ms / {head['p99_ms']:.1f} ms | |",
+        f"{head['bytes_per_resolution']:.0f} / {head['packets_per_resolution']:.1f} |" + pad,
+        f"| zones visited per resolution | {head['nodes_per_resolution']:.1f} |" + pad,
+        f"| resolution latency p50 / p99 | {head['p50_ms']:.1f} ms / {head['p99_ms']:.1f} ms |" + pad,
+        f"| intent embedding p50 (within the latency) | {head['embed_ms_p50']:.1f} ms |" + pad,
+        f"| intents shortened to fit the option | {head['intents_shortened']} |" + pad,
     ]
     if args.scorer == "llm":
         lines.append(f"| LLM calls / prompt tokens / fallbacks per resolution | "
                      f"{head['llm_calls_per_resolution']:.1f} / {head['llm_prompt_tokens_per_resolution']:.0f} / "
-                     f"{head['llm_fallbacks_per_resolution']:.2f} | |")
+                     f"{head['llm_fallbacks_per_resolution']:.2f} |" + pad)
+    if "dense" not in flat:
+        lines += ["", "Flat dense and flat hybrid: not run (no embedder; give --embed MODEL)."]
+    return lines
+
+
+def markdown_routing(run: Run) -> list[str]:
+    head = run.head
+    lost = sum(head["drop_depth"].values())
+    drops = ", ".join(f"depth {d}: {n}" for d, n in head["drop_depth"].items()) or "none"
+    lines = [
+        "## Routing",
+        "",
+        f"Route recall: {head['route_recall']:.3f} (share of queries for which a correct tool was among the "
+        f"tools of the zones the walk got tools from; hit rate@10 can only be lower).",
+        f"Where the walk left the path to the correct tools of the other queries (depth of the deepest zone on "
+        f"that path it visited; root = 0): {drops} ({lost} queries).",
+        "",
+        "## Recall@10 by number of correct tools",
+        "",
+        "| correct tools | queries | resolution over DNS | " + " | ".join(FLAT_NAMES[n] for n in run.flat) + " |",
+        "| --- | --- | --- |" + " --- |" * len(run.flat),
+    ]
+    for key, row in recall_by_correct(run).items():
+        values = [row["dns"]] + [row["flat_" + n] for n in run.flat]
+        lines.append(f"| {key} | {row['n']} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in values) + " |")
     return lines
 
 
@@ -299,17 +513,18 @@ def markdown_sweep(run: Run) -> list[str]:
     lines = [
         "## K sweep",
         "",
-        "| K | hr@10 | recall@10 | mrr | docs scored | queries/resolution | p50 ms |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| K | hr@10 | recall@10 | mrr | route recall | docs scored | queries/resolution | p50 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for k, s in run.sweep.items():
         lines.append(f"| {k_text(k)} | {s['hr@10']:.3f} | {s['recall@10']:.3f} | {s['mrr']:.3f} | "
-                     f"{s['docs_scored_fraction']:.1%} | {s['queries_per_resolution']:.1f} | {s['p50_ms']:.1f} |")
+                     f"{s['route_recall']:.3f} | {s['docs_scored_fraction']:.1%} | {s['queries_per_resolution']:.1f} | "
+                     f"{s['p50_ms']:.1f} |")
     return lines
 
 
 def markdown_report(run: Run) -> str:
-    lines = markdown_headline(run) + [""] + markdown_sweep(run)
+    lines = markdown_headline(run) + [""] + markdown_routing(run) + [""] + markdown_sweep(run)
     lines += ["", f"Whole run (build included): {run.seconds:.0f} s."]
     return "\n".join(lines) + "\n"
 
@@ -324,7 +539,8 @@ def plot_sweep(run: Run, path: Path) -> None:
     fig, ax1 = plt.subplots(figsize=(6, 4))
     xs = [k for k in sweep if isinstance(k, int)]
     ax1.plot(xs, [sweep[k]["hr@10"] for k in xs], "o-", color="tab:blue", label="hit rate@10 (DNS)")
-    ax1.axhline(run.flat["hr@10"], color="tab:blue", linestyle=":", label="hit rate@10 (flat BM25)")
+    for (name, means), style in zip(run.flat.items(), (":", "-.", "--")):
+        ax1.axhline(means["hr@10"], color="tab:blue", linestyle=style, label=f"hit rate@10 ({FLAT_NAMES[name]})")
     ax1.set_xlabel("K (children asked for at each step)")
     ax1.set_ylabel("hit rate@10")
     ax1.set_ylim(0, 1)
@@ -358,18 +574,24 @@ def write_reports(run: Run, result: dict, markdown: str, out: Path) -> None:
 def main() -> int:
     args = parse_args()
     t_start = time.perf_counter()
-    queries = load_queries(args.queries, args.limit)
+    queries = load_queries(args.queries, args.limit, args.half)
+    if not queries:
+        raise SystemExit("no query with correct tools to run (check --queries, --half and --limit)")
     head_k, ks = k_values(args.k, args.ks)
+    try:  # one embedder for the whole run: the resolver's intents and the flat baselines
+        embedder = make_embedder(args.embed) if args.embed else None
+    except EmbeddingError as exc:
+        raise SystemExit(f"--embed {args.embed}: {exc}") from exc
     with tempfile.TemporaryDirectory(prefix="tooldns-bench-") as tmp:
         zonedir = str(Path(tmp) / "zones")
         report = build_tree(args, zonedir)
         catalog = load_catalogs(args.services)
-        sizes, servers = load_zones(zonedir)
+        tree = load_zones(zonedir)
         known = {t.id for t in catalog.tools}
         missing = sum(1 for q in queries for c in q["correct_tools"] if c["id"] not in known)
-        sweep = sweep_k(args, zonedir, servers, ks, queries, sizes, len(catalog.tools))
-    flat = flat_baseline(catalog, queries, args.top)
-    run = Run(args, queries, len(catalog.tools), report, missing, head_k, sweep, flat,
+        sweep = sweep_k(args, zonedir, tree, ks, queries, len(catalog.tools), embedder)
+    flat_rows = flat_baselines(catalog, queries, args.top, embedder, args.fusion)
+    run = Run(args, queries, len(catalog.tools), report, missing, head_k, sweep, flat_rows,
               seconds=time.perf_counter() - t_start)
     markdown = markdown_report(run)
     print(markdown)

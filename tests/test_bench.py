@@ -14,28 +14,57 @@ from test_build import synthetic_catalog
 DATA = Path(os.environ.get("TOOLDNS_DATA", ROOT.parent / "shared" / "data" / "toolret"))
 
 
+def run_bench(tmp_path, out: str, *extra: str) -> dict:
+    """bench_retrieval.py on tmp_path's s.json and q.json with *extra* options; its JSON figures."""
+    subnet = fresh_subnet()
+    out_file = tmp_path / out
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_retrieval.py"), "--services", str(tmp_path / "s.json"),
+                           "--queries", str(tmp_path / "q.json"), "--json", str(out_file),
+                           "--subnet", ".".join(subnet.split(".")[:2]), "--port", "0", "--timeout", "10", *extra],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out_file.read_text())
+
+
 def test_bench_retrieval_on_a_small_catalog(tmp_path):
     tools = synthetic_catalog(12)
     (tmp_path / "s.json").write_text(json.dumps(tools))
     queries = [{"id": "q1", "query": "song lyrics of an artist", "correct_tools": [{"id": "music_3"}, {"id": "music_4"}]},
                {"id": "q2", "query": "stock dividend and quote", "correct_tools": [{"id": "finance_0"}]},
-               {"id": "q3", "query": "nothing related at all", "correct_tools": [{"id": "maps_1"}]}]
+               {"id": "q3", "query": "nothing related at all", "correct_tools": [{"id": "maps_1"}]},
+               {"id": "q4", "query": "rain and wind forecast",
+                "correct_tools": [{"id": "weather_0"}, {"id": "weather_1"}, {"id": "weather_3"}]}]
     (tmp_path / "q.json").write_text(json.dumps(queries))
-    subnet = fresh_subnet()
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_retrieval.py"), "--services", str(tmp_path / "s.json"),
-                          "--queries", str(tmp_path / "q.json"), "--k", "2", "--ks", "1,2", "--json", str(tmp_path / "r.json"),
-                          "--subnet", ".".join(subnet.split(".")[:2]), "--port", "0", "--timeout", "10"],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads((tmp_path / "r.json").read_text())
+    result = run_bench(tmp_path, "r.json", "--k", "2", "--ks", "1,2")
     for key in ("hr@1", "hr@5", "hr@10", "recall@10", "mrr", "docs_scored_fraction", "p50_ms", "p99_ms",
-                "queries_per_resolution", "bytes_per_resolution"):
+                "queries_per_resolution", "bytes_per_resolution", "route_recall", "drop_depth"):
         assert key in result, key
     assert set(result["flat_bm25"]) >= {"hr@10", "recall@10"}
+    assert "flat_dense" not in result and "flat_hybrid" not in result  # no embedder: skipped, and said so
     assert 0 < result["hr@10"] <= 1 and 0 < result["docs_scored_fraction"] <= 1
+    assert result["hr@10"] <= result["route_recall"] <= 1  # a tool in the top 10 was reached
     assert result["queries_per_resolution"] >= 1 and result["failures"] == 0
-    assert (tmp_path / "r.md").read_text().startswith("# ToolDNS retrieval benchmark")
+    report = (tmp_path / "r.md").read_text()
+    assert report.startswith("# ToolDNS retrieval benchmark") and "Flat dense and flat hybrid: not run" in report
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+    # With vectors: the tree built with the hash embedder (no model), the resolver sending the intent's
+    # vector, flat dense and hybrid baselines; only the odd half of the queries (q1, q2, q3).
+    hybrid = run_bench(tmp_path, "h.json", "--k", "2", "--ks", "2", "--scorer", "hybrid", "--embed", "hash",
+                       "--half", "odd")
+    assert hybrid["scorer"] == "hybrid" and hybrid["embed"] == "hash" and hybrid["half"] == "odd"
+    assert hybrid["queries"] == 3 and hybrid["failures"] == 0
+    for name in ("flat_bm25", "flat_dense", "flat_hybrid"):
+        assert all(0 <= hybrid[name][m] <= 1 for m in ("hr@10", "recall@10")), name
+    assert 0 <= hybrid["route_recall"] <= 1 and isinstance(hybrid["drop_depth"], dict)
+    assert all(int(depth) >= 0 and count > 0 for depth, count in hybrid["drop_depth"].items())
+    assert hybrid["embed_ms_p50"] >= 0 and hybrid["intents_shortened"] == 0
+    by_correct = hybrid["recall_by_correct"]
+    assert set(by_correct) == {"1", "2", "3+"} and sum(g["n"] for g in by_correct.values()) == hybrid["queries"]
+    for group in by_correct.values():
+        assert set(group) == {"n", "dns", "flat_bm25", "flat_dense", "flat_hybrid"}
+        assert all(v is None if group["n"] == 0 else 0 <= v <= 1 for k, v in group.items() if k != "n")
+    assert "flat hybrid" in (tmp_path / "h.md").read_text()
 
 
 @pytest.mark.skipif(not (DATA / "services.en.json").exists(), reason=f"benchmark data not found at {DATA}")
