@@ -102,6 +102,8 @@ def _cases() -> list[tuple[str, bytes, bool]]:
         ("class CH A", _query("tools.", "A", rdclass="CH"), False),
         ("unknown service", _query("_ftp._tcp._tools.", intent="weather"), False),
         ("payload 600", _query(root, intent=INTENTS[0], k=10, payload=600), False),
+        ("payload 512, big leaf truncates", _query("_any._tcp._docs.productivity.tools.", intent=INTENTS[7], k=8,
+                                                   payload=512), False),
         ("cursor label '_'", _query("_any._tcp._.tools.", intent="weather"), False),
     ]
     return cases
