@@ -60,6 +60,23 @@ def openai_client(*, base_url: str | None = None, api_key: str | None = None, ti
                   timeout=timeout, max_retries=max_retries)
 
 
+class Counters:
+    """Named counts (calls, tokens, failures) that several threads add to."""
+
+    def __init__(self, *names: str) -> None:
+        self._counts = dict.fromkeys(names, 0)
+        self._lock = threading.Lock()
+
+    def add(self, **amounts: int) -> None:
+        with self._lock:
+            for key, value in amounts.items():
+                self._counts[key] += value
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
 class ChatModel:
     """One model at one endpoint, counting calls and tokens (thread-safe)."""
 
@@ -69,8 +86,7 @@ class ChatModel:
         if client is None:
             client = openai_client(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
         self.client = client
-        self._counts = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "failed_calls": 0}
-        self._lock = threading.Lock()
+        self._counts = Counters("calls", "prompt_tokens", "completion_tokens", "failed_calls")
 
     def complete(self, messages: list[dict], **params) -> str | None:
         """The content of the model's answer to *messages* (None when it gave no choice).
@@ -80,10 +96,10 @@ class ChatModel:
         try:
             response = self.client.chat.completions.create(model=self.model, messages=messages, **params)
         except Exception:
-            self._count(failed_calls=1)
+            self._counts.add(failed_calls=1)
             raise
         usage = getattr(response, "usage", None)
-        self._count(calls=1, prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
+        self._counts.add(calls=1, prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
                     completion_tokens=(usage.completion_tokens or 0) if usage else 0)
         return response.choices[0].message.content if response.choices else None
 
@@ -92,11 +108,5 @@ class ChatModel:
         self.client.chat.completions.create(model=self.model, max_tokens=1, temperature=0,
                                             messages=[{"role": "user", "content": "ping"}])
 
-    def _count(self, **amounts: int) -> None:
-        with self._lock:
-            for key, value in amounts.items():
-                self._counts[key] += value
-
     def counters(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
+        return self._counts.snapshot()

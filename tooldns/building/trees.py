@@ -179,12 +179,7 @@ class AutoTreeBuilder:
         centroids = np.array([x[labels == c].mean(axis=0) for c in keep])
         centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
         if self.overlap < 1.0 and len(groups) > 1:
-            sims = x @ centroids.T
-            order = np.argsort(-sims, axis=1)
-            for row, member in enumerate(members):
-                first, second = order[row, 0], order[row, 1]
-                if sims[row, second] > 0 and sims[row, second] >= self.overlap * sims[row, first]:
-                    groups[second].append(member)
+            self._place_twice(members, groups, x @ centroids.T)
         return groups
 
     def _lexical_groups(self, members: list[int], k: int) -> list[list[int]]:
@@ -206,12 +201,16 @@ class AutoTreeBuilder:
             if sims is None:
                 index = BM25(tokens=[[t for m in g for t in self._tokens[m]] for g in groups], k1=self.k1, b=self.b)
                 sims = np.array([index.scores_tokens(self._tokens[m]) for m in members])
-            order = np.argsort(-sims, axis=1)
-            for row, member in enumerate(members):
-                first, second = order[row, 0], order[row, 1]
-                if sims[row, second] > 0 and sims[row, second] >= self.overlap * sims[row, first]:
-                    groups[second].append(member)
+            self._place_twice(members, groups, sims)
         return groups
+
+    def _place_twice(self, members: list[int], groups: list[list[int]], sims) -> None:
+        """Put each member in its second group too when it is nearly as similar (*overlap* of its best)."""
+        order = self._np.argsort(-sims, axis=1)
+        for row, member in enumerate(members):
+            first, second = order[row, 0], order[row, 1]
+            if sims[row, second] > 0 and sims[row, second] >= self.overlap * sims[row, first]:
+                groups[second].append(member)
 
     def _add_children(self, node: Category, members: list[int], groups: list[list[int]], depth: int) -> None:
         """A child per group, labelled from its most distinctive terms, split in turn."""

@@ -15,10 +15,9 @@ every model returns unit vectors.
 
 from __future__ import annotations
 
-import threading
 from typing import Sequence
 
-from ..chat import openai_client
+from ..chat import Counters, openai_client
 from ..exceptions import EmbeddingError
 from .embedder import Embedder
 
@@ -47,8 +46,7 @@ class OpenAIEmbedder(Embedder):
         self.base_url = str(getattr(client, "base_url", base_url or ""))
         self.batch_size = max(1, int(batch_size))
         self._dim = dim
-        self._counts = {"calls": 0, "texts": 0, "prompt_tokens": 0, "failed_calls": 0}
-        self._lock = threading.Lock()
+        self._counts = Counters("calls", "texts", "prompt_tokens", "failed_calls")
 
     @property
     def dim(self) -> int:
@@ -68,15 +66,15 @@ class OpenAIEmbedder(Embedder):
         try:
             response = self.client.embeddings.create(model=self.model, input=batch, encoding_format="float")
         except Exception as exc:  # noqa: BLE001 - whatever the client raises: timeouts, HTTP errors
-            self._count(failed_calls=1)
+            self._counts.add(failed_calls=1)
             raise EmbeddingError(f"embedding with {self.model} at {self.base_url} failed: {exc}") from exc
         try:
             vectors = self._vectors(response, len(batch))
         except EmbeddingError:
-            self._count(failed_calls=1)
+            self._counts.add(failed_calls=1)
             raise
         usage = getattr(response, "usage", None)
-        self._count(calls=1, texts=len(batch), prompt_tokens=(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0)
+        self._counts.add(calls=1, texts=len(batch), prompt_tokens=(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0)
         return vectors
 
     def _vectors(self, response, expected: int) -> list[list[float]]:
@@ -97,11 +95,5 @@ class OpenAIEmbedder(Embedder):
         self._dim = dim
         return vectors
 
-    def _count(self, **amounts: int) -> None:
-        with self._lock:
-            for key, value in amounts.items():
-                self._counts[key] += value
-
     def counters(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
+        return self._counts.snapshot()
