@@ -22,9 +22,6 @@ _CHUNK = 250
 #: descriptions longer than this (bytes) are cut in ranked answers; a TXT query on the tool's
 #: own name returns the whole text
 MAX_RANKED_TEXT = 120
-#: summaries longer than this (bytes) are cut in referrals: a client routes by rank and score, the
-#: summary only labels the trace, and a referral to 6 children must fit one 1232-byte datagram
-MAX_REFERRAL_TEXT = 48
 
 
 def _clip(value: str, limit: int) -> str:

@@ -19,7 +19,7 @@ from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 from ..embedding.registry import IntentEmbeddings, shared_embedder
 from ..exceptions import EmbeddingError
 from ..protocol import names
-from ..protocol.txt import MAX_RANKED_TEXT, MAX_REFERRAL_TEXT, encode_pairs
+from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
 from ..protocol.vector import Vector, quantize
 from ..scoring.registry import make_scorer
 from ..scoring.scorer import Scorer
@@ -75,17 +75,17 @@ class ZoneIndex:
         self._index_tools()
         self._build_scorers()
         # Precomputed metadata strings for ranked answers (rank/score are prepended per query).
+        # Referrals carry no summaries: a client routes by rank and score, and a referral to ten
+        # children then fits one datagram instead of being retried over TCP.
         self.ranked_tool_txt = {
             id(t): encode_pairs(tool_metadata(t, full=False), clip=MAX_RANKED_TEXT)[1:]
             for t in zone.tools
         }
         self.child_txt = {
-            id(c): encode_pairs([("kind", c.kind), *([("leaf", 1)] if c.leaf else []), ("summary", c.summary.display())],
-                                clip=MAX_REFERRAL_TEXT)[1:]
+            id(c): encode_pairs([("kind", c.kind), *([("leaf", 1)] if c.leaf else [])])[1:]
             for c in zone.children
         }
-        self.self_txt = encode_pairs([("kind", "self"), ("summary", zone.summary.display())],
-                                     clip=MAX_REFERRAL_TEXT)[1:]
+        self.self_txt = encode_pairs([("kind", "self")])[1:]
         scorers = self.scorers()
         #: the embedding model of this zone's vectors (None: it has none)
         self.model, self.dim = next(((s.model, s.dim) for s in scorers if s.model is not None), (None, 0))
