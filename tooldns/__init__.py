@@ -7,14 +7,16 @@
 One subpackage per concern, dependencies running one way (each imports only those above it):
 
     exceptions.py   the server side's exception root (ToolDNSError)
-    protocol/       the wire codecs both sides speak: intent, meta and EDE options, cursor names,
-                    TXT pairs (standard library only; the resolver library needs nothing else)
+    protocol/       the wire codecs both sides speak: intent, meta, vector and EDE options, cursor
+                    names, TXT pairs, the client's fusion rule (standard library only; the resolver
+                    library needs nothing else)
     chat.py         talking to an OpenAI-compatible chat model
-    scoring/        tokenizer, BM25, the scorer interface and registry, the LLM scorer
+    scoring/        tokenizer, BM25, hybrid, the scorer interface and registry, the LLM scorer
+    embedding/      embedders: all-MiniLM-L6-v2, OpenAI-compatible endpoints, hashing (tests)
     zone/           the zone model and its YAML files (load, dump)
     serving/        zone index, lookup, reply, wire, dnslib resolver, asyncio server, live store, tree
     building/       catalogs, category trees (offline, A2X, LLM), catalog to zone files
-    cli.py          ``tooldns serve | check | demo | build``
+    cli.py          ``tooldns serve | check | demo | build | embed``
 
 Names below are imported when first used, so ``import tooldns.protocol`` (what the resolver library
 does) loads none of dnslib, yaml, numpy, scikit-learn or openai.
@@ -24,13 +26,15 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from .exceptions import BuildError, IntentError, NameError_, ScorerError, ToolDNSError, ZoneFileError
+from .exceptions import (BuildError, EmbeddingError, IntentError, NameError_, ScorerError, ToolDNSError, VectorError,
+                         ZoneFileError)
 
 _LAZY = {
     "INTENT_OPTION_CODE": "protocol.intent", "Intent": "protocol.intent", "decode_intent": "protocol.intent",
     "encode_intent": "protocol.intent", "META_OPTION_CODE": "protocol.meta",
     "Cursor": "protocol.names", "cursor": "protocol.names", "parse_cursor": "protocol.names",
-    "Ranking": "scoring.scorer", "Scorer": "scoring.scorer",
+    "VECTOR_OPTION_CODE": "protocol.vector", "encode_vector": "protocol.vector", "decode_vector": "protocol.vector",
+    "Ranking": "scoring.scorer", "Scorer": "scoring.scorer", "make_embedder": "embedding.registry",
     "make_scorer": "scoring.registry", "register_scorer": "scoring.registry",
     "Zone": "zone.model", "load_zone": "zone.zonefile", "parse_zone": "zone.zonefile", "dump_zone": "zone.zonefile",
     "ZoneIndex": "serving.index", "StaticSource": "serving.resolver", "ZoneResolver": "serving.resolver",
@@ -39,7 +43,8 @@ _LAZY = {
     "build": "building.build", "build_zones": "building.build",
 }
 
-__all__ = ["BuildError", "IntentError", "NameError_", "ScorerError", "ToolDNSError", "ZoneFileError", *sorted(_LAZY)]
+__all__ = ["BuildError", "EmbeddingError", "IntentError", "NameError_", "ScorerError", "ToolDNSError", "VectorError",
+           "ZoneFileError", *sorted(_LAZY)]
 
 
 def __getattr__(name: str):
