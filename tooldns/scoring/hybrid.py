@@ -74,9 +74,12 @@ class HybridScorer(Scorer):
             raise ScorerError(f"hybrid: vectors of several models in one zone: {sorted(models)}")
         self.model, self.dim = next(iter(models)) if models else (None, 0)
         self.matrix = np.vstack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
-        self.owners = np.asarray(owners, dtype=np.intp)
+        self.owners = np.asarray(owners, dtype=np.intp)  # rows come document by document
         self.has_vector = np.zeros(self.n, dtype=bool)
         self.has_vector[self.owners] = True
+        # where each document's rows start: the best cosine of each is one reduceat, not a ufunc.at
+        self._starts = np.flatnonzero(np.r_[True, self.owners[1:] != self.owners[:-1]]) if owners else self.owners
+        self._with_rows = self.owners[self._starts]
 
     def usable(self, vector: Vector | None) -> bool:
         """Whether *vector* is of this zone's model (and size), so that it can be compared."""
@@ -91,7 +94,7 @@ class HybridScorer(Scorer):
         best = lexical.max()
         fused = lexical / best if best > 0 else lexical.copy()
         cosine = np.full(self.n, -1.0)
-        np.maximum.at(cosine, self.owners, self.matrix @ as_array(vector))
+        cosine[self._with_rows] = np.maximum.reduceat(self.matrix @ as_array(vector), self._starts)
         hv = self.has_vector
         fused[hv] = self.alpha * fused[hv] + (1 - self.alpha) * cosine[hv]
         order = np.argsort(-fused, kind="stable")[:k]
