@@ -29,6 +29,7 @@ anything (``tooldns check``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 import shutil
@@ -36,13 +37,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..embedding.embedder import Embedder, cjk_share
-from ..embedding.local import DEFAULT_MODEL as LOCAL_DEFAULT_MODEL, ENGLISH_ONLY_CJK_LIMIT
+from ..embedding.embedder import Embedder
+from ..embedding.local import model_covers as local_model_covers
 from ..exceptions import EmbeddingError, ZoneFileError
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.hybrid import HybridScorer, as_array
 from ..zone.model import Delegation, Tool, Zone
-from ..zone.zonefile import dump_zone, load_zone, parse_zone, write_zone
+from ..zone.zonefile import dump_zone, load_zone, parse_zone, write_zone, zone_files
 from .build import Embedded
 
 HYBRID = "hybrid"
@@ -121,14 +122,8 @@ def header_of(path: str | os.PathLike) -> str:
 
 def read_tree(directory: str | os.PathLike) -> list[ZoneFile]:
     """Every zone file of *directory*, validated; one :class:`ZoneFileError` listing every problem."""
-    d = Path(directory)
-    if not d.is_dir():
-        raise ZoneFileError(f"{d}: not a directory of zone files")
-    paths = sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-    if not paths:
-        raise ZoneFileError(f"{d}: no *.yaml zone files")
     files, errors, seen = [], [], {}
-    for path in paths:
+    for path in zone_files(directory):
         try:
             zone = load_zone(path)
         except ZoneFileError as exc:
@@ -190,9 +185,9 @@ def model_covers(model: str | None):
     """Whether the embedder of *model* covers a text (:meth:`Embedder.covers`), told without building
     it, so that ``tooldns check`` needs no model: the bundled all-MiniLM-L6-v2 covers text that is not
     mostly CJK (:meth:`tooldns.embedding.local.LocalEmbedder.covers`), every other model everything."""
-    if model == LOCAL_DEFAULT_MODEL:
-        return lambda text: cjk_share(text) < ENGLISH_ONLY_CJK_LIMIT
-    return _everything
+    if model is None:
+        return _everything
+    return functools.partial(local_model_covers, model)
 
 
 def tool_state(tool: Tool, model: str | None = None, covers=_everything) -> str:

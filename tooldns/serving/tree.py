@@ -19,8 +19,9 @@ import os
 import threading
 from pathlib import Path
 
-from ..protocol import names
 from ..exceptions import ZoneFileError
+from ..protocol import names
+from ..zone.zonefile import zone_files
 from .resolver import ZoneResolver
 from .server import DNSServer
 from .store import ZoneStore
@@ -28,16 +29,6 @@ from .store import ZoneStore
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 5300
-
-
-def zone_files(zonedir: str | os.PathLike) -> list[Path]:
-    d = Path(zonedir)
-    if not d.is_dir():
-        raise ZoneFileError(f"{d}: not a directory of zone files")
-    files = sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-    if not files:
-        raise ZoneFileError(f"{d}: no *.yaml zone files")
-    return files
 
 
 def load_tree(zonedir: str | os.PathLike) -> list[ZoneStore]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import os
+from pathlib import Path
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -308,6 +309,17 @@ def load_zone(path: str | os.PathLike) -> Zone:
     except OSError as exc:
         raise ZoneFileError(f"{where}:0: cannot read: {exc.strerror}") from None
     return parse_zone(text, where)
+
+
+def zone_files(zonedir: str | os.PathLike) -> list[Path]:
+    """The ``*.yaml`` zone files of a directory, sorted; ZoneFileError when there are none."""
+    d = Path(zonedir)
+    if not d.is_dir():
+        raise ZoneFileError(f"{d}: not a directory of zone files")
+    files = sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    if not files:
+        raise ZoneFileError(f"{d}: no *.yaml zone files")
+    return files
 
 
 def _default_soa(origin: str) -> SOA:
