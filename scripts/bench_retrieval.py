@@ -153,6 +153,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", help="write the figures here (also .md report and .png plot beside it)")
     p.add_argument("--port", type=int, default=6355, help="port of every zone server (0: any free one)")
     p.add_argument("--subnet", default="127.0")
+    p.add_argument("--split", action="store_true", help="walk each part of intents that ask for several things too "
+                   "(Resolver.resolve(split=True))")
     p.add_argument("--max-children", type=int, help="tree shape: children a node at most (default the builder's)")
     p.add_argument("--max-leaf", type=int, help="tree shape: tools a leaf, about (default the builder's)")
     p.add_argument("--max-depth", type=int, help="tree shape: levels of splitting (default what the catalog needs)")
@@ -276,12 +278,12 @@ def route(res, correct: set[str], tree: Tree) -> tuple[bool, int | None]:
     return False, max(depths, default=None)
 
 
-def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree) -> dict:
+def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: bool = False) -> dict:
     """One query's figures: its metrics, what the resolution cost, and whether routing reached a correct tool."""
     correct = {c["id"] for c in q["correct_tools"]}
     t0 = time.perf_counter()
     try:
-        res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=top)
+        res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=top, split=split)
     except Exception as exc:  # counted, never hidden
         print(f"  query {q['id']}: {exc}", file=sys.stderr)
         return {"metrics": metrics([], correct), "failed": True, "reached": False, "drop": None}
@@ -298,8 +300,8 @@ def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree) -> dict:
             "docs": sum(tree.sizes.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR")}
 
 
-def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: int) -> dict:
-    per = [resolve_one(resolver, q, k, top, tree) for q in queries]
+def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: int, split: bool = False) -> dict:
+    per = [resolve_one(resolver, q, k, top, tree, split) for q in queries]
     ok = [p for p in per if not p["failed"]]
 
     def mean(key: str) -> float:
@@ -324,10 +326,10 @@ def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: i
 
 
 def measure_k(resolver: Resolver, endpoints: list[tuple[str, int]], queries, k, top: int, tree: Tree,
-              n_tools: int) -> dict:
+              n_tools: int, split: bool = False) -> dict:
     """The figures of one K, with the LLM scorer's work per resolution read off the servers' counters."""
     before = server_counters(endpoints)
-    s = run_queries(resolver, queries, k, top, tree, n_tools)
+    s = run_queries(resolver, queries, k, top, tree, n_tools, split)
     after = server_counters(endpoints)
     n = max(1, s["queries"])
     for key in LLM_COUNTERS:
@@ -350,7 +352,7 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         vectors = embedder if args.scorer == "hybrid" else None
         with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion) as resolver:
             resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up (or model load)
-            return {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools) for k in ks}
+            return {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split) for k in ks}
     finally:
         stop_servers(proc)
 
@@ -453,7 +455,8 @@ def markdown_intro(run: Run) -> list[str]:
         f"Catalog: {', '.join(args.services)} ({run.n_tools} tools); queries: {', '.join(args.queries)} "
         f"({len(run.queries)}; {half}); tree: {tree}; "
         f"{report.zones} zones, depth {report.depth}; scorer: {scorer}. K = {k_text(run.head_k)} (per depth, "
-        f"from the root), {args.top} tools asked of each leaf and kept.",
+        f"from the root), {args.top} tools asked of each leaf and kept"
+        + ("; intents that ask for several things also walked part by part (--split)." if args.split else "."),
         "",
     ]
 
