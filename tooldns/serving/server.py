@@ -111,7 +111,10 @@ class DNSServer:
         if record.header.qr:
             self.stats["dropped"] += 1
             return None
-        if request.opt_error:
+        if request.name_error:  # a name that cannot be packed again: answered without echoing it
+            reply = error_reply(None, RCODE.FORMERR, request.name_error, header=record.header,
+                                edns=request.opt is not None)
+        elif request.opt_error:
             reply = error_reply(record, RCODE.FORMERR, f"malformed OPT record: {request.opt_error}")
         else:
             reply = self.resolver.resolve(record, _Handler("udp" if udp else "tcp", client))
@@ -119,7 +122,9 @@ class DNSServer:
             wire = pack_reply(reply, request.udp_size if udp else 65535)
         except Exception:
             log.exception("cannot pack reply")
-            wire = bytes(error_reply(record, RCODE.SERVFAIL, "internal server error: reply cannot be packed").pack())
+            # without the question too: it may be what could not be packed
+            wire = bytes(error_reply(None, RCODE.SERVFAIL, "internal server error: reply cannot be packed",
+                                     header=record.header, edns=request.opt is not None).pack())
         if len(wire) > 2 and wire[2] & 0x02:
             self.stats["truncated"] += 1
         rcode = wire[3] & 0x0F if len(wire) > 3 else RCODE.SERVFAIL

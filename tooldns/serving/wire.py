@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from dnslib import QTYPE, RR, DNSBuffer, DNSError, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
 
 from ..protocol.ede import EDE_OPTION_CODE
+from ..protocol.names import MAX_LABEL, MAX_NAME
 
 #: Largest UDP reply this server sends, whatever the client advertises (DNS Flag Day 2020).
 SERVER_UDP_SIZE = 1232
@@ -44,6 +45,9 @@ class Request:
     opt: RR | None
     #: problem found in the OPT record (options malformed), to be answered with FORMERR
     opt_error: str | None = None
+    #: a question name that breaks RFC 1035's limits (it cannot be packed back into a reply), to
+    #: be answered with FORMERR without echoing it
+    name_error: str | None = None
 
     @property
     def udp_size(self) -> int:
@@ -121,7 +125,20 @@ def parse_request(packet: bytes) -> Request:
         raise MalformedRequest(f"cannot parse message: {exc}", header, questions) from None
     record = DNSRecord(header, questions, sections[0], auth=sections[1], ar=sections[2])
     record.header = header  # DNSRecord() recomputes counts; keep what came on the wire
-    return Request(record, opt, opt_error)
+    return Request(record, opt, opt_error, _name_error(questions))
+
+
+def _name_error(questions) -> str | None:
+    """What breaks RFC 1035's limits in the question names (63-octet labels, 255-octet names)."""
+    for q in questions:
+        labels = q.qname.label
+        longest = max((len(label) for label in labels), default=0)
+        if longest > MAX_LABEL:
+            return f"a label of the question name is {longest} octets; at most {MAX_LABEL} are allowed"
+        octets = sum(len(label) + 1 for label in labels) + 1
+        if octets > MAX_NAME:
+            return f"the question name is {octets} octets; at most {MAX_NAME} are allowed"
+    return None
 
 
 def pack_reply(reply: DNSRecord, max_size: int | None) -> bytes:
