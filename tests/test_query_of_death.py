@@ -13,7 +13,19 @@ import dns.edns
 import dns.message
 import dns.rcode
 
-from conftest import REPLY_TIMEOUT
+import pytest
+
+from tooldns.serving.resolver import ZoneResolver
+from tooldns.serving.server import DNSServer
+from tooldns.serving.store import ZoneStore
+
+from conftest import REPLY_TIMEOUT, ZONES
+
+
+@pytest.fixture(scope="module")
+def server_for_zone():
+    """The root zone's server, called as bytes in, bytes out (no sockets)."""
+    return DNSServer(ZoneResolver(ZoneStore(ZONES / "tools.yaml")), cache_size=0)
 
 
 def raw_query(labels: list[bytes], qid: int = 0x1234, edns: bool = True) -> bytes:
@@ -52,3 +64,29 @@ def test_a_bad_name_does_not_cost_the_queries_pipelined_behind_it(demo_tree):
     assert [r.id for r in replies] == [5, 7]
     assert replies[0].rcode() == dns.rcode.FORMERR and replies[1].rcode() == dns.rcode.NOERROR
     assert replies[1].answer
+
+
+def test_names_are_read_with_bounded_work(server_for_zone):
+    """A name of more labels than 255 octets can hold, or a pointer that does not point backwards,
+    is refused as soon as it is seen (a name is read in at most 127 labels)."""
+    header = struct.pack("!HHHHHH", 0x4246, 0, 1, 0, 0, 0)
+    many_labels = header + b"\x01x" * 200 + b"\x00" + struct.pack("!HH", 33, 1)
+    forward = header + b"\x01x\xc0\x20" + struct.pack("!HH", 33, 1) + b"\x00" * 20
+    for wire in (many_labels, forward):
+        reply = dns.message.from_wire(server_for_zone.handle(wire, udp=True))
+        assert reply.id == 0x4246 and reply.rcode() == dns.rcode.FORMERR
+
+
+def test_several_questions_get_a_small_formerr_without_them(server_for_zone):
+    question = b"\x07weather\x05tools\x00" + struct.pack("!HH", 33, 1)
+    many = struct.pack("!HHHHHH", 0x55, 0, 60, 0, 0, 0) + question * 60
+    wire = server_for_zone.handle(many, udp=True)
+    reply = dns.message.from_wire(wire)
+    assert reply.rcode() == dns.rcode.FORMERR and not reply.question and len(wire) <= 512
+
+
+def test_a_query_with_many_records_is_formerr(server_for_zone):
+    rr = b"\x00" + struct.pack("!HHIH", 16, 1, 0, 1) + b"\x00"  # an empty TXT at the root
+    stuffed = struct.pack("!HHHHHH", 0x56, 0, 1, 0, 0, 50) + b"\x05tools\x00" + struct.pack("!HH", 6, 1) + rr * 50
+    reply = dns.message.from_wire(server_for_zone.handle(stuffed, udp=True))
+    assert reply.rcode() == dns.rcode.FORMERR

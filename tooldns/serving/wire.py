@@ -18,7 +18,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from dnslib import QTYPE, RR, DNSBuffer, DNSError, DNSHeader, DNSQuestion, DNSRecord, EDNSOption
+from dnslib import QTYPE, RR, DNSBuffer, DNSError, DNSHeader, DNSLabel, DNSQuestion, DNSRecord, EDNSOption
+from dnslib.buffer import BufferError as DNSBufferError
 
 from ..protocol.ede import EDE_OPTION_CODE
 from ..protocol.names import MAX_LABEL, MAX_NAME
@@ -92,15 +93,60 @@ def _parse_rr(buffer: DNSBuffer) -> tuple[RR, str | None]:
     return RR(".", QTYPE.OPT, rclass, ttl, options), error
 
 
+#: a query asks one question and carries an OPT record, perhaps a cookie or a signature: more
+#: records than this are not a query this server answers, and are not worth parsing
+MAX_RECORDS = 4
+#: labels and compression pointers read while decoding the names of one message: a name has at
+#: most 127 labels, a query one name or a few (pointer chains would otherwise cost quadratic time)
+MAX_NAME_STEPS = 512
+
+
+class _BoundedBuffer(DNSBuffer):
+    """dnslib's buffer, decoding names with a bound on the work (labels and pointers followed).
+
+    Errors are dnslib's ``BufferError``, which :func:`parse_request` turns into a FORMERR with the
+    header that was read.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.steps = 0
+
+    def decode_name(self, last: int = -1) -> DNSLabel:
+        labels: list[bytes] = []
+        while True:
+            self.steps += 1
+            if self.steps > MAX_NAME_STEPS or len(labels) > 127:
+                raise DNSBufferError(f"names take more than {MAX_NAME_STEPS} steps to read; a query needs few")
+            (length,) = self.unpack("!B")
+            if length >= 0xC0:  # a compression pointer: only backwards, as dnslib checks
+                pointer = ((length & 0x3F) << 8) | self.unpack("!B")[0]
+                save = self.offset
+                if pointer >= save - 2:
+                    raise DNSBufferError(f"compression pointer {pointer} does not point backwards")
+                self.offset = pointer
+                labels.extend(self.decode_name(save).label)
+                self.offset = save
+                return DNSLabel(labels)
+            if length == 0:
+                return DNSLabel(labels)
+            labels.append(self.get(length))
+
+
 def parse_request(packet: bytes) -> Request:
     """Parse a query strictly; raise :class:`MalformedRequest` if it cannot be read."""
     if len(packet) < 12:
         raise MalformedRequest(f"message is {len(packet)} bytes, shorter than a DNS header")
-    buffer = DNSBuffer(packet)
+    buffer = _BoundedBuffer(packet)
     header = None
     questions = []
     try:
         header = DNSHeader.parse(buffer)
+        if header.q > 1:  # answered without reading on: a query asks one question (RFC 9619)
+            raise MalformedRequest(f"a query must have exactly one question, not {header.q}", header)
+        if header.a + header.auth + header.ar > MAX_RECORDS:
+            raise MalformedRequest(f"a query carries at most {MAX_RECORDS} records, not "
+                                   f"{header.a + header.auth + header.ar}", header)
         for _ in range(header.q):
             questions.append(DNSQuestion.parse(buffer))
         sections: list[list[RR]] = [[], [], []]
