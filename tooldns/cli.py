@@ -25,7 +25,7 @@ from .exceptions import ToolDNSError, ZoneFileError
 #: what the server side needs beyond the resolver library (the ``server`` extra)
 SERVER_PACKAGES = ("dnslib", "yaml", "openai", "numpy", "sklearn")
 try:
-    from .building.build import add_build_command
+    from .building.build import Embedded, add_build_command
     from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings
     from .embedding.registry import make_embedder
     from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--model", metavar="SPEC",
                    help="embedder: minilm, local:PATH, openai:MODEL, hash, hash:DIM (default: the model the zones' "
                         "vectors use, when it can be named so; else minilm)")
-    e.add_argument("--centroids", type=_positive, default=4, metavar="N",
-                   help="centroids per delegation (default 4)")
+    e.add_argument("--centroids", type=_positive, default=Embedded.CENTROIDS, metavar="N",
+                   help=f"centroids per delegation (default {Embedded.CENTROIDS})")
     e.add_argument("--scorer", choices=["hybrid"],
                    help="switch every zone to this scorer and embed them all (default: only zones that score "
                         "vectors or carry some are embedded; scorers stay)")

@@ -268,19 +268,19 @@ class Embedded:
             return {}
         return {"vector": encode_vector(self.model, self.vectors[i].tolist()), "vector_of": self.digests[i]}
 
-    def centroids(self, indices: list[int]) -> tuple[bytes, ...]:
-        """At most :attr:`CENTROIDS` unit vectors standing for the tools *indices* (k-means centres)."""
+    def centroids(self, indices: list[int], n: int = CENTROIDS) -> tuple[bytes, ...]:
+        """At most *n* unit vectors standing for the tools *indices* (k-means centres)."""
         import numpy as np
 
         indices = [i for i in indices if self.covered[i]]
         if not indices:
             return ()
         x = self.vectors[indices]
-        if len(indices) > self.CENTROIDS:
+        if len(indices) > n:
             from sklearn.cluster import KMeans
 
-            labels = KMeans(n_clusters=self.CENTROIDS, random_state=0, n_init=3, max_iter=100).fit_predict(x)
-            x = np.array([x[labels == c].mean(axis=0) for c in range(self.CENTROIDS) if (labels == c).any()])
+            labels = KMeans(n_clusters=n, random_state=0, n_init=3, max_iter=100).fit_predict(x)
+            x = np.array([x[labels == c].mean(axis=0) for c in range(n) if (labels == c).any()])
         x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
         return tuple(encode_vector(self.model, row.tolist()) for row in x)
 

@@ -266,7 +266,7 @@ class _Vectors:
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self.model = embedder.model
-        self.covers = getattr(embedder, "covers", _everything)
+        self.covers = embedder.covers
         self.by_text: dict[str, bytes] = {}
 
     def state(self, tool: Tool) -> str:
@@ -328,8 +328,7 @@ def centroids_of(vectors: list[bytes], n: int) -> tuple[bytes, ...]:
         return ()
     rows = [as_array(decode_vector(v)) for v in vectors]
     embedded = Embedded(decode_vector(vectors[0]).model, rows, [""] * len(rows))  # digests are not needed here
-    embedded.CENTROIDS = n  # this instance's number of centroids (the class's default is build's)
-    return embedded.centroids(list(range(len(rows))))
+    return embedded.centroids(list(range(len(rows))), n)
 
 
 def _delegation(d: Delegation, zone: Zone, by_origin: dict[str, Zone], vectors: _Vectors, n: int,
