@@ -25,6 +25,8 @@ from ..scoring.registry import make_scorer
 from ..scoring.scorer import Scorer
 from ..zone.model import Delegation, Tool, Zone
 
+log = logging.getLogger(__name__)
+
 
 def address_rr(name: str, address: str, ttl: int) -> RR:
     ip = ipaddress.ip_address(address)
@@ -32,8 +34,6 @@ def address_rr(name: str, address: str, ttl: int) -> RR:
         return RR(name, QTYPE.A, ttl=ttl, rdata=A(address))
     return RR(name, QTYPE.AAAA, ttl=ttl, rdata=AAAA(address))
 
-
-log = logging.getLogger(__name__)
 
 #: stands for a zone's own tools among its children's candidates (kind "self")
 SELF = object()
