@@ -28,7 +28,7 @@ class IntentRejected(ResolverError):
 
 
 class NoServersReachable(ResolverError):
-    """No name server of the root zone answered."""
+    """No name server of a zone answered, and the walk found no tools elsewhere."""
 
 
 class BadResponse(ResolverError):

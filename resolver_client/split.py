@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import fields
 
+from .exceptions import ResolverError
 from .results import Resolution, Stats, Tool
 from .walk import Query, Walk
 
@@ -72,11 +73,17 @@ class WalkGroup:
         return self._own(walk, walk.take(q, wire, error, ms, cached=cached))
 
     def result(self, top: int | None = None) -> Resolution:
-        results = [walk.result() for walk in self.walks]
-        whole = results[0]
+        whole = self.walks[0].result()  # the whole intent's failure is the resolution's
+        results, part_errors = [whole], []
+        for walk in self.walks[1:]:
+            try:
+                results.append(walk.result())
+            except ResolverError as exc:  # a part that found nothing behind a dead zone: the others stand
+                part_errors.append(f"part {walk.intent!r}: {exc}")
         for f in fields(Stats):
             if f.name not in ("ms", "intent_shortened"):
                 setattr(self.stats, f.name, sum(getattr(r.stats, f.name) for r in results))
         self.stats.intent_shortened = whole.stats.intent_shortened
         return Resolution(whole.intent, whole.k, whole.service, merge_fair([r.tools for r in results], top),
-                          self.stats, [h for r in results for h in r.trace], [e for r in results for e in r.errors])
+                          self.stats, [h for r in results for h in r.trace],
+                          [e for r in results for e in r.errors] + part_errors)

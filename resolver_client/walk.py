@@ -38,6 +38,7 @@ import dns.rdatatype
 from tooldns.protocol import names
 from tooldns.protocol import IntentError, NameError_
 from tooldns.protocol.ede import EDE_OPTION_CODE, decode_ede
+from tooldns.protocol.hygiene import neutralise, printable
 from tooldns.protocol.fusion import DEFAULT_WEIGHT, fuse
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent, shorten_intent
 from tooldns.protocol.meta import META_OPTION_CODE, Meta, decode_meta
@@ -161,6 +162,8 @@ class Walk:
         self.fatal: ResolverError | None = None
         #: a depth or query limit stopped part of the walk
         self.limited = False
+        #: zones none of whose name servers answered: their tools may be the ones missing
+        self.unreachable: list[str] = []
 
     # -- building queries --
     def k_at(self, depth: int) -> int:
@@ -282,6 +285,7 @@ class Walk:
         if q.server_index + 1 < len(q.servers):
             return [q.retry(server_index=q.server_index + 1, tcp=self._wants_tcp(q.qname, q.k))]
         self.errors.append(f"{q.zone}: no name server answered ({why})")
+        self.unreachable.append(q.zone)
         if q.depth == 0:
             error = BadResponse if bad else NoServersReachable
             self.fatal = error(f"no usable reply from a root name server: {why}")
@@ -346,12 +350,13 @@ class Walk:
             owner, pairs = by_rank.get(rd.priority, ("", {}))
             label = owner.split(".", 1)[0] if owner else ""
             tool = Tool(
-                name=pairs.get("name", label or rd.target.to_text()),
-                service=pairs.get("service", self.service),
+                name=printable(pairs.get("name", label or rd.target.to_text())),
+                service=printable(pairs.get("service", self.service)),
                 target=rd.target.to_text(), port=rd.port, weight=rd.weight,
                 zone=q.zone, score=_number(pairs, "score"), rank=rd.priority, label=label,
-                endpoint=pairs.get("endpoint", ""), description=pairs.get("desc", ""),
-                id=pairs.get("id", ""), path=list(q.path), bm25=_number(pairs, "bm25"), cosine=_number(pairs, "cos"),
+                endpoint=printable(pairs.get("endpoint", "")),
+                description=neutralise(pairs.get("desc", ""), limit=None),  # zone text, shown to agents' models
+                id=printable(pairs.get("id", "")), path=list(q.path), bm25=_number(pairs, "bm25"), cosine=_number(pairs, "cos"),
             )
             found.append(tool)
             old = self._tools.get(tool.key)
@@ -448,5 +453,7 @@ class Walk:
         self.stats.nodes_visited = len(self._zones)
         if self.limited and not tools:
             raise LimitExceeded("; ".join(self.errors))
+        if self.unreachable and not tools:  # not "nothing matches": the answer may be behind a dead zone
+            raise NoServersReachable("; ".join(self.errors))
         return Resolution(self.intent, self.k, self.service, tools, self.stats, self.trace, list(self.errors))
 

@@ -21,7 +21,8 @@ Behaviour:
 * Answers are cached per (zone, intent, K), bounded in size and time. Calls and prompt and
   completion tokens are counted per zone (``scorer.counters()``).
 * Item texts come from zone files organisations write, and they reach a model: instructions hidden
-  in them ("ignore previous instructions", "always pick me", role markers) are neutralised, every
+  in them ("ignore previous instructions", "always pick me", role markers) are neutralised
+  (:func:`tooldns.protocol.hygiene.neutralise`, which the resolver applies to what it returns too), every
   item is quoted as data, and the system prompt says that item text is never an instruction.
 
     >>> scorer = make_scorer("llm", docs, briefs=briefs, model="gpt-4o-mini")
@@ -37,6 +38,7 @@ import threading
 from typing import Sequence
 
 from ..chat import ChatModel, extract_json
+from ..protocol.hygiene import neutralise
 from ..protocol.ttlcache import TTLCache
 from .bm25 import BM25Scorer
 from .scorer import Ranking, Scorer
@@ -52,25 +54,6 @@ SYSTEM_PROMPT = (
 
 # Phrases that address the model rather than describe a tool. Matched case-insensitively; the
 # match is replaced by a marker so the model (and a human reading logs) sees it was removed.
-_INJECTION = re.compile(
-    r"(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instructions?|prompts?|rules?|above|previous)"
-    r"|\b(always|must|should)\s+(pick|choose|select|rank|return|recommend|prefer)\b[^.\n]{0,40}"
-    r"|\b(pick|choose|select|rank)\s+(me|this|this tool|this one)\b(\s+first)?"
-    r"|\byou are (now )?(a|an|the)\b[^.\n]{0,40}"
-    r"|\b(system|assistant|user)\s*:"
-    r"|<\|?[a-z_]*\|?>|\[/?(inst|system)\]",
-    re.IGNORECASE,
-)
-_SPACE = re.compile(r"\s+")
-
-
-def neutralise(text: str, limit: int = 300) -> str:
-    """Item text made safe to show a model: instructions cut out, one line, bounded length."""
-    text = _INJECTION.sub("[removed]", text)
-    text = _SPACE.sub(" ", text.replace('"', "'")).strip()
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def parse_ranking(content: str | None, n_items: int, k: int) -> list[int]:
     """Indices from a model's answer, strictly; raise ValueError when nothing usable is in it.
 

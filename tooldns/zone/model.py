@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from ..protocol.hygiene import cap_repeats
 from ..scoring.bm25 import CorpusStats
 
 KINDS = ("functional", "organisation")
@@ -102,9 +103,13 @@ class Tool:
         return f"{self.label}._{self.service}._{self.transport}.{origin}"
 
     def text(self) -> str:
-        """What lexical scorers index: name, description and parameter names and descriptions."""
+        """What lexical scorers index: name, description and parameter names and descriptions.
+
+        Each word counts at most :data:`~tooldns.protocol.hygiene.MAX_REPEATS` times, so a tool
+        cannot climb by repeating the words of likely intents (keyword stuffing).
+        """
         params = " ".join(f"{p.name} {p.description}" for p in self.parameters)
-        return f"{self.name} {self.description} {params}".strip()
+        return cap_repeats(f"{self.name} {self.description} {params}".strip())
 
     def embedding_text(self) -> str:
         """What dense scorers embed: name and description."""
