@@ -56,7 +56,9 @@ def tool_metadata(tool: Tool, full: bool) -> list[tuple[str, object]]:
     pairs.append(("desc", tool.description))
     if full:
         for p in tool.parameters:
-            pairs.append(("param", f"{p.name}:{p.type}:{'required' if p.required else 'optional'}:{p.description}"[:240]))
+            text = f"{p.name}:{p.type}:{'required' if p.required else 'optional'}:{p.description}"
+            # cut by bytes, at a character boundary: one "param=" string of at most 255 octets
+            pairs.append(("param", text.encode("utf-8")[:240].decode("utf-8", "ignore")))
     return pairs
 
 

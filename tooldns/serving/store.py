@@ -4,7 +4,10 @@
 :meth:`ZoneStore.check` is called, reloads it if the file changed. A reload that fails
 validation is logged with its ``file:line`` messages and the last good index keeps serving;
 a deleted file keeps serving its last version too. Swapping the index is one assignment, so
-a query sees either the old zone or the new one, never a mix.
+a query sees either the old zone or the new one, never a mix; the replaced index is closed and
+nothing else keeps it (``scripts/bench_reload.py`` checks that memory stays flat over reloads).
+Every load is bounded by *limits* (:class:`tooldns.zone.limits.ZoneLimits`, the defaults unless
+given): a file over them is refused like any invalid file.
 
     >>> store = ZoneStore("zones/weather.tools.yaml")
     >>> store.check()   # after an edit
@@ -18,6 +21,7 @@ import os
 
 from ..exceptions import ZoneFileError
 from .index import ZoneIndex
+from ..zone.limits import ZoneLimits
 from ..zone.zonefile import load_zone
 
 log = logging.getLogger(__name__)
@@ -32,10 +36,11 @@ def _stamp(path: str):
 
 
 class ZoneStore:
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, limits: ZoneLimits | None = None) -> None:
         self.path = os.fspath(path)
+        self.limits = limits
         self._stamp = _stamp(self.path)
-        self.index = ZoneIndex(load_zone(self.path))
+        self.index = ZoneIndex(load_zone(self.path, limits))
         self.last_error: str | None = None
         self.reloads = 0
 
@@ -53,7 +58,7 @@ class ZoneStore:
             log.warning("%s: file is gone; still serving its last version", self.path)
             return "missing"
         try:
-            zone = load_zone(self.path)
+            zone = load_zone(self.path, self.limits)
             if zone.origin != self.index.origin:
                 raise ZoneFileError(f"{self.path}:1: origin changed from {self.index.origin} to {zone.origin}; "
                                     "a running server keeps its origin: restart to move it")

@@ -1,6 +1,7 @@
 """Zone data: what one node of the `.tools` tree holds (:mod:`.model`) and its YAML file
 (:mod:`.zonefile`: ``load_zone`` / ``parse_zone`` read with ``file:line`` errors, ``dump_zone``
-writes, one schema and one set of defaults for both).
+writes, one schema and one set of defaults for both; :mod:`.limits`: the sizes a zone file may
+reach, so that none can exhaust a server).
 
     >>> from tooldns.zone import dump_zone, load_zone, parse_zone
     >>> zone = load_zone("zones/weather.tools.yaml")
@@ -8,8 +9,9 @@ writes, one schema and one set of defaults for both).
     True
 """
 
+from .limits import ZoneLimits
 from .model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 from .zonefile import dump_zone, load_zone, parse_zone
 
-__all__ = ["Delegation", "NameServer", "Parameter", "SOA", "Settings", "Summary", "Tool", "Zone", "dump_zone",
-           "load_zone", "parse_zone"]
+__all__ = ["Delegation", "NameServer", "Parameter", "SOA", "Settings", "Summary", "Tool", "Zone", "ZoneLimits",
+           "dump_zone", "load_zone", "parse_zone"]

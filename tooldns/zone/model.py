@@ -121,6 +121,35 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """Response rate limiting of the zone's UDP replies, per client prefix, as BIND's ``rate-limit``.
+
+    Each client prefix (a /24 or /56 by default) earns ``responses_per_second`` credits a second
+    and spends one per reply; in debt, its replies are dropped, except every ``slip``-th, which goes
+    out truncated (TC set, no records) so that a real client behind a spoofed address retries over
+    TCP, which is never limited. The debt is capped at ``window`` seconds of credit: a prefix that
+    stops flooding is answered again at most ``window`` seconds later. 100 a second is more than
+    ten full resolutions a second from one prefix (a resolution asks a zone about 8 queries at
+    most), while a sustained flood at one victim prefix gets one burst of 100 full replies, then
+    only slips no larger than its queries (see ``docs/security.md``).
+    """
+
+    #: 0: no rate limiting for this zone
+    responses_per_second: int = 100
+    #: NXDOMAIN replies and error replies (FORMERR, SERVFAIL, REFUSED ...) are counted apart from
+    #: other replies; None: the same rate as responses_per_second; 0: not limited
+    nxdomains_per_second: int | None = None
+    errors_per_second: int | None = None
+    window: int = 15
+    #: 0: drop every reply over the limit; 1: truncate every one; N: truncate every N-th
+    slip: int = 2
+    ipv4_prefix_length: int = 24
+    ipv6_prefix_length: int = 56
+    #: networks (``192.0.2.0/24``, ``2001:db8::/32``, single addresses) never limited
+    exempt: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Settings:
     scorer: str = "bm25"
     scorer_options: dict = field(default_factory=dict)
@@ -136,6 +165,8 @@ class Settings:
     #: embedder spec (``minilm``, ``openai:MODEL`` ...) with which the zone embeds intents that
     #: arrive without a vector (dig users, clients without a model); empty: it does not
     embed_intents: str = ""
+    #: response rate limiting of the zone's UDP replies (``tooldns serve --rate-limit`` overrides it)
+    rate_limit: RateLimit = RateLimit()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,12 @@ version (see :mod:`tooldns.serving.store`). The format is described in ``docs/zo
     >>> zone = load_zone("zones/history.weather.tools.yaml")
     >>> parse_zone(dump_zone(zone)) == zone
     True
+
+Reading is bounded (``docs/security.md``): the YAML is read event by event and anchors, aliases,
+merge keys and tags other than the core schema's are refused where they appear, before anything
+is built; sizes, counts, lengths and nesting are held to :class:`~tooldns.zone.limits.ZoneLimits`
+(``load_zone(path, limits=...)``), so that a small file cannot cost much and whatever loads can be
+answered.
 """
 
 from __future__ import annotations
@@ -39,10 +45,11 @@ from typing import Any
 import yaml
 
 from ..protocol import names
-from ..protocol.vector import decode_vector
+from ..protocol.vector import MAX_DIM, MAX_MODEL, decode_vector
 from ..scoring.bm25 import CorpusStats
 from ..exceptions import NameError_, VectorError, ZoneFileError
 from ..scoring.registry import scorer_names
+from .limits import ZoneLimits
 from .model import KINDS, SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 
 
@@ -58,53 +65,209 @@ _TOOL, _PARAM = _defaults(Tool), _defaults(Parameter)
 class _Map(dict):
     """A mapping that remembers the line of each key (1-based) and its own."""
 
-    line = 0
-    key_lines: dict
+    __slots__ = ("line", "key_lines")
 
 
 class _Seq(list):
-    line = 0
-    item_lines: list
+    """A list that remembers the line of each item (1-based) and its own."""
+
+    __slots__ = ("line", "item_lines")
 
 
-_constructor = yaml.constructor.SafeConstructor()
 # libyaml's parser when PyYAML has it (built zone files can be megabytes); marks are the same
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CORE = "tag:yaml.org,2002:"
+#: explicit tags a zone file may carry (``!!str 0123``); any other tag is refused
+_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+_NOTHING = object()
+#: the longest vector in base64: version, model length, model, dim, scale, components
+_MAX_VECTOR_BASE64 = 4 * -(-(2 + MAX_MODEL + 6 + MAX_DIM) // 3)
+_REFUSED = object()  # stands for a merge key, reported once where it is read
 
 
-def _located(node: yaml.Node, errors: list[str], where: str) -> Any:
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out = _Map()
-        out.line, out.key_lines = line, {}
-        for key_node, value_node in node.value:
-            key = _constructor.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
-            kline = key_node.start_mark.line + 1
-            if not isinstance(key, str):
-                errors.append(f"{where}:{kline}: keys must be plain text")
-                continue
-            if key in out:
-                errors.append(f"{where}:{kline}: duplicate key '{key}' (first at line {out.key_lines[key]})")
-                continue
-            out[key] = _located(value_node, errors, where)
-            out.key_lines[key] = kline
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        out_s = _Seq(_located(n, errors, where) for n in node.value)
-        out_s.line, out_s.item_lines = line, [n.start_mark.line + 1 for n in node.value]
-        return out_s
-    return _constructor.construct_object(node, deep=True)
+class _Composer:
+    """Turns the YAML parser's events into located values (:class:`_Map`, :class:`_Seq`, scalars).
+
+    Reading events, not a composed node tree, is what keeps a small file from costing much:
+    anchors and aliases are refused where they appear and never expanded (a 518-byte file of
+    nested aliases would otherwise expand to gigabytes), other tags than the core schema's are
+    refused before anything is constructed, and the nesting depth and the number of values are
+    bounded as they are read, with no recursion. Nothing outlives one file's reading.
+    """
+
+    def __init__(self, c: "_Checker") -> None:
+        self.c = c
+        self.limits = c.limits
+        self.stack: list[_Map | _Seq] = []
+        self.keys: list[Any] = []  # per open mapping: its pending key and the key's line, or _NOTHING
+        self.root: Any = _NOTHING
+        self.nodes = 0
+        self.documents = 0
+        self.refused = False  # an anchor, alias, tag or unreadable value: the schema is not checked then
+        self.resolver = yaml.resolver.Resolver()
+        self.constructor = yaml.constructor.SafeConstructor()
+
+    def fatal(self, line: int, message: str) -> ZoneFileError:
+        self.c.err(line, message)
+        return self.c.failure()
+
+    def feed(self, event: yaml.Event) -> None:
+        if isinstance(event, (yaml.StreamStartEvent, yaml.StreamEndEvent, yaml.DocumentEndEvent)):
+            return
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.DocumentStartEvent):
+            self.documents += 1
+            if self.documents > 1:
+                raise self.fatal(line, "a second YAML document ('---'); a zone file holds one zone")
+            return
+        if isinstance(event, yaml.CollectionEndEvent):
+            done = self.stack.pop()
+            self.keys.pop()
+            self.attach(done, done.line)
+            return
+        self.nodes += 1
+        if self.nodes > self.limits.max_nodes:
+            raise self.fatal(line, f"more than {self.limits.max_nodes} YAML values; at most that many are allowed "
+                                   "(ZoneLimits.max_nodes)")
+        if isinstance(event, yaml.AliasEvent):
+            self.refuse(line, f"an alias (*{event.anchor}); aliases and anchors are not allowed in zone files: "
+                              "write the value out")
+            self.attach(None, line)
+            return
+        if event.anchor is not None:
+            self.refuse(line, f"an anchor (&{event.anchor}); anchors and aliases are not allowed in zone files")
+        if event.tag not in (None, "!") and event.tag not in _TAGS:
+            self.refuse(line, f"the tag {event.tag!r} is not allowed; allowed: none, or one of "
+                              f"{', '.join('!!' + t[len(_CORE):] for t in sorted(_TAGS))}")
+        if isinstance(event, yaml.ScalarEvent):
+            self.attach(self.scalar(event, line), line)
+        else:
+            self.open(_Map() if isinstance(event, yaml.MappingStartEvent) else _Seq(), line)
+
+    def refuse(self, line: int, message: str) -> None:
+        self.refused = True
+        self.c.err(line, message)
+
+    def open(self, collection: _Map | _Seq, line: int) -> None:
+        if len(self.stack) >= self.limits.max_depth:
+            raise self.fatal(line, f"mappings and lists nested more than {self.limits.max_depth} deep; at most "
+                                   f"{self.limits.max_depth} are allowed (ZoneLimits.max_depth)")
+        collection.line = line
+        if isinstance(collection, _Map):
+            collection.key_lines = {}
+        else:
+            collection.item_lines = []
+        self.stack.append(collection)
+        self.keys.append(_NOTHING)
+
+    def scalar(self, event: yaml.ScalarEvent, line: int) -> Any:
+        tag = event.tag
+        if tag in (None, "!"):
+            tag = self.resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
+        if tag == _CORE + "merge":
+            self.refuse(line, "a merge key ('<<'); merge keys are not allowed in zone files")
+            return _REFUSED
+        if tag in (_CORE + "str", _CORE + "value") or tag not in _TAGS:
+            return event.value
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
+        try:
+            return self.constructor.yaml_constructors[tag](self.constructor, node)
+        except Exception as exc:  # int('9' * 5000), !!bool maybe ...: a value that cannot be read
+            self.refuse(line, f"cannot read {_show(event.value)} as {tag[len(_CORE):]}: {str(exc)[:80]}")
+            return None
+
+    def attach(self, value: Any, line: int) -> None:
+        if not self.stack:
+            self.root = value
+            return
+        top = self.stack[-1]
+        if isinstance(top, _Seq):
+            top.append(value)
+            top.item_lines.append(line)
+            return
+        pending = self.keys[-1]
+        if pending is _NOTHING:
+            self.keys[-1] = (value, line)
+            return
+        self.keys[-1] = _NOTHING
+        key, kline = pending
+        if key is _REFUSED:
+            return
+        if not isinstance(key, str):
+            self.c.err(kline, "keys must be plain text")
+        elif key in top:
+            self.c.err(kline, f"duplicate key '{key}' (first at line {top.key_lines[key]})")
+        else:
+            top[key] = value
+            top.key_lines[key] = kline
+
+
+def _read_yaml(text: str, c: "_Checker") -> Any:
+    """The located values of zone-file *text*; a ZoneFileError for what cannot be read safely."""
+    composer = _Composer(c)
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            composer.feed(event)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise composer.fatal(mark.line + 1 if mark else 1, f"bad YAML: {problem}") from None
+    if composer.refused:
+        raise c.failure()
+    if composer.root is _NOTHING:
+        raise composer.fatal(1, "the file is empty; a zone needs at least origin, soa and nameservers")
+    return composer.root
+
+
+def _show(value: Any) -> str:
+    """*value* as a message quotes it: its repr, cut short (a zone file's values may be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Checker:
     """Collects errors while turning located YAML into the zone model."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, limits: ZoneLimits | None = None) -> None:
         self.where = where
+        self.limits = limits or ZoneLimits()
         self.errors: list[str] = []
+        self.unlisted = 0  # errors past limits.max_errors: counted, not kept
+        self.first_unlisted = 0
 
     def err(self, line: int, message: str) -> None:
-        self.errors.append(f"{self.where}:{line}: {message}")
+        if len(self.errors) < self.limits.max_errors:
+            self.errors.append(f"{self.where}:{line}: {message}")
+            return
+        self.first_unlisted = self.first_unlisted or line
+        self.unlisted += 1
+
+    def failure(self) -> ZoneFileError:
+        """The error listing every problem found (the first ``max_errors`` of them, and a count)."""
+        more = [f"{self.where}:{self.first_unlisted}: {self.unlisted} more problems from here on are not listed "
+                f"(the first {self.limits.max_errors} are; ZoneLimits.max_errors)"] if self.unlisted else []
+        return ZoneFileError(self.errors + more)
+
+    def too_long(self, value: str, line: int, what: str, limit: int, knob: str) -> bool:
+        """Whether *value* is over *limit* UTF-8 bytes (or not Unicode at all): reported at *line*."""
+        if value.isascii() and len(value) <= limit:  # the common case, without encoding
+            return False
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError as exc:  # "\ud800" in a double-quoted scalar: a lone surrogate
+            self.err(line, f"{what} is not valid Unicode (character {exc.start} is a lone surrogate)")
+            return True
+        if size <= limit:
+            return False
+        self.err(line, f"{what} is {size} bytes long; at most {limit} are allowed (ZoneLimits.{knob})")
+        return True
+
+    def count(self, items: list, line: int, what: str, limit: int, knob: str) -> list:
+        """*items*, or its first *limit* after reporting that there are too many."""
+        if len(items) <= limit:
+            return items
+        self.err(line, f"{what} has {len(items)} items; at most {limit} are allowed (ZoneLimits.{knob})")
+        return items[:limit]
 
     def mapping(self, value: Any, line: int, what: str, required: set[str], optional: set[str]) -> _Map | None:
         if not isinstance(value, _Map):
@@ -121,7 +284,9 @@ class _Checker:
     def lineof(self, m: _Map, key: str) -> int:
         return m.key_lines.get(key, m.line)
 
-    def text(self, m: _Map, key: str, what: str, default: str | None = None, empty_ok: bool = False) -> str:
+    def text(self, m: _Map, key: str, what: str, default: str | None = None, empty_ok: bool = False,
+             limit: str = "max_text_bytes") -> str:
+        """The text at *key*, stripped; *limit* names the :class:`ZoneLimits` field bounding its bytes."""
         if key not in m:
             return default or ""
         value = m[key]
@@ -129,6 +294,8 @@ class _Checker:
             value = str(value)
         if not isinstance(value, str):
             self.err(self.lineof(m, key), f"{what} '{key}' must be text")
+            return default or ""
+        if self.too_long(value, self.lineof(m, key), f"{what} '{key}'", getattr(self.limits, limit), limit):
             return default or ""
         if not value.strip() and not empty_ok:
             self.err(self.lineof(m, key), f"{what} '{key}' is empty")
@@ -139,7 +306,7 @@ class _Checker:
             return default
         value = m[key]
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            self.err(self.lineof(m, key), f"{what} '{key}' must be a whole number from {lo} to {hi}, got {value!r}")
+            self.err(self.lineof(m, key), f"{what} '{key}' must be a whole number from {lo} to {hi}, got {_show(value)}")
             return default
         return value
 
@@ -148,7 +315,7 @@ class _Checker:
             return default
         value = m[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-            self.err(self.lineof(m, key), f"{what} '{key}' must be a number from {lo} to {hi}, got {value!r}")
+            self.err(self.lineof(m, key), f"{what} '{key}' must be a number from {lo} to {hi}, got {_show(value)}")
             return default
         return float(value)
 
@@ -156,10 +323,13 @@ class _Checker:
         if not isinstance(value, str) or not value.strip():
             self.err(line, f"{what} must be a domain name")
             return None
+        if len(value) > 4 * names.MAX_NAME:  # not worth checking label by label (nor caching)
+            self.err(line, f"{what} is {len(value)} characters long; a domain name is at most {names.MAX_NAME} octets")
+            return None
         try:
             return names.normalize(value)
         except NameError_ as exc:
-            self.err(line, f"{what} {value!r}: {exc}")
+            self.err(line, f"{what} {_show(value)}: {exc}")
             return None
 
     def label(self, value: Any, line: int, what: str) -> str | None:
@@ -174,7 +344,7 @@ class _Checker:
             self.err(line, f"{what}: {exc}")
             return None
         if low.startswith("_"):
-            self.err(line, f"{what} {value!r} may not start with '_' (reserved for service and cursor labels)")
+            self.err(line, f"{what} {_show(value)} may not start with '_' (reserved for service and cursor labels)")
             return None
         return low
 
@@ -182,22 +352,30 @@ class _Checker:
         try:
             return str(ipaddress.ip_address(str(value)))
         except ValueError:
-            self.err(line, f"{what} {value!r} is not an IPv4 or IPv6 address")
+            self.err(line, f"{what} {_show(value)} is not an IPv4 or IPv6 address")
             return None
 
-    def seq(self, m: _Map, key: str, what: str) -> list[tuple[Any, int]]:
+    def seq(self, m: _Map, key: str, what: str, limit: str | None = None) -> list[tuple[Any, int]]:
+        """The items of the list at *key* with their lines; *limit* names the field bounding their number."""
         if key not in m or m[key] is None:
             return []
         value = m[key]
         if not isinstance(value, _Seq):
             self.err(self.lineof(m, key), f"'{key}' in {what} must be a list")
             return []
-        return list(zip(value, value.item_lines))
+        items = list(zip(value, value.item_lines))
+        if limit is None:
+            return items
+        return self.count(items, self.lineof(m, key), f"'{key}' in {what}", getattr(self.limits, limit), limit)
 
     def vector(self, value: Any, line: int, what: str) -> bytes:
         """A vector in the vector option's encoding, written as base64; b"" after an error."""
         if not isinstance(value, str):
             self.err(line, f"{what} must be base64 text (what tooldns build and tooldns embed write)")
+            return b""
+        if len(value) > _MAX_VECTOR_BASE64:
+            self.err(line, f"{what} is {len(value)} characters long; a vector is at most {_MAX_VECTOR_BASE64} "
+                           f"characters of base64 ({MAX_DIM} components)")
             return b""
         try:
             data = base64.b64decode(value.encode("ascii"), validate=True)
@@ -211,20 +389,21 @@ class _Checker:
         m = self.mapping(value, line, what, {"description"}, {"keywords", "corpus"})
         if m is None:
             return Summary()
-        desc = self.text(m, "description", what)
-        corpus = self.text(m, "corpus", what, empty_ok=True)
+        desc = self.text(m, "description", what, limit="max_summary_bytes")
+        corpus = self.text(m, "corpus", what, empty_ok=True, limit="max_corpus_bytes")
         keywords = []
-        for kw, kline in self.seq(m, "keywords", what):
+        for kw, kline in self.seq(m, "keywords", what, limit="max_keywords"):
             if not isinstance(kw, (str, int)) or isinstance(kw, bool) or not str(kw).strip():
                 self.err(kline, f"keyword in {what} must be non-empty text")
-            else:
+            elif not self.too_long(str(kw), kline, f"keyword in {what}", self.limits.max_keyword_bytes,
+                                   "max_keyword_bytes"):
                 keywords.append(str(kw).strip())
         return Summary(desc, tuple(keywords), corpus)
 
     def nameservers(self, m: _Map, what: str, bailiwick: str | None) -> tuple[NameServer, ...]:
         """Name servers with addresses; in-bailiwick names need an address (glue)."""
         out = []
-        items = self.seq(m, "nameservers", what)
+        items = self.seq(m, "nameservers", what, limit="max_nameservers")
         if not items:
             need = "glue: a name server name and its address" if bailiwick else "a name server name and its address"
             self.err(self.lineof(m, "nameservers"), f"{what} has no name servers; it needs at least one, with {need}")
@@ -254,24 +433,22 @@ TOOL_KEYS_REQUIRED = {"label", "name", "service", "target", "port", "description
 TOOL_KEYS_OPTIONAL = {"transport", "priority", "weight", "endpoint", "parameters", "id", "vector", "vector_of"}
 
 
-def parse_zone(text: str, where: str = "<zone>") -> Zone:
-    """Parse and validate zone-file text; raise :class:`ZoneFileError` listing every problem."""
-    errors: list[str] = []
-    try:
-        node = yaml.compose(text, Loader=_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ZoneFileError(f"{where}:{line}: bad YAML: {problem}") from None
-    if node is None:
-        raise ZoneFileError(f"{where}:1: the file is empty; a zone needs at least origin, soa and nameservers")
-    data = _located(node, errors, where)
-    c = _Checker(where)
-    c.errors.extend(errors)
+def parse_zone(text: str, where: str = "<zone>", limits: ZoneLimits | None = None) -> Zone:
+    """Parse and validate zone-file text; raise :class:`ZoneFileError` listing every problem.
+
+    *limits* bound what the text may hold (:class:`~tooldns.zone.limits.ZoneLimits`; its defaults
+    when None).
+    """
+    c = _Checker(where, limits)
+    size = len(text) if len(text) > c.limits.max_file_bytes else len(text.encode("utf-8", "surrogatepass"))
+    if size > c.limits.max_file_bytes:
+        c.err(1, f"the file is {size} bytes; at most {c.limits.max_file_bytes} bytes are allowed "
+                 "(ZoneLimits.max_file_bytes)")
+        raise c.failure()
+    data = _read_yaml(text, c)
     top = c.mapping(data, 1, "the zone", ZONE_KEYS_REQUIRED, ZONE_KEYS_OPTIONAL)
     if top is None:
-        raise ZoneFileError(c.errors)
+        raise c.failure()
 
     origin = c.name(top.get("origin"), c.lineof(top, "origin"), "origin") if "origin" in top else None
     if origin == ".":
@@ -293,22 +470,32 @@ def parse_zone(text: str, where: str = "<zone>") -> Zone:
         c.err(1, f"vectors of {len(models)} models ({', '.join(models)}) in one zone; a zone scores one model's "
                  "vectors: run tooldns embed to make them all with one")
     if c.errors:
-        raise ZoneFileError(c.errors)
+        raise c.failure()
     return Zone(origin=zone_origin, soa=soa, nameservers=own_ns, ttl=ttl, summary=summary,
                 children=children, tools=tools, settings=settings, corpus_stats=stats, source=where)
 
 
-def load_zone(path: str | os.PathLike) -> Zone:
-    """Read and validate one zone file."""
+def load_zone(path: str | os.PathLike, limits: ZoneLimits | None = None) -> Zone:
+    """Read and validate one zone file (see :func:`parse_zone` for *limits*).
+
+    A file over ``limits.max_file_bytes`` is refused before it is read (and a file that grows, or
+    is not a regular file, is read no further than that).
+    """
     where = os.fspath(path)
+    most = (limits or ZoneLimits()).max_file_bytes
     try:
-        with open(where, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(where, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(most + 1) if size <= most else b""
+        if size > most or len(data) > most:
+            raise ZoneFileError(f"{where}:1: the file is {f'{size} bytes' if size > most else 'longer than that'}; "
+                                f"at most {most} bytes are allowed (ZoneLimits.max_file_bytes)")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ZoneFileError(f"{where}:1: the file is not UTF-8 (byte {exc.start})") from None
     except OSError as exc:
         raise ZoneFileError(f"{where}:0: cannot read: {exc.strerror}") from None
-    return parse_zone(text, where)
+    return parse_zone(text, where, limits)
 
 
 def zone_files(zonedir: str | os.PathLike) -> list[Path]:
@@ -333,15 +520,10 @@ def _soa(c: _Checker, top: _Map, origin: str) -> SOA:
                   {"contact", "mname", "refresh", "retry", "expire", "minimum"})
     if m is None:
         return _default_soa(origin)
-    contact = c.text(m, "contact", "soa", default=f"hostmaster@{origin.rstrip('.')}")
-    # RFC 1035 RNAME: the mailbox with '@' turned into '.', dots in the local part escaped.
-    local, _, domain = contact.partition("@")
-    rname_text = f"{local.replace('.', chr(92) + '.')}.{domain}" if domain else contact
-    rname = rname_text if rname_text.endswith(".") else rname_text + "."
     mname = c.name(m["mname"], c.lineof(m, "mname"), "soa mname") if "mname" in m else None
     return SOA(
         mname=mname or _default_soa(origin).mname,
-        rname=rname,
+        rname=_rname(c, m, origin),
         serial=c.integer(m, "serial", "soa", _SOA["serial"], 0, 2**32 - 1),
         refresh=c.integer(m, "refresh", "soa", _SOA["refresh"], 0, 2**31 - 1),
         retry=c.integer(m, "retry", "soa", _SOA["retry"], 0, 2**31 - 1),
@@ -350,14 +532,57 @@ def _soa(c: _Checker, top: _Map, origin: str) -> SOA:
     )
 
 
+def _rname(c: _Checker, m: _Map, origin: str) -> str:
+    """The SOA RNAME of the contact mailbox: '@' turned into '.', dots in the local part escaped
+    (RFC 1035); checked to pack as a name, or every negative answer of the zone would fail."""
+    contact = c.text(m, "contact", "soa", default=f"hostmaster@{origin.rstrip('.')}")
+    local, _, domain = contact.partition("@")
+    rname_text = f"{local.replace('.', chr(92) + '.')}.{domain}" if domain else contact
+    rname = rname_text if rname_text.endswith(".") else rname_text + "."
+    # the wire labels are what lies between the dots, escaped or not (as dnslib packs it)
+    labels = rname[:-1].split(".")
+    wire = sum(len(label) + 1 for label in labels) + 1
+    longest = max(len(label) for label in labels)
+    if not rname.isascii() or not all(ch.isprintable() and not ch.isspace() for ch in rname):
+        problem = "holds characters other than printable ASCII"
+    elif wire > names.MAX_NAME:
+        problem = f"makes a name of {wire} octets; at most {names.MAX_NAME} are allowed"
+    elif longest > names.MAX_LABEL:
+        problem = f"has a part of {longest} octets between dots; at most {names.MAX_LABEL} are allowed"
+    elif not all(labels):
+        problem = "has an empty part (two dots in a row, or a dot at either end of a part)"
+    else:
+        return rname
+    c.err(c.lineof(m, "contact"), f"soa contact {_show(contact)} {problem} (it becomes the SOA's mailbox name)")
+    return _default_soa(origin).rname
+
+
 def _settings(c: _Checker, top: _Map) -> Settings:
     if "settings" not in top:
         return Settings()
     m = c.mapping(top["settings"], c.lineof(top, "settings"), "settings", set(),
                   {"scorer", "scorer_options", "child_scorer_options", "prune_ratio", "max_k", "intent_ttl",
-                   "embed_intents"})
+                   "embed_intents", "rate_limit"})
     if m is None:
         return Settings()
+    rate_limit = _SETTINGS.rate_limit
+    r = c.mapping(m["rate_limit"], c.lineof(m, "rate_limit"), "rate_limit", set(),
+                  {f.name for f in fields(rate_limit)}) if "rate_limit" in m else None
+    if r is not None:
+        exempt = []
+        for item, line in c.seq(r, "exempt", "rate_limit"):
+            try:
+                exempt.append(str(ipaddress.ip_network(str(item), strict=False)))
+            except ValueError:
+                c.err(line, f"rate_limit exempt {item!r} is not an address or a network such as 192.0.2.0/24")
+        rate_limit = type(rate_limit)(
+            **{key: c.integer(r, key, "rate_limit", getattr(rate_limit, key), 0, 10**6)
+               for key in ("responses_per_second", "nxdomains_per_second", "errors_per_second")},
+            window=c.integer(r, "window", "rate_limit", rate_limit.window, 1, 3600),
+            slip=c.integer(r, "slip", "rate_limit", rate_limit.slip, 0, 10),
+            ipv4_prefix_length=c.integer(r, "ipv4_prefix_length", "rate_limit", rate_limit.ipv4_prefix_length, 0, 32),
+            ipv6_prefix_length=c.integer(r, "ipv6_prefix_length", "rate_limit", rate_limit.ipv6_prefix_length, 0, 128),
+            exempt=tuple(exempt))
     scorer = c.text(m, "scorer", "settings", default=_SETTINGS.scorer)
     if scorer not in scorer_names():
         c.err(c.lineof(m, "scorer"), f"unknown scorer '{scorer}'; allowed: {', '.join(scorer_names())}")
@@ -376,13 +601,14 @@ def _settings(c: _Checker, top: _Map) -> Settings:
         max_k=c.integer(m, "max_k", "settings", _SETTINGS.max_k, 1, 255),
         intent_ttl=c.integer(m, "intent_ttl", "settings", _SETTINGS.intent_ttl, 0, 86400),
         embed_intents=c.text(m, "embed_intents", "settings", default=_SETTINGS.embed_intents, empty_ok=True),
+        rate_limit=rate_limit,
     )
 
 
 def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
     out: list[Delegation] = []
     seen: dict[str, int] = {}
-    for item, line in c.seq(top, "children", "the zone"):
+    for item, line in c.seq(top, "children", "the zone", limit="max_children"):
         m = c.mapping(item, line, "child", {"label", "summary"}, {"kind", "nameservers", "leaf", "vectors"})
         if m is None or "label" not in m:
             continue
@@ -402,10 +628,10 @@ def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
         ns = c.nameservers(m, f"delegation to '{label}'", origin)
         leaf = m.get("leaf", False)
         if not isinstance(leaf, bool):
-            c.err(c.lineof(m, "leaf"), f"child 'leaf' must be true or false, got {leaf!r}")
+            c.err(c.lineof(m, "leaf"), f"child 'leaf' must be true or false, got {_show(leaf)}")
             leaf = False
         vectors = tuple(v for v in (c.vector(item, vline, f"vector of child '{label}'")
-                                    for item, vline in c.seq(m, "vectors", f"child '{label}'")) if v)
+                                    for item, vline in c.seq(m, "vectors", f"child '{label}'", limit="max_vectors")) if v)
         out.append(Delegation(label, child_name, kind, summary, ns, leaf, vectors))
     return tuple(out)
 
@@ -413,12 +639,12 @@ def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
 def _tools(c: _Checker, top: _Map, origin: str) -> tuple[Tool, ...]:
     out: list[Tool] = []
     seen: dict[tuple[str, str], int] = {}
-    for item, line in c.seq(top, "tools", "the zone"):
+    for item, line in c.seq(top, "tools", "the zone", limit="max_tools"):
         m = c.mapping(item, line, "tool", TOOL_KEYS_REQUIRED, TOOL_KEYS_OPTIONAL)
         if m is None or "label" not in m:
             continue
         label = c.label(m["label"], c.lineof(m, "label"), "tool label")
-        what = f"tool '{label or m.get('label')}'"
+        what = f"tool '{label or str(m.get('label'))[:63]}'"
         service = c.text(m, "service", what).lower()
         if service and (service not in names.SERVICES or service == names.ANY_SERVICE):
             allowed = sorted(names.SERVICES - {names.ANY_SERVICE})
@@ -434,10 +660,12 @@ def _tools(c: _Checker, top: _Map, origin: str) -> tuple[Tool, ...]:
         target = c.name(m.get("target"), c.lineof(m, "target"), f"{what} target") if "target" in m else None
         params = _parameters(c, m, what)
         tool = Tool(
-            label=label or "invalid", name=c.text(m, "name", what), service=service, target=target or ".",
-            port=c.integer(m, "port", what, 0, 0, 65535), description=c.text(m, "description", what),
+            label=label or "invalid", name=c.text(m, "name", what, limit="max_name_bytes"), service=service,
+            target=target or ".", port=c.integer(m, "port", what, 0, 0, 65535),
+            description=c.text(m, "description", what, limit="max_description_bytes"),
             transport=transport, priority=c.integer(m, "priority", what, _TOOL["priority"], 0, 65535),
-            weight=c.integer(m, "weight", what, _TOOL["weight"], 0, 65535), endpoint=c.text(m, "endpoint", what, empty_ok=True),
+            weight=c.integer(m, "weight", what, _TOOL["weight"], 0, 65535),
+            endpoint=c.text(m, "endpoint", what, empty_ok=True, limit="max_endpoint_bytes"),
             parameters=params, id=c.text(m, "id", what, empty_ok=True),
             vector=c.vector(m["vector"], c.lineof(m, "vector"), f"{what} vector") if "vector" in m else b"",
             vector_of=c.text(m, "vector_of", what, empty_ok=True),
@@ -453,16 +681,17 @@ def _tools(c: _Checker, top: _Map, origin: str) -> tuple[Tool, ...]:
 
 def _parameters(c: _Checker, m: _Map, what: str) -> tuple[Parameter, ...]:
     params = []
-    for p, pline in c.seq(m, "parameters", what):
+    for p, pline in c.seq(m, "parameters", what, limit="max_parameters"):
         pm = c.mapping(p, pline, f"parameter of {what}", {"name"}, {"type", "description", "required"})
         if pm is None or "name" not in pm:
             continue
         required = pm.get("required", False)
         if not isinstance(required, bool):
-            c.err(c.lineof(pm, "required"), f"parameter 'required' must be true or false, got {required!r}")
+            c.err(c.lineof(pm, "required"), f"parameter 'required' must be true or false, got {_show(required)}")
             required = False
         params.append(Parameter(c.text(pm, "name", "parameter"), c.text(pm, "type", "parameter", default=_PARAM["type"]),
-                                c.text(pm, "description", "parameter", empty_ok=True), required))
+                                c.text(pm, "description", "parameter", empty_ok=True, limit="max_parameter_bytes"),
+                                required))
     return tuple(params)
 
 
@@ -554,8 +783,13 @@ def _dump_summary(summary: Summary) -> dict[str, Any]:
 
 
 def _dump_settings(settings: Settings) -> dict[str, Any]:
-    return {f.name: getattr(settings, f.name) for f in fields(Settings)
-            if getattr(settings, f.name) != getattr(_SETTINGS, f.name)}
+    out = {f.name: getattr(settings, f.name) for f in fields(Settings)
+           if getattr(settings, f.name) != getattr(_SETTINGS, f.name)}
+    if "rate_limit" in out:  # a mapping of what differs from the defaults; lists, not tuples
+        rate_limit, default = out["rate_limit"], _SETTINGS.rate_limit
+        out["rate_limit"] = {f.name: list(value) if isinstance(value, tuple) else value for f in fields(rate_limit)
+                             if (value := getattr(rate_limit, f.name)) != getattr(default, f.name)}
+    return out
 
 
 def _dump_child(child: Delegation) -> dict[str, Any]:
