@@ -17,10 +17,15 @@ def percentile(values, p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))] if values else 0.0
 
 
-def start_servers(zones: str, port: int, answer_cache: int = 4096) -> tuple[subprocess.Popen, tuple[str, int]]:
-    """``tooldns serve ZONES`` in its own process; returns it and the root server's (address, port)."""
+def start_servers(zones: str, port: int, answer_cache: int = 4096, extra: list[str] | tuple[str, ...] = (),
+                  rate_limit: bool = False) -> tuple[subprocess.Popen, tuple[str, int]]:
+    """``tooldns serve ZONES`` (with *extra* arguments) in its own process; returns it and the root server's (address, port).
+
+    Response rate limiting is off unless *rate_limit*: a benchmark is one client flooding on purpose.
+    """
+    switch = [] if rate_limit else ["--no-rate-limit"]
     proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(zones), "--port", str(port),
-                             "--answer-cache", str(answer_cache)],
+                             "--answer-cache", str(answer_cache), *switch, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     lines = []
     while True:

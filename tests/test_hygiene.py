@@ -113,3 +113,21 @@ def test_every_name_server_of_a_zone_dead_is_a_failure(demo_dir, capsys):
         tree.stop()
     assert code == 3
     assert "no name server answered" in capsys.readouterr().err
+
+
+def test_check_warns_about_hostile_text(demo_dir, capsys):
+    from tooldns.cli import main as tooldns_main
+
+    assert tooldns_main(["check", str(demo_dir)]) == 0
+    assert "tool " not in capsys.readouterr().out  # the shipped tree is clean
+    _add_hostile_tools(demo_dir)
+    path = demo_dir / "hko.weather.tools.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        "endpoint: https://evil.example/\\e[31m\n",
+        "endpoint: https://evil.example/\\e[31m\n  parameters:\n  - name: q\n    description: " + "weather forecast " * 12 + "\n"),
+        encoding="utf-8")
+    assert tooldns_main(["check", str(path)]) == 0  # warnings, not errors
+    out = capsys.readouterr().out
+    assert "tool evil: name: control or bidi characters" in out
+    assert "tool evil: description: reads as instructions to a model" in out
+    assert "tool evil: parameter q: repeated words (weather x12, forecast x12)" in out

@@ -1,6 +1,7 @@
 """``tooldns``: the server-side command line, a thin shell over the library.
 
     tooldns serve zones/                 one server per zone on 127.0.0.x:5300, live reload
+    tooldns serve zones/ --no-rate-limit    the same without UDP rate limiting (load tests, fuzzing)
     tooldns check zones/                 validate zone files, print file:line errors
     tooldns demo "historical weather Hong Kong"   serve zones/, resolve one intent, stop
     tooldns build services.json --out built/       a catalog of tools to a tree of zone files
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import signal
 import subprocess
@@ -28,7 +30,9 @@ try:
     from .building.build import Embedded, add_build_command
     from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings
     from .embedding.registry import make_embedder
+    from .serving.server import MAX_TCP, MAX_TCP_PER_CLIENT, TCP_IDLE, TCP_IDLE_BUSY
     from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
+    from .zone.hygiene import content_warnings
     from .zone.zonefile import load_zone
 except ModuleNotFoundError as exc:
     if exc.name not in SERVER_PACKAGES:
@@ -39,9 +43,18 @@ else:
     _MISSING = None
 
 
+def _server_options(args) -> dict:
+    """The ``serve`` flags given, as :class:`DNSServer` keyword arguments (the ones left out keep its defaults)."""
+    options = {key: getattr(args, key) for key in ("rate_limit", "max_tcp", "max_tcp_per_client", "tcp_idle",
+                                                    "tcp_idle_busy") if getattr(args, key) is not None}
+    if args.rate_limit_exempt:
+        options["rate_limit_exempt"] = tuple(args.rate_limit_exempt)
+    return options
+
+
 def _serve(args) -> int:
     async def run() -> None:
-        tree = Tree(args.zonedir, args.port, answer_cache=args.answer_cache)
+        tree = Tree(args.zonedir, args.port, answer_cache=args.answer_cache, **_server_options(args))
         await tree.start()
         print(tree.table(), flush=True)
         address, port = tree.root()
@@ -53,6 +66,10 @@ def _serve(args) -> int:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         for origin, c in tree.counters().items():
+            if c.get("rate_limited") or c.get("tcp_refused"):
+                print(f"{origin}: {c['rate_limited']} UDP replies rate limited ({c['slipped']} sent truncated), "
+                      f"{c['tcp_refused']} TCP connections refused, {c['tcp_evicted']} idle ones closed to make room",
+                      flush=True)
             if c.get("scorer_calls") or c.get("scorer_fallbacks"):
                 print(f"{origin}: LLM {c.get('scorer_calls', 0)} calls, {c.get('scorer_prompt_tokens', 0)} prompt + "
                       f"{c.get('scorer_completion_tokens', 0)} completion tokens, {c.get('scorer_cache_hits', 0)} "
@@ -65,16 +82,18 @@ def _serve(args) -> int:
 
 
 def _check(args) -> int:
-    """Errors exit 1; tool vectors missing or stale are warnings (exit 0), fixed by ``tooldns embed``."""
+    """Errors exit 1; tool vectors missing or stale (fixed by ``tooldns embed``) and stuffed, injected,
+    oversized or unprintable text are warnings (exit 0)."""
     path = Path(args.path)
     if path.is_dir():
         stores = load_tree(path)
         print(f"{len(stores)} zones, {sum(len(s.zone.tools) for s in stores)} tools: ok")
         warnings = tree_warnings([ZoneFile(Path(s.path), s.zone) for s in stores], path)
+        warnings += [w for s in stores for w in content_warnings(s.zone, s.path)]
     else:
         zone = load_zone(path)
         print(f"{zone.origin}: {len(zone.children)} children, {len(zone.tools)} tools: ok")
-        warnings = tree_warnings([ZoneFile(path, zone)], path.parent)
+        warnings = tree_warnings([ZoneFile(path, zone)], path.parent) + content_warnings(zone, str(path))
     for line in warnings:
         print(line)
     return 0
@@ -96,6 +115,33 @@ def _embed(args) -> int:
         print(f"warning: {w}", file=sys.stderr)
     print(report.text())
     return 0
+
+
+def _network(text: str) -> str:
+    try:
+        return str(ipaddress.ip_network(text, strict=False))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an address or a network such as 192.0.2.0/24: {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return value
+
+
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 0, not {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -125,6 +171,25 @@ def _demo(args) -> int:
     return worst
 
 
+def _add_limit_flags(s: argparse.ArgumentParser) -> None:
+    """``serve``'s flags for UDP rate limiting and TCP limits (docs/security.md)."""
+    rl = s.add_mutually_exclusive_group()
+    rl.add_argument("--rate-limit", type=_whole, metavar="N",
+                    help="UDP responses per second per client prefix, every zone, over what the zone files say "
+                         "(0: off; default: each zone's rate_limit setting, 100 unless it says otherwise)")
+    rl.add_argument("--no-rate-limit", dest="rate_limit", action="store_const", const=0,
+                    help="no UDP rate limiting at all (load tests, fuzzing)")
+    s.add_argument("--rate-limit-exempt", action="append", type=_network, metavar="CIDR",
+                   help="a network never rate limited, in every zone (repeatable)")
+    s.add_argument("--max-tcp", type=_positive, metavar="N", help=f"TCP connections per server (default {MAX_TCP})")
+    s.add_argument("--max-tcp-per-client", type=_positive, metavar="N",
+                   help=f"TCP connections per server from one address (default {MAX_TCP_PER_CLIENT})")
+    s.add_argument("--tcp-idle", type=_seconds, metavar="S",
+                   help=f"seconds a TCP connection may wait idle for its next query (default {TCP_IDLE:g})")
+    s.add_argument("--tcp-idle-busy", type=_seconds, metavar="S",
+                   help=f"the same while more than half of --max-tcp are taken (default {TCP_IDLE_BUSY:g})")
+
+
 def main(argv: list[str] | None = None) -> int:
     if _MISSING is not None:
         print(f"tooldns: the server side needs {_MISSING!r}, which is not installed; install the server extra: "
@@ -138,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on every zone's address (default {DEFAULT_PORT})")
     s.add_argument("--answer-cache", type=int, default=4096, metavar="N",
                    help="replies kept per server for repeated identical queries (0: off; default 4096)")
+    _add_limit_flags(s)
     s.set_defaults(func=_serve)
     c = sub.add_parser("check", help="validate a zone file or a directory of them")
     c.add_argument("path")

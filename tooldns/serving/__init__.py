@@ -3,7 +3,8 @@
 :mod:`.index` (a zone indexed once), :mod:`.lookup` (the result: answer, referral, NXDOMAIN,
 NODATA, refused), :mod:`.reply` (the message built from a result), :mod:`.wire` (strict request
 parsing, truncation), :mod:`.resolver` (dnslib's one-method contract, the safety net),
-:mod:`.server` (asyncio UDP and TCP), :mod:`.store` (live reload) and :mod:`.tree` (every zone of
+:mod:`.server` (asyncio UDP and TCP, with per-client TCP limits), :mod:`.ratelimit` (BIND-style
+response rate limiting of UDP replies), :mod:`.store` (live reload) and :mod:`.tree` (every zone of
 a directory, as ``tooldns serve`` runs them).
 
     >>> from tooldns.serving import TreeThread

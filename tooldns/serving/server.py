@@ -5,8 +5,15 @@ this class of machine answers about twice the queries of dnslib's threaded serve
 
 * UDP: replies larger than the client's advertised EDNS size (at most 1232 bytes, 512 without
   EDNS) go out truncated, TC set, question and OPT kept; the client retries over TCP.
-* TCP: several queries per connection (RFC 7766), each answered in order; idle connections are
-  closed after ``tcp_idle`` seconds; at most ``max_tcp`` connections at once.
+* UDP replies are rate limited per client prefix (:mod:`.ratelimit`, as BIND's RRL): over the
+  zone's ``rate_limit`` setting, replies are dropped, every ``slip``-th sent truncated so that
+  real clients retry over TCP. ``rate_limit=N`` overrides the zones' rate (0: off).
+* TCP: several queries per connection (RFC 7766), each answered in order, never rate limited. At
+  most ``max_tcp`` connections at once and ``max_tcp_per_client`` from one address (the one over
+  the limit is closed at once; when all slots are taken, the connection idle longest makes room).
+  A connection waiting for its client (for a query, or the rest of one) is closed after
+  ``tcp_idle`` seconds, and after ``tcp_idle_busy`` seconds while more than half the slots are
+  taken, those waiting already included (RFC 7766 6.2).
 * Malformed packets get FORMERR when their header can be read and are dropped otherwise;
   responses (QR set) are dropped; an internal error becomes SERVFAIL, never silence.
 * A small answer cache keyed on the query's bytes (less its ID) serves repeated identical
@@ -23,17 +30,30 @@ this class of machine answers about twice the queries of dnslib's threaded serve
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import struct
+import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from dnslib import CLASS, RCODE
 
+from ..zone.model import RateLimit
+from .ratelimit import SEND, SLIP, RateLimiter, kind_of, slip_reply
 from .reply import error_reply
 from .wire import MalformedRequest, pack_reply, parse_request
 
 log = logging.getLogger(__name__)
+
+#: the TCP limits' defaults (``tooldns serve`` shows them): seconds a connection may stay idle,
+#: and while more than half of the connection slots are taken; connections at once, and from one address
+TCP_IDLE = 10.0
+TCP_IDLE_BUSY = 1.0
+MAX_TCP = 256
+MAX_TCP_PER_CLIENT = 16
 
 
 class _Handler:
@@ -46,25 +66,57 @@ class _Handler:
         self.client_address = client_address
 
 
-class DNSServer:
-    """Serve one resolver on one address and port, over UDP and TCP."""
+class _Connection:
+    """One TCP connection: its writer, its client's address, since when it waits for a query (None:
+    it is reading or answering one) and the timer that closes it when idle."""
 
-    def __init__(self, resolver, address: str = "127.0.0.1", port: int = 53, *, tcp_idle: float = 10.0,
-                 max_tcp: int = 256, cache_size: int = 4096) -> None:
+    __slots__ = ("writer", "client", "idle_since", "timer", "open")
+
+    def __init__(self, writer: asyncio.StreamWriter, client: str) -> None:
+        self.writer = writer
+        self.client = client
+        self.idle_since: float | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.open = True
+
+
+class DNSServer:
+    """Serve one resolver on one address and port, over UDP and TCP.
+
+    *rate_limit*: None follows the zone's ``rate_limit`` setting; N replaces its rate with N
+    responses a second; 0 turns rate limiting off. *rate_limit_exempt*: networks never limited, on
+    top of the zone's.
+    """
+
+    def __init__(self, resolver, address: str = "127.0.0.1", port: int = 53, *, tcp_idle: float = TCP_IDLE,
+                 tcp_idle_busy: float = TCP_IDLE_BUSY, max_tcp: int = MAX_TCP,
+                 max_tcp_per_client: int = MAX_TCP_PER_CLIENT, cache_size: int = 4096,
+                 rate_limit: int | None = None, rate_limit_exempt: Sequence[str] = ()) -> None:
+        if rate_limit is not None and rate_limit < 0:
+            raise ValueError(f"rate_limit must be None or a whole number of at least 0, not {rate_limit!r}")
         self.resolver = resolver
         self.address = address
         self.port = port
         self.tcp_idle = tcp_idle
+        self.tcp_idle_busy = min(tcp_idle_busy, tcp_idle)
         self.max_tcp = max_tcp
+        self.max_tcp_per_client = max_tcp_per_client
         self.cache_size = cache_size
+        self.rate_limit = rate_limit
+        self.rate_limit_exempt = tuple(str(ipaddress.ip_network(n, strict=False)) for n in rate_limit_exempt)
         self._cache: OrderedDict[tuple[bytes, bool], bytes] = OrderedDict()
         self._cache_index = None
+        self._rrl: RateLimiter | None = None
+        self._rrl_source: RateLimit | None = None  # the zone setting self._rrl was made from
         self._udp = None
         self._tcp = None
-        self._tcp_count = 0
+        self._conns: dict[_Connection, None] = {}  # an ordered set
+        self._per_client: dict[str, int] = {}
+        self._pressed = False  # more than half of the TCP slots taken
         self._tcp_tasks: set[asyncio.Task] = set()
         self._pool: ThreadPoolExecutor | None = None
-        self.stats = {"udp": 0, "tcp": 0, "dropped": 0, "truncated": 0, "cache_hits": 0}
+        self.stats = {"udp": 0, "tcp": 0, "dropped": 0, "truncated": 0, "cache_hits": 0, "rate_limited": 0,
+                      "slipped": 0, "tcp_refused": 0, "tcp_evicted": 0}
 
     def _index(self):
         """The zone index the resolver answers from now, if it has one (it may be swapped by a reload)."""
@@ -136,6 +188,44 @@ class DNSServer:
                 self._cache.popitem(last=False)
         return wire
 
+
+    # -- response rate limiting: a policy on what leaves the UDP socket --
+    def _effective_rate_limit(self, zone: RateLimit) -> RateLimit:
+        """The zone's setting with this server's overrides."""
+        changes: dict = {}
+        if self.rate_limit == 0:
+            changes.update(responses_per_second=0, nxdomains_per_second=0, errors_per_second=0)
+        elif self.rate_limit is not None:
+            changes["responses_per_second"] = self.rate_limit
+        if self.rate_limit_exempt:
+            changes["exempt"] = zone.exempt + self.rate_limit_exempt
+        return replace(zone, **changes) if changes else zone
+
+    def _limiter(self) -> RateLimiter | None:
+        """The rate limiter of the zone served now (a reload may change its setting), None when off."""
+        settings = getattr(getattr(self._index(), "zone", None), "settings", None)
+        source = getattr(settings, "rate_limit", _DEFAULT_RATE_LIMIT)
+        if source is not self._rrl_source:
+            self._rrl_source = source
+            config = self._effective_rate_limit(source)
+            if self._rrl is None or self._rrl.config != config:  # an unchanged setting keeps its accounts
+                self._rrl = RateLimiter(config)
+        return self._rrl if self._rrl is not None and self._rrl.enabled else None
+
+    def limit(self, wire: bytes | None, client, now: float | None = None) -> bytes | None:
+        """What goes out over UDP for reply *wire* to *client* (an address tuple): the reply, its slip or None."""
+        limiter = self._limiter() if wire is not None else None
+        if limiter is None:
+            return wire
+        verdict = limiter.check(client[0], kind_of(wire), time.monotonic() if now is None else now)
+        if verdict == SEND:
+            return wire
+        self.stats["rate_limited"] += 1
+        if verdict == SLIP:
+            self.stats["slipped"] += 1
+            return slip_reply(wire)
+        return None
+
     # -- sockets --
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -151,7 +241,7 @@ class DNSServer:
                     asyncio.ensure_future(self._answer_later(data, addr))
                     return
                 try:
-                    wire = server.handle(data, True, addr)
+                    wire = server.limit(server.handle(data, True, addr), addr)
                 except Exception:  # never let one packet stop the socket
                     log.exception("error handling UDP packet from %s", addr)
                     return
@@ -160,7 +250,7 @@ class DNSServer:
 
             async def _answer_later(self, data, addr):
                 try:
-                    wire = await server._handle_in_pool(data, True, addr)
+                    wire = server.limit(await server._handle_in_pool(data, True, addr), addr)
                 except Exception:
                     log.exception("error handling UDP packet from %s", addr)
                     return
@@ -176,38 +266,109 @@ class DNSServer:
             self.port = self._udp.get_extra_info("sockname")[1]
         self._tcp = await asyncio.start_server(self._serve_tcp, self.address, self.port, reuse_address=True)
 
+    # -- TCP connection slots and idle timeouts --
+    def _busy(self) -> bool:
+        return len(self._conns) > self.max_tcp // 2
+
+    def _idle_timeout(self) -> float:
+        return self.tcp_idle_busy if self._busy() else self.tcp_idle
+
+    def _admit(self, writer: asyncio.StreamWriter, client: str) -> _Connection | None:
+        """A slot for a new connection from *client*, or None: it is to be closed at once."""
+        if self._per_client.get(client, 0) >= self.max_tcp_per_client or (
+                len(self._conns) >= self.max_tcp and not self._evict()):
+            self.stats["tcp_refused"] += 1
+            return None
+        conn = _Connection(writer, client)
+        self._conns[conn] = None
+        self._per_client[client] = self._per_client.get(client, 0) + 1
+        if not self._pressed and self._busy():
+            self._pressed = True
+            self._squeeze()
+        return conn
+
+    def _evict(self) -> bool:
+        """Close the connection idle longest to make room; False when none is idle."""
+        idle = [c for c in self._conns if c.idle_since is not None]
+        if not idle:
+            return False
+        self._close(min(idle, key=lambda c: c.idle_since))
+        self.stats["tcp_evicted"] += 1
+        return True
+
+    def _squeeze(self) -> None:
+        """Under pressure: connections idle already get the short timeout too, counted from when they went idle."""
+        loop = asyncio.get_running_loop()
+        for conn in list(self._conns):
+            if conn.idle_since is None or conn.timer is None:
+                continue
+            deadline = conn.idle_since + self.tcp_idle_busy
+            if conn.timer.when() > deadline:
+                conn.timer.cancel()
+                conn.timer = loop.call_at(deadline, self._close, conn)
+
+    def _close(self, conn: _Connection) -> None:
+        """Give up the connection's slot and close it (idempotent)."""
+        if not conn.open:
+            return
+        conn.open = False
+        if conn.timer is not None:
+            conn.timer.cancel()
+        self._conns.pop(conn, None)
+        left = self._per_client.get(conn.client, 1) - 1
+        if left > 0:
+            self._per_client[conn.client] = left
+        else:
+            self._per_client.pop(conn.client, None)
+        self._pressed = self._pressed and self._busy()
+        conn.writer.close()
+
     async def _serve_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._tcp_tasks.add(task)
-        if self._tcp_count >= self.max_tcp:
-            writer.close()
-            if task is not None:
-                self._tcp_tasks.discard(task)
-            return
-        self._tcp_count += 1
         peer = writer.get_extra_info("peername")
+        conn = self._admit(writer, peer[0] if peer else "")
         try:
-            while True:
-                try:
-                    head = await asyncio.wait_for(reader.readexactly(2), self.tcp_idle)
-                    (length,) = struct.unpack("!H", head)
-                    data = await asyncio.wait_for(reader.readexactly(length), self.tcp_idle)
-                except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-                    break
-                self.stats["tcp"] += 1
-                wire = await self._handle_async(data, False, peer)
-                if wire is None:
-                    continue
-                writer.write(struct.pack("!H", len(wire)) + wire)
-                await writer.drain()
+            if conn is not None:
+                await self._tcp_queries(reader, writer, conn, peer)
         except Exception:
             log.exception("error on TCP connection from %s", peer)
         finally:
-            self._tcp_count -= 1
+            if conn is not None:
+                self._close(conn)
             writer.close()
             if task is not None:
                 self._tcp_tasks.discard(task)
+
+    async def _tcp_queries(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, conn: _Connection,
+                           peer) -> None:
+        """Answer the connection's queries in order until it closes, idles out or loses its slot.
+
+        Idle is waiting for the client: from a reply until the next query has come whole, so a query
+        sent a byte at a time holds its slot no longer than silence would."""
+        loop = asyncio.get_running_loop()
+        while conn.open:
+            conn.idle_since = loop.time()
+            conn.timer = loop.call_later(self._idle_timeout(), self._close, conn)
+            try:
+                (length,) = struct.unpack("!H", await reader.readexactly(2))
+                data = await reader.readexactly(length)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            if not conn.open:
+                return
+            conn.timer.cancel()
+            conn.idle_since = None
+            self.stats["tcp"] += 1
+            wire = await self._handle_async(data, False, peer)
+            if wire is None:
+                continue
+            writer.write(struct.pack("!H", len(wire)) + wire)
+            try:  # a client that does not read its replies keeps no slot for ever
+                await asyncio.wait_for(writer.drain(), self._idle_timeout())
+            except (asyncio.TimeoutError, ConnectionError):
+                return
 
     async def stop(self) -> None:
         if self._udp is not None:
@@ -222,3 +383,6 @@ class DNSServer:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+
+
+_DEFAULT_RATE_LIMIT = RateLimit()

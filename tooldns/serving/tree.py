@@ -8,7 +8,8 @@ other server. A directory with any broken file is refused whole at start, with e
     >>> with TreeThread("zones", port=5300) as tree:
     ...     print(tree.table())
 
-``tooldns serve zones/`` is the command-line shell over this.
+Keywords past the tree's own go to every server: ``TreeThread("zones", 5300, rate_limit=0,
+max_tcp=64)`` (see :class:`DNSServer`). ``tooldns serve zones/`` is the command-line shell over this.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from ..exceptions import ZoneFileError
 from ..protocol import names
+from ..zone.limits import ZoneLimits
 from ..zone.zonefile import zone_files
 from .resolver import ZoneResolver
 from .server import DNSServer
@@ -29,14 +31,18 @@ from .store import ZoneStore
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 5300
+#: what a Tree passes on to each of its servers
+_SERVER_OPTIONS = {"rate_limit", "rate_limit_exempt", "max_tcp", "max_tcp_per_client", "tcp_idle", "tcp_idle_busy"}
+_POLICY_COUNTERS = ("rate_limited", "slipped", "tcp_refused", "tcp_evicted")
 
 
-def load_tree(zonedir: str | os.PathLike) -> list[ZoneStore]:
-    """Load and check every zone file; raise one :class:`ZoneFileError` listing all problems."""
+def load_tree(zonedir: str | os.PathLike, limits: ZoneLimits | None = None) -> list[ZoneStore]:
+    """Load and check every zone file (within *limits*, the defaults when None); raise one
+    :class:`ZoneFileError` listing all problems."""
     stores, errors = [], []
     for path in zone_files(zonedir):
         try:
-            stores.append(ZoneStore(path))
+            stores.append(ZoneStore(path, limits=limits))
         except ZoneFileError as exc:
             errors.extend(exc.errors)
     by_origin: dict[str, ZoneStore] = {}
@@ -64,10 +70,16 @@ class Tree:
     """All servers of a zone directory in the running event loop."""
 
     def __init__(self, zonedir: str | os.PathLike, port: int = DEFAULT_PORT, *, watch_interval: float = 0.5,
-                 stores: list[ZoneStore] | None = None, answer_cache: int = 4096) -> None:
+                 stores: list[ZoneStore] | None = None, answer_cache: int = 4096, **server_options) -> None:
+        """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
+        ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``."""
+        unknown = set(server_options) - _SERVER_OPTIONS
+        if unknown:
+            raise TypeError(f"unknown server options {sorted(unknown)}; allowed: {', '.join(sorted(_SERVER_OPTIONS))}")
         self.zonedir = Path(zonedir)
         self.port = port
         self.answer_cache = answer_cache
+        self.server_options = server_options
         self.watch_interval = watch_interval
         self.stores = stores if stores is not None else load_tree(zonedir)
         self.servers: list[tuple[ZoneStore, DNSServer]] = []
@@ -78,7 +90,8 @@ class Tree:
         for store in self.stores:
             resolver = ZoneResolver(store)
             for ns in store.zone.nameservers:
-                server = DNSServer(resolver, ns.address, self.port, cache_size=self.answer_cache)
+                server = DNSServer(resolver, ns.address, self.port, cache_size=self.answer_cache,
+                                   **self.server_options)
                 try:
                     await server.start()
                 except OSError as exc:
@@ -118,12 +131,16 @@ class Tree:
                 self.servers.remove(pair)
 
     def counters(self) -> dict[str, dict[str, int]]:
-        """Per zone: its server's and scorers' counters (LLM calls and tokens among them)."""
+        """Per zone: its resolver's and scorers' counters (LLM calls and tokens among them), and the
+        socket policies' counters summed over its servers (``rate_limited``, ``slipped``, ``tcp_refused``,
+        ``tcp_evicted``)."""
         out: dict[str, dict[str, int]] = {}
         for store, server in self.servers:
             origin = store.index.origin
             if origin not in out:
                 out[origin] = server.resolver.counters()
+            for key in _POLICY_COUNTERS:
+                out[origin][key] = out[origin].get(key, 0) + server.stats[key]
         return out
 
     def root(self) -> tuple[str, int]:
