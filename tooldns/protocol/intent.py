@@ -56,7 +56,11 @@ def _check_text(text: str) -> bytes:
     bad = next((ch for ch in text if ord(ch) in _FORBIDDEN), None)
     if bad is not None:
         raise IntentError(f"intent contains control character U+{ord(bad):04X}")
-    payload = text.encode("utf-8")
+    try:
+        payload = text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: what `surrogateescape` makes of undecodable argv bytes
+        bad = ord(text[exc.start])
+        raise IntentError(f"intent is not valid UTF-8 text (U+{bad:04X} at position {exc.start})") from None
     if len(payload) > MAX_INTENT_BYTES:
         raise IntentError(f"intent is {len(payload)} bytes; at most {MAX_INTENT_BYTES} are allowed")
     return payload
@@ -105,12 +109,16 @@ def shorten_intent(text: str, limit: int = MAX_INTENT_BYTES) -> str:
         >>> shorten_intent("find the weather in Hong Kong", 20)
         'find the weather in'
     """
-    raw = text.encode("utf-8")
+    # surrogatepass: text UTF-8 cannot carry is cut like any other, and refused by encode_intent
+    raw = text.encode("utf-8", "surrogatepass")
     if len(raw) <= limit:
         return text
-    cut = raw[:limit + 1].decode("utf-8", "ignore")  # one byte more: a word ending exactly at the limit stays
+    end = limit + 1  # one byte more: a word ending exactly at the limit stays
+    while end < len(raw) and raw[end] & 0xC0 == 0x80:  # never inside a character
+        end -= 1
+    cut = raw[:end].decode("utf-8", "surrogatepass")
     space = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
     head = cut[:space] if space > 0 else cut
-    while len(head.encode("utf-8")) > limit:
+    while len(head.encode("utf-8", "surrogatepass")) > limit:
         head = head[:-1]
     return head.rstrip()

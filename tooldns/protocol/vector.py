@@ -97,9 +97,12 @@ def _check_scale(scale: float) -> float:
     if not math.isfinite(scale) or scale <= 0:
         raise VectorError(f"vector scale is {scale!r}; it must be a finite number above 0")
     try:
-        return _F32.unpack(_F32.pack(scale))[0]
+        single = _F32.unpack(_F32.pack(scale))[0]
     except OverflowError:
         raise VectorError(f"vector scale {scale!r} does not fit an IEEE 754 single") from None
+    if single <= 0:  # too small: it would go out as 0, which no decoder accepts
+        raise VectorError(f"vector scale {scale!r} is below the smallest IEEE 754 single")
+    return single
 
 
 def _f32(x: float) -> float:
