@@ -144,7 +144,7 @@ class Walk:
         self.stats = Stats()
         sent = shorten_intent(self.intent)  # a long task description is cut, not refused
         if sent != self.intent:
-            self.stats.intent_shortened = len(self.intent.encode("utf-8"))
+            self.stats.intent_shortened = len(self.intent.encode("utf-8", "surrogatepass"))
         extra = [dns.edns.GenericOption(VECTOR_OPTION_CODE, self.vector)] if self.vector else []
         try:
             self._opts = {k: opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(sent, k)), *extra],

@@ -241,3 +241,10 @@ def test_failover_keeps_tcp_for_a_big_leaf_answer():
     assert leaf.tcp and set(leaf.servers) == {("127.0.0.4", 5300), ("127.0.0.5", 5300)}  # NS order is the set's
     [other] = walk.take(leaf, None, TimeoutError("no reply"))
     assert other.server != leaf.server and other.tcp  # not UDP first, then truncated, then TCP
+
+
+def test_a_long_intent_with_a_lone_surrogate_is_a_resolver_error_not_a_crash():
+    from resolver_client import ResolverError
+
+    with pytest.raises(ResolverError, match="not valid UTF-8"):
+        Walk("a\udcff " * 3000, root=ROOT)

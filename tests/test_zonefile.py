@@ -164,3 +164,20 @@ def test_shipped_tree_is_valid_and_big_enough():
     orgs = [c for z in zones.values() for c in z.children if c.kind == "organisation"]
     parents = [z.origin for z in zones.values() if sum(c.kind == "organisation" for c in z.children) >= 2]
     assert len(orgs) >= 2 and parents
+
+
+def test_origin_may_not_be_a_cursor():
+    with pytest.raises(ZoneFileError, match="may not start with '_'"):
+        parse_zone(GOOD.replace("origin: weather.tools.", "origin: _weather.tools."), "w.yaml")
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("scorer_options: {k1: [1]}", "a value must be a number, text or true/false"),
+    ("scorer_options: {nope: 1}", "bm25 does not take these options"),
+    ("child_scorer_options: {k1: {a: 1}}", "a value must be a number, text or true/false"),
+    ("embed_intents: nope", "unknown embedder 'nope'"),
+])
+def test_settings_a_scorer_would_refuse_are_refused_with_their_line(setting, message):
+    with pytest.raises(ZoneFileError, match=message) as info:
+        parse_zone(GOOD + f"settings:\n  {setting}\n", "w.yaml")
+    assert f"w.yaml:{GOOD.count(chr(10)) + 2}:" in str(info.value)

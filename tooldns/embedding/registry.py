@@ -66,6 +66,17 @@ def make_embedder(spec: str = DEFAULT_SPEC) -> Embedder:
     raise EmbeddingError(f"unknown embedder {spec!r}: use one of {', '.join(SPEC_FORMS)}")
 
 
+def spec_problem(spec: str) -> str | None:
+    """What is wrong with *spec* as an embedder's name, without building it (no model is loaded), or None."""
+    kind, sep, arg = (spec or "").strip().partition(":")
+    kind = kind.lower()
+    if (kind == "minilm" and not sep) or (kind in ("local", "openai") and arg.strip()) or (kind == "hash" and not sep):
+        return None
+    if kind == "hash" and arg.strip().isdigit():
+        return None
+    return f"unknown embedder {spec!r}: use one of {', '.join(SPEC_FORMS)}"
+
+
 def shared_embedder(spec: str = DEFAULT_SPEC) -> Embedder:
     """The one embedder for *spec* in this process, built on first use (thread-safe).
 

@@ -13,6 +13,7 @@ A factory is called as ``factory(docs, briefs=..., vectors=..., **options)`` and
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Sequence
 
 from ..exceptions import ScorerError
@@ -46,3 +47,19 @@ def make_scorer(name: str, docs: Sequence[str], briefs: Sequence[str] | None = N
         return factory(docs, briefs=briefs, vectors=vectors, **options)
     except TypeError as exc:
         raise ScorerError(f"{name}: bad options {sorted(options)}: {exc}") from exc
+
+
+def option_problem(name: str, options: dict) -> str | None:
+    """What is wrong with *options* for the scorer called *name* (a name it does not take, a value
+    that is not a number, text or yes/no), or None; checked without building the scorer."""
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        return None  # the unknown name is reported on its own
+    for key, value in options.items():
+        if not isinstance(key, str) or isinstance(value, (list, dict)) or value is None:
+            return f"option {key!r}: a value must be a number, text or true/false, not {type(value).__name__}"
+    try:
+        inspect.signature(factory).bind([], briefs=None, vectors=None, **options)
+    except TypeError as exc:
+        return f"{name} does not take these options ({exc})"
+    return None

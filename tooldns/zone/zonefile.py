@@ -48,9 +48,10 @@ from ..protocol import names
 from ..protocol.vector import MAX_DIM, MAX_MODEL, decode_vector
 from ..scoring.bm25 import CorpusStats
 from ..exceptions import NameError_, VectorError, ZoneFileError
-from ..scoring.registry import scorer_names
+from ..embedding.registry import spec_problem
+from ..scoring.registry import option_problem, scorer_names
 from .limits import ZoneLimits
-from .model import KINDS, SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
+from .model import KINDS, SOA, Delegation, NameServer, Parameter, RateLimit, Settings, Summary, Tool, Zone
 
 
 def _defaults(cls) -> dict[str, Any]:
@@ -454,6 +455,9 @@ def parse_zone(text: str, where: str = "<zone>", limits: ZoneLimits | None = Non
     if origin == ".":
         c.err(c.lineof(top, "origin"), "origin may not be the DNS root")
         origin = None
+    elif origin is not None and origin.startswith("_"):  # its names would read as cursors for its parent
+        c.err(c.lineof(top, "origin"), f"origin {origin} may not start with '_': underscore labels are cursors")
+        origin = None
     zone_origin = origin or "invalid."
 
     ttl = c.integer(top, "ttl", "zone", _ZONE["ttl"], 0, 2**31 - 1)
@@ -565,24 +569,6 @@ def _settings(c: _Checker, top: _Map) -> Settings:
                    "embed_intents", "rate_limit"})
     if m is None:
         return Settings()
-    rate_limit = _SETTINGS.rate_limit
-    r = c.mapping(m["rate_limit"], c.lineof(m, "rate_limit"), "rate_limit", set(),
-                  {f.name for f in fields(rate_limit)}) if "rate_limit" in m else None
-    if r is not None:
-        exempt = []
-        for item, line in c.seq(r, "exempt", "rate_limit"):
-            try:
-                exempt.append(str(ipaddress.ip_network(str(item), strict=False)))
-            except ValueError:
-                c.err(line, f"rate_limit exempt {item!r} is not an address or a network such as 192.0.2.0/24")
-        rate_limit = type(rate_limit)(
-            **{key: c.integer(r, key, "rate_limit", getattr(rate_limit, key), 0, 10**6)
-               for key in ("responses_per_second", "nxdomains_per_second", "errors_per_second")},
-            window=c.integer(r, "window", "rate_limit", rate_limit.window, 1, 3600),
-            slip=c.integer(r, "slip", "rate_limit", rate_limit.slip, 0, 10),
-            ipv4_prefix_length=c.integer(r, "ipv4_prefix_length", "rate_limit", rate_limit.ipv4_prefix_length, 0, 32),
-            ipv6_prefix_length=c.integer(r, "ipv6_prefix_length", "rate_limit", rate_limit.ipv6_prefix_length, 0, 128),
-            exempt=tuple(exempt))
     scorer = c.text(m, "scorer", "settings", default=_SETTINGS.scorer)
     if scorer not in scorer_names():
         c.err(c.lineof(m, "scorer"), f"unknown scorer '{scorer}'; allowed: {', '.join(scorer_names())}")
@@ -592,7 +578,15 @@ def _settings(c: _Checker, top: _Map) -> Settings:
         if not isinstance(value, dict):
             c.err(c.lineof(m, key), f"{key} must be a mapping")
             value = {}
+        problem = option_problem(scorer, dict(value))
+        if problem:  # found here with its line, not when the index builds the scorer
+            c.err(c.lineof(m, key), f"{key}: {problem}")
+            value = {}
         options[key] = dict(value)
+    embed = c.text(m, "embed_intents", "settings", default=_SETTINGS.embed_intents, empty_ok=True)
+    if embed and spec_problem(embed):
+        c.err(c.lineof(m, "embed_intents"), f"embed_intents: {spec_problem(embed)}")
+        embed = ""
     return Settings(
         scorer=scorer,
         scorer_options=options["scorer_options"],
@@ -600,9 +594,31 @@ def _settings(c: _Checker, top: _Map) -> Settings:
         prune_ratio=c.number(m, "prune_ratio", "settings", _SETTINGS.prune_ratio, 0.0, 1.0),
         max_k=c.integer(m, "max_k", "settings", _SETTINGS.max_k, 1, 255),
         intent_ttl=c.integer(m, "intent_ttl", "settings", _SETTINGS.intent_ttl, 0, 86400),
-        embed_intents=c.text(m, "embed_intents", "settings", default=_SETTINGS.embed_intents, empty_ok=True),
-        rate_limit=rate_limit,
+        embed_intents=embed,
+        rate_limit=_rate_limit(c, m),
     )
+
+
+def _rate_limit(c: _Checker, m: _Map) -> RateLimit:
+    rate_limit = _SETTINGS.rate_limit
+    r = c.mapping(m["rate_limit"], c.lineof(m, "rate_limit"), "rate_limit", set(),
+                  {f.name for f in fields(rate_limit)}) if "rate_limit" in m else None
+    if r is None:
+        return rate_limit
+    exempt = []
+    for item, line in c.seq(r, "exempt", "rate_limit"):
+        try:
+            exempt.append(str(ipaddress.ip_network(str(item), strict=False)))
+        except ValueError:
+            c.err(line, f"rate_limit exempt {item!r} is not an address or a network such as 192.0.2.0/24")
+    return RateLimit(
+        **{key: c.integer(r, key, "rate_limit", getattr(rate_limit, key), 0, 10**6)
+           for key in ("responses_per_second", "nxdomains_per_second", "errors_per_second")},
+        window=c.integer(r, "window", "rate_limit", rate_limit.window, 1, 3600),
+        slip=c.integer(r, "slip", "rate_limit", rate_limit.slip, 0, 10),
+        ipv4_prefix_length=c.integer(r, "ipv4_prefix_length", "rate_limit", rate_limit.ipv4_prefix_length, 0, 32),
+        ipv6_prefix_length=c.integer(r, "ipv6_prefix_length", "rate_limit", rate_limit.ipv6_prefix_length, 0, 128),
+        exempt=tuple(exempt))
 
 
 def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
