@@ -239,8 +239,8 @@ def test_a_failing_intent_embedder_falls_back_to_bm25(tmp_path, monkeypatch):
         def embed(self, texts):
             raise EmbeddingError("endpoint down")
 
-    monkeypatch.setitem(registry._shared, "down", Down())
-    r = ask(hybrid_history(tmp_path, embed_intents="down"), INTENT)
+    monkeypatch.setitem(registry._shared, "openai:down", Down())  # a spec the loader takes
+    r = ask(hybrid_history(tmp_path, embed_intents="openai:down"), INTENT)
     assert r.header.rcode == RCODE.NOERROR and tool_txt(r)
     assert decode_meta(option(r, META_OPTION_CODE)).fallback
 
