@@ -5,11 +5,15 @@ Calls ``DNSServer.handle`` of one zone (the root of --zones by default) with the
 query, and prints the median microseconds per call over several repeats for:
 
 * a repeated query (served from the packet cache);
-* distinct intents (every query parsed, scored and packed);
+* distinct intents (every query parsed, scored and packed: the fast path of
+  :mod:`tooldns.serving.fastreply` for these intent searches), by default --intent numbered
+  ("historical weather Hong Kong 17"), with --intents the texts of a JSON list of {"query": ...}
+  (ToolRet's dev queries are longer: about 230 characters, 40 words);
 * distinct intents with a vector option, when the zone scores vectors (hybrid zones).
 
     python scripts/bench_handle.py                      # the shipped tree's root
     python scripts/bench_handle.py --zones built/ --zone tools.
+    python scripts/bench_handle.py --intents ../shared/data/toolret/queries.dev.en.json
 
 Being one process with no network, its figures are steadier than dnsperf's; to count instructions
 instead of time (the same count run after run), run it under ``valgrind --tool=callgrind`` with
@@ -19,6 +23,7 @@ instead of time (the same count run after run), run it under ``valgrind --tool=c
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -47,12 +52,22 @@ def query(zone: str, intent: str, k: int, vector: bytes | None = None) -> bytes:
     return bytes(q.pack())
 
 
+def distinct_texts(intent: str, source: str | None, count: int) -> list[str]:
+    """*count* different intents: *intent* numbered, or the queries of *source* (numbered once used up)."""
+    if not source:
+        return [f"{intent} {i}" for i in range(count)]
+    base = [q["query"] for q in json.loads(Path(source).read_text(encoding="utf-8")) if q.get("query")]
+    return [base[i % len(base)] + (f" {i // len(base)}" if i >= len(base) else "") for i in range(count)]
+
+
 def per_call(server: DNSServer, packets: list[bytes], calls: int, repeats: int) -> float:
-    """Median microseconds per ``handle`` call over *repeats* runs of *calls* calls."""
+    """Median microseconds per ``handle`` call over *repeats* runs of *calls* calls (each run its own
+    packets when there are enough, so that distinct intents stay distinct)."""
     runs = []
-    for _ in range(repeats):
+    for r in range(repeats):
+        start = r * calls if len(packets) >= (r + 1) * calls else 0
         t0 = time.perf_counter()
-        for i in range(calls):
+        for i in range(start, start + calls):
             server.handle(packets[i % len(packets)], True)
         runs.append((time.perf_counter() - t0) / calls * 1e6)
     return statistics.median(runs)
@@ -63,6 +78,7 @@ def main() -> int:
     p.add_argument("--zones", default=str(ROOT / "zones"))
     p.add_argument("--zone", default="tools.")
     p.add_argument("--intent", default="historical weather Hong Kong")
+    p.add_argument("--intents", help="JSON list of {\"query\": text}: the distinct intents (default: --intent numbered)")
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--rounds", type=int, default=2000, help="calls per repeat of the uncached rows (0: set-up only)")
     p.add_argument("--repeats", type=int, default=5)
@@ -70,7 +86,8 @@ def main() -> int:
     store = next((s for s in load_tree(args.zones) if s.index.origin == args.zone), None)
     if store is None:
         raise SystemExit(f"no zone {args.zone} in {args.zones}")
-    distinct = [query(args.zone, f"{args.intent} {i}", args.k) for i in range(max(args.rounds, 1))]
+    texts = distinct_texts(args.intent, args.intents, max(args.rounds, 1) * args.repeats)
+    distinct = [query(args.zone, text, args.k) for text in texts]
     rows = [("repeated query (packet cache)", DNSServer(ZoneResolver(store), cache_size=4096),
              [query(args.zone, args.intent, args.k)], args.rounds * 10),
             ("distinct intents", DNSServer(ZoneResolver(store), cache_size=0), distinct, args.rounds)]
@@ -78,9 +95,10 @@ def main() -> int:
     if model:
         vector = encode_vector(model, [((i * 7919) % 13 - 6) / 6 for i in range(dim)])
         rows.append(("distinct intents with a vector", DNSServer(ZoneResolver(store), cache_size=0),
-                     [query(args.zone, f"{args.intent} {i}", args.k, vector) for i in range(max(args.rounds, 1))],
+                     [query(args.zone, text, args.k, vector) for text in texts],
                      args.rounds))
-    print(f"zone {args.zone} of {args.zones}, K={args.k}, {'vectors of ' + model if model else 'no vectors'}")
+    print(f"zone {args.zone} of {args.zones}, K={args.k}, {'vectors of ' + model if model else 'no vectors'}; "
+          f"distinct intents {'from ' + args.intents if args.intents else repr(args.intent) + ' numbered'}")
     for name, server, packets, calls in rows:
         if calls:
             print(f"{name:34} {per_call(server, packets, calls, args.repeats):9.1f} us per query")

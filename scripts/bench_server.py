@@ -1,35 +1,39 @@
 #!/usr/bin/env python3
-"""Server throughput and latency under dnsperf, with the intent option on every query.
+"""Server throughput and latency under dnsperf: a repeated intent against intents never seen before.
 
-Starts ``tooldns serve ZONES`` in its own process (one server process, all zones), then runs
-dnsperf (Debian package ``dnsperf``) against one zone's address:
+Starts ``tooldns serve ZONES`` in its own process (one server process, all zones, packet cache on,
+rate limiting off), then runs dnsperf (Debian package ``dnsperf``) against one zone's address, in
+the same run against the same process:
 
-1. at full speed for --seconds: queries per second;
-2. at a fixed 1,000 queries per second: latency percentiles from dnsperf's per-query report;
+1. **fixed intent**: every query the same message, so every reply after the first comes from the
+   server's packet cache (a popular intent);
+2. **distinct intents**: every query a different intent (ToolRet's dev queries, numbered once the
+   list is used up; ``--intents``), so every query is parsed, scored and packed: what free-text
+   intents cost;
+3. when the zone scores vectors (a tree built with ``tooldns build --embed``), distinct intents
+   with the intent's vector option (65303) too, as a resolver with an embedder sends them;
 
-once with the server's packet cache on (the default: repeated identical queries are answered
-from packed bytes), once with it off (``--answer-cache 0``: every query parsed, scored and
-packed) and, when the zone scores vectors (a tree built with ``tooldns build --embed``), once
-more uncached with the intent's vector option (65303) too, as a resolver with an embedder sends
-it. Every query is the one message the resolver library sends (RD=0, its OPT record), given to
-dnsperf in its binary input format (``-B``: dnsperf's ``-E`` carries a single option), so every
-query carries the same intent; the uncached runs are what distinct intents cost. Each row also
-gives the server's time per reply (a referral at an inner zone) in microseconds, 1e6 / q/s at
-full speed, with and without the vector.
+each at full speed for --seconds (queries per second) and at a fixed 1,000 queries per second
+(latency percentiles from dnsperf's per-query report). The queries are the messages the resolver
+library sends (RD=0, its OPT record), given to dnsperf in its binary input format (``-B``: one
+whole message per record, so each may carry its own intent option, which ``-E`` cannot). Both
+rates come from the same generator against the same process; the last line gives their ratio.
+Each row also gives the server's time per reply, 1e6 / q/s at full speed.
 
-The vector is the intent's embedding with the zone's model: all-MiniLM-L6-v2 (``minilm``) or
-the hashing embedder (``hash:DIM``); for another model, a hashing vector of its size under its
+The vector is the first intent's embedding with the zone's model: all-MiniLM-L6-v2 (``minilm``)
+or the hashing embedder (``hash:DIM``); for another model, a hashing vector of its size under its
 name stands in (the server's work does not depend on the values).
 
-    python scripts/bench_server.py                 # root zone, intent "historical weather Hong Kong"
+    python scripts/bench_server.py                 # root zone, fixed intent "historical weather Hong Kong"
     python scripts/bench_server.py --zone history.weather.tools. --seconds 10
     tooldns build services.en.json --embed minilm --out /tmp/hybrid
-    python scripts/bench_server.py --zones /tmp/hybrid   # adds the row "uncached, with vector"
+    python scripts/bench_server.py --zones /tmp/hybrid   # adds the row "distinct, with vector"
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import socket
@@ -58,6 +62,8 @@ from tooldns.serving.index import ZoneIndex  # noqa: E402
 from tooldns.serving.tree import load_tree  # noqa: E402
 
 MINILM = "all-MiniLM-L6-v2"
+#: where the distinct intents come from by default (the "query" field of each entry)
+TOOLRET_QUERIES = ROOT.parent / "shared" / "data" / "toolret" / "queries.dev.en.json"
 
 
 def dnsperf(args: list[str]) -> str:
@@ -67,12 +73,30 @@ def dnsperf(args: list[str]) -> str:
     return out.stdout
 
 
-def query_file(qname: str, options: list[dns.edns.Option], directory: str, name: str) -> tuple[str, bytes]:
-    """The resolver's query for *qname* with *options*, as dnsperf's binary input (``-B``: length, message)."""
-    wire = make_query(qname, opt_record(options))
-    path = str(Path(directory) / name)
-    Path(path).write_bytes(struct.pack("!H", len(wire)) + wire)
-    return path, wire
+def query_file(wires: list[bytes], directory: str, name: str) -> str:
+    """Messages *wires* as dnsperf's binary input (``-B``: two-byte length, then the message, per query)."""
+    path = Path(directory) / name
+    path.write_bytes(b"".join(struct.pack("!H", len(w)) + w for w in wires))
+    return str(path)
+
+
+def intent_texts(source: Path | None, count: int, fallback: str) -> list[str]:
+    """*count* distinct intents: the queries of *source* (a JSON list of {"query": ...}), then the same
+    again numbered (" 1", " 2" ...) until there are enough; *fallback* numbered when there is no source."""
+    base: list[str] = []
+    if source is not None and source.exists():
+        base = [q["query"] for q in json.loads(source.read_text(encoding="utf-8")) if q.get("query")]
+        base = [t for t in base if len(t.encode("utf-8")) <= 700]  # one datagram, as the resolver would send
+    base = list(dict.fromkeys(base)) or [fallback]
+    texts = [t if i < len(base) else f"{t} {i // len(base)}" for i in range(count) for t in [base[i % len(base)]]]
+    return list(dict.fromkeys(texts))
+
+
+def queries(qname: str, texts: list[str], k: int, vector: bytes | None) -> list[bytes]:
+    """The resolver's query for *qname* with each intent of *texts* (and the *vector* option)."""
+    extra = [dns.edns.GenericOption(VECTOR_OPTION_CODE, vector)] if vector else []
+    return [make_query(qname, opt_record([dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent(t, k)), *extra]),
+                       msg_id=0) for t in texts]
 
 
 def probe(address: str, port: int, wire: bytes) -> str:
@@ -88,23 +112,37 @@ def probe(address: str, port: int, wire: bytes) -> str:
     return f"{rcode}, scorer {meta.scorer}" + (", vector ignored" if meta.vector_ignored else "")
 
 
-def run(zones: str, address: str, port: int, datafile: str, wire: bytes, seconds: float, cache: int) -> dict:
-    proc, _ = start_servers(zones, port, cache)
+def measure(address: str, port: int, full_file: str, paced_file: str, messages: int, seconds: float) -> dict:
+    """dnsperf at full speed over *full_file* (*messages* queries in it), then at 1,000 q/s over *paced_file*."""
+    full = dnsperf(["-s", address, "-p", str(port), "-d", full_file, "-B", "-l", str(seconds), "-q", "64",
+                    "-t", "2"])
+    qps = float(re.search(r"Queries per second:\s+([\d.]+)", full).group(1))
+    lost = int(re.search(r"Queries lost:\s+(\d+)", full).group(1))
+    sent = int(re.search(r"Queries sent:\s+(\d+)", full).group(1))
+    paced = dnsperf(["-s", address, "-p", str(port), "-d", paced_file, "-B", "-l", str(seconds), "-Q", "1000",
+                     "-t", "2", "-v"])
+    lat = [float(m.group(1)) * 1000 for m in re.finditer(r"^> \w+ .* ([\d.]+)$", paced, re.M)]
+    rcodes = set(re.findall(r"^> (\w+) ", paced, re.M))
+    return {"qps": qps, "us": 1e6 / qps if qps else 0.0, "lost": lost, "laps": sent / messages, "n": len(lat),
+            "rcodes": sorted(rcodes), "p50_ms": statistics.median(lat), "p90_ms": percentile(lat, 90),
+            "p99_ms": percentile(lat, 99), "max_ms": max(lat)}
+
+
+def run(zones: str, address: str, port: int, cases: list[tuple[str, list[bytes], list[bytes]]],
+        seconds: float) -> list[tuple[str, dict]]:
+    """Every case, (label, messages at full speed, messages at 1,000 q/s), against one server process."""
+    proc, _ = start_servers(zones, port)
+    rows = []
     try:
-        checked = probe(address, port, wire)
-        full = dnsperf(["-s", address, "-p", str(port), "-d", datafile, "-B", "-l", str(seconds), "-q", "64",
-                        "-t", "2"])
-        qps = float(re.search(r"Queries per second:\s+([\d.]+)", full).group(1))
-        lost = re.search(r"Queries lost:\s+(\d+)", full).group(1)
-        paced = dnsperf(["-s", address, "-p", str(port), "-d", datafile, "-B", "-l", str(seconds), "-Q", "1000",
-                         "-t", "2", "-v"])
-        lat = [float(m.group(1)) * 1000 for m in re.finditer(r"^> \w+ .* ([\d.]+)$", paced, re.M)]
-        rcodes = set(re.findall(r"^> (\w+) ", paced, re.M))
+        with tempfile.TemporaryDirectory(prefix="tooldns-perf-") as tmp:
+            for n, (label, full, paced) in enumerate(cases):
+                checked = probe(address, port, paced[-1])
+                figures = measure(address, port, query_file(full, tmp, f"full{n}.bin"),
+                                  query_file(paced, tmp, f"paced{n}.bin"), len(full), seconds)
+                rows.append((label, {**figures, "checked": checked}))
     finally:
         stop_servers(proc)
-    return {"cache": cache, "qps": qps, "us": 1e6 / qps if qps else 0.0, "lost": int(lost), "n": len(lat),
-            "rcodes": sorted(rcodes), "p50_ms": statistics.median(lat), "p90_ms": percentile(lat, 90),
-            "p99_ms": percentile(lat, 99), "max_ms": max(lat), "checked": checked}
+    return rows
 
 
 def intent_vector(index: ZoneIndex, intent: str) -> tuple[bytes | None, str]:
@@ -130,7 +168,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--zones", default=str(ROOT / "zones"))
     p.add_argument("--zone", default="tools.", help="zone whose server is measured (default tools.)")
-    p.add_argument("--intent", default="historical weather Hong Kong")
+    p.add_argument("--intent", default="historical weather Hong Kong", help="the fixed intent")
+    p.add_argument("--intents", default=str(TOOLRET_QUERIES),
+                   help="JSON list of {\"query\": text}: where the distinct intents come from")
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--service", default="any")
     p.add_argument("--seconds", type=float, default=5.0)
@@ -143,20 +183,20 @@ def main() -> int:
         raise SystemExit(f"no zone {args.zone} in {args.zones}")
     address = stores[args.zone].zone.nameservers[0].address
     qname = Cursor(args.service, "tcp", args.zone).to_text()
-    intent = dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent(args.intent, args.k))
     vector, how = intent_vector(stores[args.zone].index, args.intent)
-    print(f"zone {args.zone} on {address}:{args.port}, query {qname} SRV, intent {args.intent!r}, K={args.k}")
+    full_count, paced_count = max(50_000, int(args.seconds * 25_000)), int(args.seconds * 1000) + 1000
+    texts = intent_texts(Path(args.intents), full_count + paced_count, args.intent)
+    print(f"zone {args.zone} on {address}:{args.port}, query {qname} SRV, K={args.k}; fixed intent {args.intent!r}; "
+          f"{len(texts)} distinct intents from {args.intents if Path(args.intents).exists() else args.intent!r}")
     print(f"vector: {how}" + (f", {len(vector)} bytes" if vector else "; no row with a vector"))
-    with tempfile.TemporaryDirectory(prefix="tooldns-perf-") as tmp:
-        plain = query_file(qname, [intent], tmp, "intent.bin")
-        cases = [("cached", plain, 4096), ("uncached", plain, 0)]
-        if vector:
-            with_vector = query_file(qname, [intent, dns.edns.GenericOption(VECTOR_OPTION_CODE, vector)], tmp,
-                                     "vector.bin")
-            cases.append(("uncached, with vector", with_vector, 0))
-        rows = [(label, run(args.zones, address, args.port, datafile, wire, args.seconds, cache))
-                for label, (datafile, wire), cache in cases]
-    print_rows(rows)
+    fixed = queries(qname, [args.intent], args.k, None)
+    cases = [("fixed intent", fixed, fixed),
+             ("distinct intents", queries(qname, texts[:full_count], args.k, None),
+              queries(qname, texts[full_count:], args.k, None))]
+    if vector:
+        cases.append(("distinct, with vector", queries(qname, texts[:full_count], args.k, vector),
+                      queries(qname, texts[full_count:], args.k, vector)))
+    print_rows(run(args.zones, address, args.port, cases, args.seconds))
     return 0
 
 
@@ -167,10 +207,15 @@ def print_rows(rows: list[tuple[str, dict]]) -> None:
         print(f"{label:21} {r['qps']:9.0f} {r['us']:8.1f} {r['lost']:5d}   {'':12}{r['p50_ms']:7.3f} "
               f"{r['p90_ms']:7.3f} {r['p99_ms']:7.3f} {r['max_ms']:7.3f}  {','.join(r['rcodes'])}  ({r['checked']})")
     by_label = dict(rows)
-    if "uncached, with vector" in by_label:
-        plain, vector = by_label["uncached"]["us"], by_label["uncached, with vector"]["us"]
-        print(f"time per reply at full speed, uncached: {plain:.1f} us without the vector, {vector:.1f} us with it "
-              f"({vector - plain:+.1f} us)")
+    fixed, distinct = by_label["fixed intent"], by_label["distinct intents"]
+    if distinct["laps"] > 1:
+        print(f"note: the distinct intents ran out ({distinct['laps']:.1f} laps): some came from the packet cache")
+    print(f"distinct / fixed intent: {distinct['qps']:.0f} / {fixed['qps']:.0f} q/s = "
+          f"{distinct['qps'] / fixed['qps']:.3f} of the packet-cache rate")
+    if "distinct, with vector" in by_label:
+        plain, vector = distinct["us"], by_label["distinct, with vector"]["us"]
+        print(f"time per reply at full speed, distinct intents: {plain:.1f} us without the vector, {vector:.1f} us "
+              f"with it ({vector - plain:+.1f} us)")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,14 @@ Rules (``docs/protocol.md`` is the normative text):
 
 Anything whose presence, order or content depends on the intent is sent with TTL 0.
 
+An intent search (a cursor or expanded name of this zone, with an intent) is decided in two steps:
+:func:`ranked` chooses the children or tools (a :class:`Ranked`: indexes, scores, meta) and
+:func:`lookup` turns that into records; the fast path (:mod:`tooldns.serving.fastreply`) packs the
+same :class:`Ranked` from bytes encoded once per zone, so both paths answer from one decision.
+
     >>> lookup(ix, "_mcp._tcp._weather.tools.", QTYPE.SRV, Intent("rain history", 2)).kind
+    <Kind.REFERRAL: 'referral'>
+    >>> ranked(ix, search_at(ix, "_mcp._tcp._weather.tools."), QTYPE.SRV, Intent("rain history", 2)).kind
     <Kind.REFERRAL: 'referral'>
 """
 
@@ -26,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from dnslib import CNAME, QTYPE, RR, SRV, TXT
+from dnslib import CNAME, QTYPE, RR, SRV, TXT, DNSLabel
 
 from ..protocol import names
 from ..exceptions import NameError_
@@ -59,6 +66,21 @@ class Result:
     ede: str | None = None
 
 
+@dataclass
+class Ranked:
+    """An intent search decided but not built: which children (a referral) or tools (an answer), best first."""
+
+    kind: Kind  # REFERRAL or ANSWER
+    #: what the indexes of *chosen* point into: Delegation or SELF (children), or Tool (tools)
+    entries: list
+    #: (index into *entries*, score) best first; score None when there was no intent to score
+    chosen: list[tuple[int, float | None]]
+    #: per chosen tool index, the parts of a hybrid score (BM25, cosine or None)
+    parts: dict[int, tuple[float, float | None]]
+    #: the meta option's content (flags, cache TTL, scorer); None without an intent
+    meta: tuple[int, int, str] | None
+
+
 _TXT_HEAD = [b"tooldns=" + FORMAT.encode()]
 
 
@@ -76,8 +98,8 @@ def select(ranking: Ranking, k: int, prune_ratio: float) -> tuple[list[tuple[int
     return kept, len(kept) < len(items)
 
 
-def _rank_txt(owner, rank: int, score: float | None, rest: list[bytes],
-              parts: tuple[float, float | None] | None = None) -> RR:
+def rank_strings(rank: int, score: float | None, parts: tuple[float, float | None] | None = None) -> list[bytes]:
+    """The first strings of a ranking TXT record: format, rank, and the score (with its parts) if scored."""
     head = _TXT_HEAD + [f"rank={rank}".encode()]
     if score is not None:
         head.append(f"score={score:.4f}".encode())
@@ -85,7 +107,12 @@ def _rank_txt(owner, rank: int, score: float | None, rest: list[bytes],
         head.append(f"bm25={parts[0]:.4f}".encode())
         if parts[1] is not None:
             head.append(f"cos={parts[1]:.4f}".encode())
-    return RR(owner, QTYPE.TXT, ttl=0, rdata=TXT(head + rest))
+    return head
+
+
+def _rank_txt(owner, rank: int, score: float | None, rest: list[bytes],
+              parts: tuple[float, float | None] | None = None) -> RR:
+    return RR(owner, QTYPE.TXT, ttl=0, rdata=TXT(rank_strings(rank, score, parts) + rest))
 
 
 def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None, vector: Vector | None = None) -> Result:
@@ -103,22 +130,20 @@ def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None, vector:
             return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr], ede=str(exc))
         return Result(Kind.REFUSED, ede=str(exc))
 
-    if cur is not None and not cur.expanded:
-        if cur.zone == origin:
-            return _search(ix, cur, qtype, _Asked.of(ix, intent, vector))
-        if names.is_subdomain(cur.zone, origin):
-            child = ix.child_for(cur.zone)
-            if child is not None:
-                return _delegation(ix, child)
-            return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr])
+    if _searches(ix, qname, cur):
+        asked = _Asked.of(ix, intent, vector)
+        return _tools(ix, qname, cur, qtype, asked, answer=[]) if cur.expanded else _search(ix, cur, qtype, asked)
+    if cur is not None and not cur.expanded and names.is_subdomain(cur.zone, origin):
+        child = ix.child_for(cur.zone)
+        if child is not None:
+            return _delegation(ix, child)
+        return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr])
 
     if not names.is_subdomain(qname, origin):
         return Result(Kind.REFUSED)
     child = ix.child_for(qname)
     if child is not None:
         return _delegation(ix, child)
-    if cur is not None and cur.expanded and cur.zone == origin:
-        return _tools(ix, qname, cur, qtype, _Asked.of(ix, intent, vector), answer=[])
     rrsets = ix.records.get(qname)
     if rrsets is not None:
         if qtype == QTYPE.ANY:
@@ -132,6 +157,40 @@ def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None, vector:
     if qname in ix.ents:
         return Result(Kind.NODATA, authority=[ix.negative_soa_rr])
     return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr])
+
+
+def _searches(ix: ZoneIndex, qname: str, cur: names.Cursor | None) -> bool:
+    """Whether *qname* (normalized, parsed as *cur*) asks this zone to search: its cursor name, or
+    its expanded name when that does not lie in a child zone (a child's names are referred)."""
+    return cur is not None and cur.zone == ix.origin and not (cur.expanded and ix.child_for(qname) is not None)
+
+
+def search_at(ix: ZoneIndex, qname: str) -> names.Cursor | None:
+    """The cursor of *qname* when it asks zone *ix* to search its children or tools, else None.
+
+    Raises :class:`NameError_` for names that break RFC 1035 or name an unknown service.
+    """
+    qname = names.normalize(qname)
+    cur = names.parse_cursor(qname)
+    return cur if _searches(ix, qname, cur) else None
+
+
+def ranked(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None,
+           vector: Vector | None = None) -> Ranked | None:
+    """The ranked referral or answer of an intent search *cur* of this zone (see :func:`search_at`),
+    decided but not built; None for any other outcome (no intent; no tools of the service; a type
+    other than SRV or ANY where tools are answered), which only :func:`lookup` answers.
+
+    Whenever it returns a :class:`Ranked`, :func:`lookup` answers the same query from it.
+    """
+    if intent is None:
+        return None
+    if not cur.expanded and ix.child_candidates is not None:
+        return _rank_children(ix, cur, _Asked.of(ix, intent, vector))
+    candidates = ix.tool_candidates.get((cur.service, cur.transport))
+    if candidates is None or qtype not in (QTYPE.SRV, QTYPE.ANY):
+        return None
+    return _rank_tools(ix, candidates, _Asked.of(ix, intent, vector))
 
 
 def _addresses(ix: ZoneIndex, ns_names) -> list:
@@ -173,42 +232,50 @@ def _meta(ix: ZoneIndex, ranking: Ranking, pruned: bool, asked: _Asked) -> tuple
 
 def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, asked: _Asked | None) -> Result:
     """A cursor query at this zone: refer to the best children, or answer with the tools."""
-    zone: Zone = ix.zone
-    has_service = (cur.service, cur.transport) in ix.tools
     if ix.child_candidates is None:
-        if not has_service:
+        if (cur.service, cur.transport) not in ix.tools:
             return Result(Kind.NODATA, authority=[ix.negative_soa_rr])
         expanded = cur.expand().to_text()
         cname = RR(cur.to_text(), QTYPE.CNAME, ttl=ix.ttl, rdata=CNAME(expanded))
         return _tools(ix, expanded, cur, qtype, asked, answer=[cname])
+    return _referral(ix, _rank_children(ix, cur, asked))
 
+
+def _rank_children(ix: ZoneIndex, cur: names.Cursor, asked: _Asked | None) -> Ranked:
+    """The best children for *asked* (all of them, in zone-file order, without an intent)."""
+    zone: Zone = ix.zone
+    has_service = (cur.service, cur.transport) in ix.tools
     entries = ix.child_candidates.entries
     # "self" stands for this zone's tools; useless when it has none of the asked service.
     def usable(i: int) -> bool:
         return entries[i] is not SELF or has_service
 
     if asked is None:
-        chosen = [(i, None) for i in range(len(entries)) if usable(i)]
-        meta = None
-    else:
-        k = min(asked.intent.k, zone.settings.max_k)
-        ranking = asked.rank(ix.child_candidates.scorer, k + 1)
-        ranking.items = [(i, s) for i, s in ranking.items if usable(i)]
-        chosen, pruned = select(ranking, k, zone.settings.prune_ratio)
-        meta = _meta(ix, ranking, pruned, asked)
+        return Ranked(Kind.REFERRAL, entries, [(i, None) for i in range(len(entries)) if usable(i)], {}, None)
+    k = min(asked.intent.k, zone.settings.max_k)
+    ranking = asked.rank(ix.child_candidates.scorer, k + 1)
+    ranking.items = [(i, s) for i, s in ranking.items if usable(i)]
+    chosen, pruned = select(ranking, k, zone.settings.prune_ratio)
+    return Ranked(Kind.REFERRAL, entries, chosen, {}, _meta(ix, ranking, pruned, asked))
 
+
+def candidate_records(ix: ZoneIndex, entry) -> tuple[list, DNSLabel, list[bytes], list]:
+    """What a referral carries for one chosen candidate (a Delegation, or SELF) besides the ranks and
+    scores: its NS records (authority), the owner of its ranking TXT record and the strings after
+    ``rank=`` and ``score=``, and its name servers' addresses (additional)."""
+    if entry is SELF:
+        return ix.apex_ns, ix.origin_label, ix.self_txt, _addresses(ix, [rr.rdata.label for rr in ix.apex_ns])
+    return ix.child_ns[entry.name], ix.child_label[entry.name], ix.child_txt[id(entry)], ix.child_glue[entry.name]
+
+
+def _referral(ix: ZoneIndex, ranked: Ranked) -> Result:
     authority, additional = [], []
-    for rank, (i, score) in enumerate(chosen, 1):
-        entry = entries[i]
-        if entry is SELF:
-            authority.extend(ix.apex_ns)
-            additional.append(_rank_txt(ix.origin_label, rank, score, ix.self_txt))
-            additional.extend(_addresses(ix, [rr.rdata.label for rr in ix.apex_ns]))
-        else:
-            authority.extend(ix.child_ns[entry.name])
-            additional.append(_rank_txt(ix.child_label[entry.name], rank, score, ix.child_txt[id(entry)]))
-            additional.extend(ix.child_glue[entry.name])
-    return Result(Kind.REFERRAL, authority=authority, additional=additional, meta=meta)
+    for rank, (i, score) in enumerate(ranked.chosen, 1):
+        ns, owner, strings, glue = candidate_records(ix, ranked.entries[i])
+        authority.extend(ns)
+        additional.append(_rank_txt(owner, rank, score, strings))
+        additional.extend(glue)
+    return Result(Kind.REFERRAL, authority=authority, additional=additional, meta=ranked.meta)
 
 
 def _tools(ix: ZoneIndex, owner: str, cur: names.Cursor, qtype: int, asked: _Asked | None, answer: list) -> Result:
@@ -226,13 +293,23 @@ def _tools(ix: ZoneIndex, owner: str, cur: names.Cursor, qtype: int, asked: _Ask
             answer.append(RR(owner, QTYPE.SRV, ttl=ix.ttl, rdata=SRV(tool.priority, tool.weight, tool.port, tool.target)))
             additional.append(_rank_txt(tool.owner(ix.origin), len(additional) + 1, None, ix.ranked_tool_txt[id(tool)]))
         return Result(Kind.ANSWER, answer=answer, additional=additional)
+    return _answer(ix, owner, _rank_tools(ix, candidates, asked), answer)
+
+
+def _rank_tools(ix: ZoneIndex, candidates, asked: _Asked) -> Ranked:
+    """The best tools of *candidates* for *asked*."""
     k = min(asked.intent.k, ix.zone.settings.max_k)
     ranking = asked.rank(candidates.scorer, k)
     chosen, pruned = select(ranking, k, ix.zone.settings.prune_ratio)
-    parts = ranking.parts or {}
-    for rank, (i, score) in enumerate(chosen, 1):
-        tool = tools[i]
+    return Ranked(Kind.ANSWER, candidates.entries, chosen, ranking.parts or {}, _meta(ix, ranking, pruned, asked))
+
+
+def _answer(ix: ZoneIndex, owner: str, ranked: Ranked, answer: list) -> Result:
+    additional = []
+    for rank, (i, score) in enumerate(ranked.chosen, 1):
+        tool = ranked.entries[i]
         # priority = rank, so an ordinary SRV client takes the best first; TTL 0: intent-specific
         answer.append(RR(owner, QTYPE.SRV, ttl=0, rdata=SRV(rank, tool.weight, tool.port, tool.target)))
-        additional.append(_rank_txt(tool.owner(ix.origin), rank, score, ix.ranked_tool_txt[id(tool)], parts.get(i)))
-    return Result(Kind.ANSWER, answer=answer, additional=additional, meta=_meta(ix, ranking, pruned, asked))
+        additional.append(_rank_txt(tool.owner(ix.origin), rank, score, ix.ranked_tool_txt[id(tool)],
+                                    ranked.parts.get(i)))
+    return Result(Kind.ANSWER, answer=answer, additional=additional, meta=ranked.meta)

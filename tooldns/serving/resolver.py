@@ -6,13 +6,21 @@ It checks the query (opcode, question count, EDNS version, the intent option), a
 becomes FORMERR with an Extended DNS Error text, any unexpected exception becomes SERVFAIL
 (dnslib's own server would send nothing and leave the client to time out).
 
+Beside that contract, :meth:`ZoneResolver.fast_answer` answers the hot queries (intent searches:
+a ranked referral or a ranked answer) from the query's bytes to the reply's bytes, with the same
+decision (:func:`tooldns.serving.lookup.ranked`) and the same bytes as :meth:`resolve`, packed from
+pieces encoded once per zone (:mod:`tooldns.serving.fastreply`); it declines (None) everything
+else, which :meth:`resolve` then answers.
+
     >>> resolver = ZoneResolver(StaticSource(ZoneIndex(load_zone("zones/tools.yaml"))))
     >>> reply = resolver.resolve(DNSRecord.parse(query_bytes), None)
+    >>> wire = resolver.fast_answer(query_bytes, udp=True)   # None: ask resolve()
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Protocol
 
 from dnslib import CLASS, OPCODE, QTYPE, RCODE, RR, TXT, DNSRecord
@@ -22,8 +30,10 @@ from ..exceptions import IntentError
 from .index import ZoneIndex
 from ..protocol.intent import INTENT_OPTION_CODE, decode_intent
 from ..protocol.vector import VECTOR_OPTION_CODE, decode_vector
-from .lookup import Kind, Result, lookup
+from .fastreply import PackedZone
+from .lookup import Kind, Result, lookup, ranked
 from .reply import BADVERS, error_reply, reply_for, request_opt
+from .wire import read_plain_query
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +61,11 @@ STATS_NAME = "stats.tooldns."
 def _option(opt, code: int, decode, what: str):
     """The decoded option *code* of a query's OPT record, None without one; IntentError saying
     what is wrong with it (a FORMERR for the client)."""
-    datas = [o.data for o in opt.rdata if o.code == code] if opt is not None else []
+    return _decoded([o.data for o in opt.rdata if o.code == code] if opt is not None else [], code, decode, what)
+
+
+def _decoded(datas: list[bytes], code: int, decode, what: str):
+    """The one option *code* among *datas* decoded, None without one; IntentError for two or a bad one."""
     if len(datas) > 1:
         raise IntentError(f"{what} option {code} appears {len(datas)} times; send one")
     if not datas:
@@ -69,6 +83,7 @@ class ZoneResolver(BaseResolver):
         self.source = source
         self.intent_code = intent_code
         self.stats = {"queries": 0, "servfail": 0, "formerr": 0}
+        self._packed: tuple[weakref.ref, PackedZone | None] | None = None  # the fast path's, per index
 
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         self.stats["queries"] += 1
@@ -78,6 +93,46 @@ class ZoneResolver(BaseResolver):
             self.stats["servfail"] += 1
             log.exception("internal error answering %s", request.q.qname if request.questions else "?")
             return error_reply(request, RCODE.SERVFAIL, "internal server error")
+
+    def fast_answer(self, data: bytes, udp: bool) -> bytes | None:
+        """The reply to query bytes *data* when it is an intent search this zone ranks (a referral to
+        its best children, or its best tools), packed without dnslib; None for every other query,
+        and whenever anything is unusual: :meth:`resolve` then answers it (errors included)."""
+        query = read_plain_query(data)
+        if query is None:
+            return None
+        index = self.source.index
+        try:
+            packed = self._packed_zone(index)
+            route = packed.route(data, query) if packed is not None else None
+            if route is None:
+                return None
+            intent = _decoded(query.option_data(self.intent_code), self.intent_code, decode_intent, "intent")
+            vector = _decoded(query.option_data(VECTOR_OPTION_CODE), VECTOR_OPTION_CODE, decode_vector, "vector")
+            result = ranked(index, route.cursor, query.qtype, intent, vector)
+            wire = packed.pack(data, query, route, result, query.udp_size if udp else 65535) if result else None
+        except IntentError:
+            return None  # a FORMERR, with the text resolve() gives it
+        except Exception:
+            log.exception("fast path failed on a query to %s; the full path answers it", index.origin)
+            return None
+        if wire is not None:
+            self.stats["queries"] += 1
+        return wire
+
+    def _packed_zone(self, index: ZoneIndex) -> PackedZone | None:
+        """The fast path's pieces of *index*, encoded on its first query (a reload makes a new index);
+        None when the zone holds something they cannot encode (then every query takes the full path)."""
+        held = self._packed
+        if held is not None and held[0]() is index:
+            return held[1]
+        try:
+            packed = PackedZone(index)
+        except ValueError as exc:
+            log.warning("%s: every query takes the full path (%s)", index.origin, exc)
+            packed = None
+        self._packed = (weakref.ref(index), packed)
+        return packed
 
     def counters(self) -> dict[str, int]:
         """This server's counters plus those of its zone's scorers (LLM calls and tokens ...)."""

@@ -85,13 +85,15 @@ class DNSServer:
 
     *rate_limit*: None follows the zone's ``rate_limit`` setting; N replaces its rate with N
     responses a second; 0 turns rate limiting off. *rate_limit_exempt*: networks never limited, on
-    top of the zone's.
+    top of the zone's. *reuse_port*: bind with SO_REUSEPORT, so that several processes serve the
+    same address and port and the kernel spreads queries (UDP) and connections (TCP) over them.
     """
 
     def __init__(self, resolver, address: str = "127.0.0.1", port: int = 53, *, tcp_idle: float = TCP_IDLE,
                  tcp_idle_busy: float = TCP_IDLE_BUSY, max_tcp: int = MAX_TCP,
                  max_tcp_per_client: int = MAX_TCP_PER_CLIENT, cache_size: int = 4096,
-                 rate_limit: int | None = None, rate_limit_exempt: Sequence[str] = ()) -> None:
+                 rate_limit: int | None = None, rate_limit_exempt: Sequence[str] = (),
+                 reuse_port: bool = False) -> None:
         if rate_limit is not None and rate_limit < 0:
             raise ValueError(f"rate_limit must be None or a whole number of at least 0, not {rate_limit!r}")
         self.resolver = resolver
@@ -104,6 +106,7 @@ class DNSServer:
         self.cache_size = cache_size
         self.rate_limit = rate_limit
         self.rate_limit_exempt = tuple(str(ipaddress.ip_network(n, strict=False)) for n in rate_limit_exempt)
+        self.reuse_port = reuse_port
         self._cache: OrderedDict[tuple[bytes, bool], bytes] = OrderedDict()
         self._cache_index = None
         self._rrl: RateLimiter | None = None
@@ -139,7 +142,11 @@ class DNSServer:
 
     # -- the part that turns bytes into bytes; no sockets, so tests and benchmarks can call it --
     def handle(self, data: bytes, udp: bool, client=None) -> bytes | None:
-        """The reply bytes for query bytes *data*, or None to send nothing."""
+        """The reply bytes for query bytes *data*, or None to send nothing.
+
+        Intent searches come from the resolver's fast path when it has one (``fast_answer``: the
+        same bytes, packed from pieces encoded once per zone); every other query is parsed,
+        resolved and packed with dnslib."""
         index = self._index()
         cacheable = self.cache_size > 0 and index is not None and index.cacheable
         if cacheable:
@@ -151,38 +158,41 @@ class DNSServer:
             if hit is not None:
                 self.stats["cache_hits"] += 1
                 return data[:2] + hit
-        try:
-            request = parse_request(data)
-        except MalformedRequest as exc:
-            if exc.header is None or exc.header.qr:
+        fast = getattr(self.resolver, "fast_answer", None)
+        wire = fast(data, udp) if fast is not None else None
+        if wire is None:
+            try:
+                request = parse_request(data)
+            except MalformedRequest as exc:
+                if exc.header is None or exc.header.qr:
+                    self.stats["dropped"] += 1
+                    return None
+                log.debug("FORMERR for malformed message: %s", exc)
+                return bytes(error_reply(None, RCODE.FORMERR, header=exc.header, edns=False).pack())
+            record = request.record
+            if record.header.qr:
                 self.stats["dropped"] += 1
                 return None
-            log.debug("FORMERR for malformed message: %s", exc)
-            return bytes(error_reply(None, RCODE.FORMERR, header=exc.header, edns=False).pack())
-        record = request.record
-        if record.header.qr:
-            self.stats["dropped"] += 1
-            return None
-        if request.name_error:  # a name that cannot be packed again: answered without echoing it
-            reply = error_reply(None, RCODE.FORMERR, request.name_error, header=record.header,
-                                edns=request.opt is not None)
-        elif request.opt_error:
-            reply = error_reply(record, RCODE.FORMERR, f"malformed OPT record: {request.opt_error}")
-        else:
-            reply = self.resolver.resolve(record, _Handler("udp" if udp else "tcp", client))
-        try:
-            wire = pack_reply(reply, request.udp_size if udp else 65535)
-        except Exception:
-            log.exception("cannot pack reply")
-            # without the question too: it may be what could not be packed
-            wire = bytes(error_reply(None, RCODE.SERVFAIL, "internal server error: reply cannot be packed",
-                                     header=record.header, edns=request.opt is not None).pack())
+            if request.name_error:  # a name that cannot be packed again: answered without echoing it
+                reply = error_reply(None, RCODE.FORMERR, request.name_error, header=record.header,
+                                    edns=request.opt is not None)
+            elif request.opt_error:
+                reply = error_reply(record, RCODE.FORMERR, f"malformed OPT record: {request.opt_error}")
+            else:
+                reply = self.resolver.resolve(record, _Handler("udp" if udp else "tcp", client))
+            try:
+                wire = pack_reply(reply, request.udp_size if udp else 65535)
+            except Exception:
+                log.exception("cannot pack reply")
+                # without the question too: it may be what could not be packed
+                wire = bytes(error_reply(None, RCODE.SERVFAIL, "internal server error: reply cannot be packed",
+                                         header=record.header, edns=request.opt is not None).pack())
+            # class IN only: CHAOS queries (stats.tooldns.) must always be answered afresh
+            cacheable = cacheable and not request.opt_error and record.questions and record.q.qclass == CLASS.IN
         if len(wire) > 2 and wire[2] & 0x02:
             self.stats["truncated"] += 1
         rcode = wire[3] & 0x0F if len(wire) > 3 else RCODE.SERVFAIL
-        # class IN only: CHAOS queries (stats.tooldns.) must always be answered afresh
-        if (cacheable and rcode in (RCODE.NOERROR, RCODE.NXDOMAIN) and not request.opt_error
-                and record.questions and record.q.qclass == CLASS.IN):
+        if cacheable and rcode in (RCODE.NOERROR, RCODE.NXDOMAIN):  # fast answers: class IN, NOERROR
             self._cache[key] = wire[2:]
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
@@ -261,10 +271,11 @@ class DNSServer:
                 log.debug("UDP error: %s", exc)
 
         self._udp, _ = await loop.create_datagram_endpoint(_UDP, local_addr=(self.address, self.port),
-                                                           reuse_port=False)
+                                                           reuse_port=self.reuse_port)
         if self.port == 0:
             self.port = self._udp.get_extra_info("sockname")[1]
-        self._tcp = await asyncio.start_server(self._serve_tcp, self.address, self.port, reuse_address=True)
+        self._tcp = await asyncio.start_server(self._serve_tcp, self.address, self.port, reuse_address=True,
+                                               reuse_port=self.reuse_port)
 
     # -- TCP connection slots and idle timeouts --
     def _busy(self) -> bool:

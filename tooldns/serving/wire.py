@@ -9,8 +9,14 @@ and reads OPT options itself, strictly.
 returns the truncated form: header with TC set, the question and the OPT record kept
 (RFC 6891 7, RFC 2181 9), so that the client retries over TCP.
 
+:func:`read_plain_query` reads the common query (one question of class IN, an OPT record of
+version 0 and no other record) from the bytes alone, for the fast path; it gives up (None) on
+anything else, which :func:`parse_request` then reads and answers.
+
     >>> req = parse_request(query_bytes)
     >>> wire = pack_reply(reply, max_size=req.udp_size)
+    >>> read_plain_query(query_bytes).qtype
+    33
 """
 
 from __future__ import annotations
@@ -60,6 +66,93 @@ class Request:
         if self.opt is None:
             return []
         return [o.data for o in self.opt.rdata if o.code == code]
+
+
+class PlainQuery:
+    """A query read by :func:`read_plain_query`: where its question ends, what it asks, its EDNS options."""
+
+    __slots__ = ("question_end", "qtype", "rd", "udp_size", "options")
+
+    def __init__(self, question_end: int, qtype: int, rd: bool, udp_size: int, options: list[tuple[int, bytes]]):
+        #: the question is ``data[12:question_end]``; its name ``data[12:question_end - 4]``
+        self.question_end = question_end
+        self.qtype = qtype
+        self.rd = rd
+        #: the largest UDP reply the client takes (as :attr:`Request.udp_size`)
+        self.udp_size = udp_size
+        #: (code, data) of each EDNS option, in order
+        self.options = options
+
+    def option_data(self, code: int) -> list[bytes]:
+        """The data of every option *code*, in order."""
+        return [data for c, data in self.options if c == code]
+
+
+_HEADER = struct.Struct("!HHHHHH")
+_OPT_FIXED = struct.Struct("!HHBBHH")  # after the OPT owner: type, size, extended rcode, version, flags, rdlength
+_QTYPE_CLASS = struct.Struct("!HH")
+_OPTION = struct.Struct("!HH")
+#: zone transfers are refused by the resolver, never answered from the fast path
+_TRANSFERS = (QTYPE.AXFR, QTYPE.IXFR)
+
+
+def _question_end(data: bytes) -> int:
+    """Where the question's type and class start: after an uncompressed name within RFC 1035's
+    limits; 0 when the name is anything else."""
+    pos, end = 12, len(data)
+    while pos < end:
+        length = data[pos]
+        if length == 0:
+            return pos + 1 if pos + 1 - 12 <= MAX_NAME else 0
+        if length > MAX_LABEL:  # a pointer, an extended label type or too long a label
+            return 0
+        pos += length + 1
+    return 0
+
+
+def _plain_options(data: bytes, pos: int) -> tuple[int, list[tuple[int, bytes]]] | None:
+    """The OPT record at *pos* as (UDP size, options), when it is the message's last record, of
+    version 0 and well formed; None otherwise."""
+    if len(data) < pos + 11 or data[pos] != 0:
+        return None
+    rtype, size, _, version, _, rdlength = _OPT_FIXED.unpack_from(data, pos + 1)
+    pos += 11
+    if rtype != QTYPE.OPT or version != 0 or pos + rdlength != len(data):
+        return None
+    options, end = [], len(data)
+    while pos < end:
+        if end - pos < 4:
+            return None
+        code, length = _OPTION.unpack_from(data, pos)
+        pos += 4
+        if pos + length > end:
+            return None
+        options.append((code, data[pos:pos + length]))
+        pos += length
+    return min(max(size, CLASSIC_UDP_SIZE), SERVER_UDP_SIZE), options
+
+
+def read_plain_query(data: bytes) -> PlainQuery | None:
+    """Read a plain query from *data* without dnslib: a QUERY with one question of class IN (not a
+    zone transfer), an uncompressed name within RFC 1035's limits and no record but an OPT record
+    of EDNS version 0 whose options are well formed. None for anything else, including
+    every message :func:`parse_request` would refuse: those take the full path.
+    """
+    if len(data) < 28:  # header, root name, type and class, OPT record
+        return None
+    _, flags, qdcount, ancount, nscount, arcount = _HEADER.unpack_from(data)
+    if flags & 0xF800 or qdcount != 1 or ancount or nscount or arcount != 1:  # QR, opcode
+        return None
+    end = _question_end(data)
+    if not end or end + 4 > len(data):
+        return None
+    qtype, qclass = _QTYPE_CLASS.unpack_from(data, end)
+    if qclass != 1 or qtype in _TRANSFERS:
+        return None
+    opt = _plain_options(data, end + 4)
+    if opt is None:
+        return None
+    return PlainQuery(end + 4, qtype, bool(flags & 0x0100), opt[0], opt[1])
 
 
 def parse_options(rdata: bytes) -> list[EDNSOption]:

@@ -1,0 +1,265 @@
+"""Replies to intent searches packed from bytes encoded once per zone: no dnslib object per query.
+
+Most queries a ToolDNS server answers are intent searches with an intent it has never seen: a
+referral to the best K children, or the best K tools of a leaf. Everything in those replies but
+the choice, the order, the ranks and the scores is fixed per zone, so :class:`PackedZone` encodes
+it once per zone index (names as labels, record heads, fixed RDATA, the TXT strings that follow
+``rank=`` and ``score=``) and :meth:`PackedZone.pack` joins header, question, records and OPT
+record for one :class:`~tooldns.serving.lookup.Ranked` result. The decision is
+:func:`tooldns.serving.lookup.ranked`'s, the one :func:`~tooldns.serving.lookup.lookup` builds
+dnslib records from; every other query (errors, names that are no search, queries without an
+intent, NODATA, NXDOMAIN, CHAOS) takes that full path.
+
+dnslib stays the reference, byte for byte (``tests/test_fast_reply.py``, ``tests/test_golden.py``):
+records come in the same order with the same TTLs; names are compressed as dnslib compresses them
+(each suffix points to its first occurrence, compared octet by octet, so a question in mixed case
+is pointed to only by names in the same case; SRV targets are never compressed); a reply too large
+for the client is truncated as :func:`tooldns.serving.wire.pack_reply` truncates. One deliberate
+difference: a suffix first written beyond offset 16383 is not pointed to (a pointer cannot reach
+it; dnslib writes a wrong one), which only a TCP answer of more than 16 KB could meet.
+
+    >>> packed = PackedZone(ix)
+    >>> query = read_plain_query(data)
+    >>> route = packed.route(data, query)
+    >>> wire = packed.pack(data, query, route, ranked(ix, route.cursor, query.qtype, intent), 1232)
+"""
+
+from __future__ import annotations
+
+import struct
+
+from dnslib import CNAME, QTYPE, RR, DNSBuffer, DNSLabel
+
+from ..exceptions import NameError_
+from ..protocol import names
+from ..protocol.meta import META_OPTION_CODE, encode_meta
+from .index import ZoneIndex
+from .lookup import Kind, Ranked, candidate_records, rank_strings, search_at
+from .wire import SERVER_UDP_SIZE, PlainQuery
+
+#: a name ready to pack: for each label from the left, (the octets of the name from that label on,
+#: which is what compression compares, and the label's length octet and octets)
+Name = tuple[tuple[bytes, bytes], ...]
+#: a record ready to pack: its owner; its type, class and TTL, followed by RDATA length and RDATA
+#: when the RDATA holds no name to compress; and the name that is its RDATA otherwise (NS, CNAME)
+Record = tuple[Name, bytes, "Name | None"]
+
+_U16 = struct.Struct("!H")
+_HEAD = struct.Struct("!HHI")  # type, class, TTL
+_FLAGS_COUNTS = struct.Struct("!HHHHH")
+_QR, _AA, _TC, _RD = 0x8000, 0x0400, 0x0200, 0x0100
+#: the last offset a compression pointer can reach (14 bits)
+_MAX_POINTER = 0x3FFF
+_TXT_HEAD = _HEAD.pack(QTYPE.TXT, 1, 0)  # ranking TXT records: class IN, TTL 0 (they depend on the intent)
+_SRV_HEAD = _HEAD.pack(QTYPE.SRV, 1, 0)
+
+
+def packed_name(name) -> Name:
+    """*name* (text or a DNSLabel) as the packer writes it, with the labels dnslib gives it."""
+    chunks = []
+    for label in DNSLabel(name).label:
+        if not 0 < len(label) <= names.MAX_LABEL:
+            raise ValueError(f"name {name!r} has a label of {len(label)} octets")
+        chunks.append(bytes([len(label)]) + label)
+    if sum(map(len, chunks)) + 1 > names.MAX_NAME:
+        raise ValueError(f"name {name!r} is longer than {names.MAX_NAME} octets")
+    return tuple((b"".join(chunks[i:]) + b"\0", chunks[i]) for i in range(len(chunks)))
+
+
+def _uncompressed(name: Name) -> bytes:
+    return name[0][0] if name else b"\0"
+
+
+_LENGTH = [bytes([n]) for n in range(256)]
+
+
+def _strings(strings: list[bytes]) -> bytes:
+    """TXT RDATA: each string (at most 255 octets) after its length octet."""
+    return b"".join([_LENGTH[len(s)] + s for s in strings])
+
+
+def _zone_strings(strings: list[bytes]) -> bytes:
+    """:func:`_strings` of strings from a zone, checked once (dnslib refuses a longer one)."""
+    if any(len(s) > 255 for s in strings):
+        raise ValueError("a TXT string is longer than 255 octets")
+    return _strings(strings)
+
+
+def _record(rr: RR) -> Record:
+    """A record of the index, ready to pack: NS and CNAME targets are compressed; A, AAAA, TXT and
+    SRV RDATA hold no name dnslib compresses, and are packed here once."""
+    head = _HEAD.pack(rr.rtype, rr.rclass, rr.ttl)
+    if rr.rtype in (QTYPE.NS, QTYPE.CNAME):
+        return packed_name(rr.rname), head, packed_name(rr.rdata.label)
+    if rr.rtype not in (QTYPE.A, QTYPE.AAAA, QTYPE.TXT, QTYPE.SRV):
+        raise ValueError(f"no fast packing for {QTYPE.get(rr.rtype)} records")
+    buffer = DNSBuffer()
+    rr.rdata.pack(buffer)
+    return packed_name(rr.rname), head + _U16.pack(len(buffer.data)) + bytes(buffer.data), None
+
+
+def _put_name(out: bytearray, seen: dict[bytes, int], name: Name) -> None:
+    """Write *name* at the end of *out*, pointing to where a suffix of it was first written."""
+    for suffix, label in name:
+        at = seen.get(suffix)
+        if at is not None:
+            out += _U16.pack(0xC000 | at)
+            return
+        if len(out) <= _MAX_POINTER:
+            seen[suffix] = len(out)
+        out += label
+    out.append(0)
+
+
+def _put(out: bytearray, seen: dict[bytes, int], record: Record) -> None:
+    owner, head, target = record
+    _put_name(out, seen, owner)
+    out += head
+    if target is not None:
+        at = len(out)
+        out += b"\0\0"
+        _put_name(out, seen, target)
+        _U16.pack_into(out, at, len(out) - at - 2)
+
+
+def _put_txt(out: bytearray, seen: dict[bytes, int], owner: Name, rdata: bytes) -> None:
+    _put_name(out, seen, owner)
+    out += _TXT_HEAD
+    out += _U16.pack(len(rdata))
+    out += rdata
+
+
+class Route:
+    """A name that asks this zone to search: its cursor, where its labels start, and the records
+    an answer to it holds besides the ranked ones."""
+
+    __slots__ = ("cursor", "labels", "cname", "owner")
+
+    def __init__(self, ix: ZoneIndex, cursor: names.Cursor, name: Name) -> None:
+        self.cursor = cursor
+        #: where each label of the question name starts (compression points into the question)
+        self.labels = tuple(len(name[0][0]) - len(suffix) for suffix, _ in name)
+        expanded = cursor.expand().to_text()
+        #: a leaf's cursor name is answered through a CNAME to its expanded name (lookup's rule)
+        self.cname: Record | None = None
+        if not cursor.expanded and ix.child_candidates is None:
+            self.cname = _record(RR(cursor.to_text(), QTYPE.CNAME, ttl=ix.ttl, rdata=CNAME(expanded)))
+        #: the owner of the SRV records of an answer
+        self.owner = packed_name(expanded)
+
+
+class PackedZone:
+    """Everything of one zone index that intent searches answer with, encoded once."""
+
+    def __init__(self, ix: ZoneIndex) -> None:
+        self.routes = self._routes(ix)
+        self.children: dict[int, tuple[list[Record], Name, bytes, list[Record]]] = {}
+        for entry in ix.child_candidates.entries if ix.child_candidates else ():
+            ns, owner, strings, glue = candidate_records(ix, entry)
+            self.children[id(entry)] = ([_record(rr) for rr in ns], packed_name(owner), _zone_strings(strings),
+                                        [_record(rr) for rr in glue])
+        #: per tool: weight, port and target of its SRV record; owner and strings of its TXT record
+        self.tools: dict[int, tuple[bytes, Name, bytes]] = {
+            id(tool): (struct.pack("!HH", tool.weight, tool.port) + _uncompressed(packed_name(tool.target)),
+                       packed_name(tool.owner(ix.origin)), _zone_strings(ix.ranked_tool_txt[id(tool)]))
+            for tool in ix.zone.tools}
+        self._opt: dict[tuple[int, int, str] | None, bytes] = {}
+
+    @staticmethod
+    def _routes(ix: ZoneIndex) -> dict[bytes, Route]:
+        """The names that ask this zone to search, lower-case on the wire, with their routes."""
+        routes = {}
+        for service in sorted(names.SERVICES):
+            for transport in sorted(names.TRANSPORTS):
+                for expanded in (False, True):
+                    try:
+                        text = names.Cursor(service, transport, ix.origin, expanded).to_text()
+                        cursor = search_at(ix, text)  # the routing lookup() follows
+                    except NameError_:
+                        continue
+                    if cursor is not None:
+                        name = packed_name(text)
+                        routes[_uncompressed(name)] = Route(ix, cursor, name)
+        return routes
+
+    def route(self, data: bytes, query: PlainQuery) -> Route | None:
+        """The route of the question of *data* (names compare case-insensitively), or None: no search here."""
+        return self.routes.get(data[12:query.question_end - 4].lower())
+
+    def pack(self, data: bytes, query: PlainQuery, route: Route, ranked: Ranked, max_size: int) -> bytes | None:
+        """The reply to *data* carrying *ranked*, or its truncated form when longer than *max_size*
+        octets; None when a chosen entry cannot be packed here (the full path then answers)."""
+        end = query.question_end
+        out = bytearray(data[:end])  # the query's header (rewritten below) and question
+        if ranked.kind is Kind.REFERRAL:
+            counts, flags = self._referral(out, data[12:end - 4], route, ranked), _QR
+        else:
+            counts, flags = self._answer(out, data[12:end - 4], route, ranked), _QR | _AA
+        if counts is None:
+            return None
+        flags |= _RD if query.rd else 0
+        out += self._opt_record(ranked.meta)
+        _FLAGS_COUNTS.pack_into(out, 2, flags, 1, counts[0], counts[1], counts[2] + 1)
+        if len(out) <= max_size:
+            return bytes(out)
+        # header with TC set, the question and the OPT record without its options (as wire.pack_reply)
+        return data[:2] + _FLAGS_COUNTS.pack(flags | _TC, 1, 0, 0, 1) + data[12:end] + self._opt_record(None)
+
+    def _referral(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
+        """Authority: the chosen children's NS records. Additional: per child its ranking TXT record and
+        glue. Every owner there (a child's name, its name servers' names) was written in the authority
+        section, so it is one pointer to it, whatever the scores."""
+        pieces = [self.children.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
+        if None in pieces:
+            return None
+        seen = {qname[at:]: 12 + at for at in route.labels}  # names point into the question too
+        authority = additional = 0
+        for ns, _, _, _ in pieces:
+            for record in ns:
+                _put(out, seen, record)
+            authority += len(ns)
+        for rank, ((_, score), (_, owner, strings, glue)) in enumerate(zip(ranked.chosen, pieces), 1):
+            at = seen.get(owner[0][0])
+            if at is None:  # beyond a pointer's reach (a 16 KB authority section)
+                return None
+            rdata = _strings(rank_strings(rank, score)) + strings
+            out += _U16.pack(0xC000 | at)
+            out += _TXT_HEAD
+            out += _U16.pack(len(rdata))
+            out += rdata
+            for record in glue:
+                _put(out, seen, record)
+            additional += 1 + len(glue)
+        return 0, authority, additional
+
+    def _answer(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
+        pieces = [self.tools.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
+        if None in pieces:
+            return None
+        seen = {qname[at:]: 12 + at for at in route.labels}  # names point into the question too
+        answer = 0
+        if route.cname is not None:
+            _put(out, seen, route.cname)
+            answer = 1
+        for rank, (srv, _, _) in enumerate(pieces, 1):  # priority = rank, then weight, port, target
+            _put_name(out, seen, route.owner)
+            out += _SRV_HEAD
+            out += _U16.pack(len(srv) + 2)
+            out += _U16.pack(rank)
+            out += srv
+        for rank, ((i, score), (_, owner, strings)) in enumerate(zip(ranked.chosen, pieces), 1):
+            _put_txt(out, seen, owner, _strings(rank_strings(rank, score, ranked.parts.get(i))) + strings)
+        return answer + len(pieces), 0, len(pieces)
+
+    def _opt_record(self, meta: tuple[int, int, str] | None) -> bytes:
+        """The reply's OPT record (UDP size 1232, version 0, extended rcode 0), with the meta option."""
+        opt = self._opt.get(meta)
+        if opt is None:
+            options = b""
+            if meta is not None:
+                data = encode_meta(*meta)
+                options = struct.pack("!HH", META_OPTION_CODE, len(data)) + data
+            opt = b"\0" + struct.pack("!HHIH", QTYPE.OPT, SERVER_UDP_SIZE, 0, len(options)) + options
+            if len(self._opt) < 64:  # flags and scorer names: a handful of values
+                self._opt[meta] = opt
+        return opt
