@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from .exceptions import (BuildError, EmbeddingError, IntentError, NameError_, ScorerError, ToolDNSError, VectorError,
-                         ZoneFileError)
+from .exceptions import (BuildError, EmbeddingError, IntentError, NameError_, ScorerError, ServeError, ToolDNSError,
+                         VectorError, ZoneFileError)
 
 _LAZY = {
     "INTENT_OPTION_CODE": "protocol.intent", "Intent": "protocol.intent", "decode_intent": "protocol.intent",
@@ -38,13 +38,14 @@ _LAZY = {
     "make_scorer": "scoring.registry", "register_scorer": "scoring.registry",
     "Zone": "zone.model", "load_zone": "zone.zonefile", "parse_zone": "zone.zonefile", "dump_zone": "zone.zonefile",
     "ZoneIndex": "serving.index", "StaticSource": "serving.resolver", "ZoneResolver": "serving.resolver",
+    "MultiZoneResolver": "serving.multizone",
     "DNSServer": "serving.server", "ZoneStore": "serving.store",
     "Tree": "serving.tree", "TreeThread": "serving.tree", "load_tree": "serving.tree",
     "build": "building.build", "build_zones": "building.build",
 }
 
-__all__ = ["BuildError", "EmbeddingError", "IntentError", "NameError_", "ScorerError", "ToolDNSError", "VectorError",
-           "ZoneFileError", *sorted(_LAZY)]
+__all__ = ["BuildError", "EmbeddingError", "IntentError", "NameError_", "ScorerError", "ServeError", "ToolDNSError",
+           "VectorError", "ZoneFileError", *sorted(_LAZY)]
 
 
 def __getattr__(name: str):

@@ -1,7 +1,9 @@
 """``tooldns``: the server-side command line, a thin shell over the library.
 
-    tooldns serve zones/                 one server per zone on 127.0.0.x:5300, live reload
+    tooldns serve zones/                 one server per name-server address (127.0.0.x:5300), live reload
     tooldns serve zones/ --no-rate-limit    the same without UDP rate limiting (load tests, fuzzing)
+    tooldns serve zones/ --workers 4     four processes on the same addresses (SO_REUSEPORT)
+    tooldns serve zones/ --only weather.tools. --listen 10.0.0.2   one zone, on this machine's address
     tooldns check zones/                 validate zone files, print file:line errors
     tooldns demo "historical weather Hong Kong"   serve zones/, resolve one intent, stop
     tooldns build services.json --out built/       a catalog of tools to a tree of zone files
@@ -31,7 +33,9 @@ try:
     from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings
     from .embedding.registry import make_embedder
     from .serving.server import MAX_TCP, MAX_TCP_PER_CLIENT, TCP_IDLE, TCP_IDLE_BUSY
+    from .serving.descriptors import ensure_descriptors
     from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
+    from .serving.workers import Workers
     from .zone.hygiene import content_warnings
     from .zone.zonefile import load_zone
 except ModuleNotFoundError as exc:
@@ -52,33 +56,70 @@ def _server_options(args) -> dict:
     return options
 
 
-def _serve(args) -> int:
-    async def run() -> None:
-        tree = Tree(args.zonedir, args.port, answer_cache=args.answer_cache, **_server_options(args))
-        await tree.start()
-        print(tree.table(), flush=True)
-        address, port = tree.root()
-        print(f"root zone on {address}:{port}; try: tooldns-resolve \"historical weather Hong Kong\" "
-              f"--root {address}:{port}\nCtrl-C stops all servers.", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        for origin, c in tree.counters().items():
-            if c.get("rate_limited") or c.get("tcp_refused"):
-                print(f"{origin}: {c['rate_limited']} UDP replies rate limited ({c['slipped']} sent truncated), "
-                      f"{c['tcp_refused']} TCP connections refused, {c['tcp_evicted']} idle ones closed to make room",
-                      flush=True)
-            if c.get("scorer_calls") or c.get("scorer_fallbacks"):
-                print(f"{origin}: LLM {c.get('scorer_calls', 0)} calls, {c.get('scorer_prompt_tokens', 0)} prompt + "
-                      f"{c.get('scorer_completion_tokens', 0)} completion tokens, {c.get('scorer_cache_hits', 0)} "
-                      f"cache hits, {c.get('scorer_fallbacks', 0)} BM25 fallbacks", flush=True)
-        await tree.stop()
-        print("stopped", flush=True)
+def _print_counters(counters: dict[str, dict[str, int]]) -> None:
+    for origin, c in counters.items():
+        if c.get("rate_limited") or c.get("tcp_refused"):
+            print(f"{origin}: {c['rate_limited']} UDP replies rate limited ({c['slipped']} sent truncated), "
+                  f"{c['tcp_refused']} TCP connections refused, {c['tcp_evicted']} idle ones closed to make room",
+                  flush=True)
+        if c.get("scorer_calls") or c.get("scorer_fallbacks"):
+            print(f"{origin}: LLM {c.get('scorer_calls', 0)} calls, {c.get('scorer_prompt_tokens', 0)} prompt + "
+                  f"{c.get('scorer_completion_tokens', 0)} completion tokens, {c.get('scorer_cache_hits', 0)} "
+                  f"cache hits, {c.get('scorer_fallbacks', 0)} BM25 fallbacks", flush=True)
 
-    asyncio.run(run())
+
+def _print_started(tree, note: str = "") -> None:
+    print(tree.table(), flush=True)
+    address, port = tree.root()
+    print(f"{len(tree.stores)} zones on {len(tree.plan)} addresses{note}; root zone on {address}:{port}; try: "
+          f"tooldns-resolve \"historical weather Hong Kong\" --root {address}:{port}\nCtrl-C stops all servers.",
+          flush=True)
+
+
+async def _run_tree(tree) -> None:
+    await tree.start()
+    _print_started(tree)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    _print_counters(tree.counters())
+    await tree.stop()
+
+
+def _serve_workers(args, tree) -> int:
+    """``--workers N``: N processes serving the same addresses (SO_REUSEPORT); this one supervises."""
+    workers = Workers(args.zonedir, args.port, args.workers, log_level=logging.getLogger().level,
+                      answer_cache=args.answer_cache, only=args.only, listen=args.listen, **_server_options(args))
+    workers.start()
+    _print_started(tree, f", each served by {args.workers} worker processes (pids "
+                         f"{' '.join(map(str, workers.pids()))})")
+    workers.wait()
+    _print_counters(workers.stop())
     return 0
+
+
+def _serve(args) -> int:
+    try:
+        tree = Tree(args.zonedir, args.port, answer_cache=args.answer_cache, only=args.only, listen=args.listen,
+                    **_server_options(args))
+        if args.workers > 1 and args.port == 0:
+            raise ValueError("--workers needs a fixed --port: with port 0 each worker would pick its own")
+    except ValueError as exc:
+        print(f"tooldns serve: {exc}", file=sys.stderr)
+        return 2
+    note = ensure_descriptors(len(tree.plan), args.max_tcp or MAX_TCP).note()
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    if args.workers > 1:
+        tree.close()  # checked; each worker loads the tree itself
+        code = _serve_workers(args, tree)
+    else:
+        asyncio.run(_run_tree(tree))
+        code = 0
+    print("stopped", flush=True)
+    return code
 
 
 def _check(args) -> int:
@@ -171,6 +212,25 @@ def _demo(args) -> int:
     return worst
 
 
+def _names(text: str) -> list[str]:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list, not {text!r}")
+    return items
+
+
+def _add_scale_flags(s: argparse.ArgumentParser) -> None:
+    """``serve``'s flags for serving a tree from several processes or machines."""
+    s.add_argument("--workers", type=_positive, default=1, metavar="N",
+                   help="processes serving the same addresses and port (SO_REUSEPORT), so that queries spread over "
+                        "N cores (default 1)")
+    s.add_argument("--only", type=_names, metavar="ORIGIN[,ORIGIN...]",
+                   help="serve only these zones of the directory (every file is still checked)")
+    s.add_argument("--listen", type=_names, metavar="ADDR[,ADDR...]",
+                   help="serve the zones on these addresses instead of their name servers' (this machine's own "
+                        "address; a backend behind dnsdist, whose address the zone files name)")
+
+
 def _add_limit_flags(s: argparse.ArgumentParser) -> None:
     """``serve``'s flags for UDP rate limiting and TCP limits (docs/security.md)."""
     rl = s.add_mutually_exclusive_group()
@@ -198,11 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tooldns", description="ToolDNS: tool discovery on DNS.")
     p.add_argument("-v", "--verbose", action="store_true", help="log reloads and errors")
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="serve every zone file of a directory, one server per zone")
+    s = sub.add_parser("serve", help="serve every zone file of a directory, one server per name-server address")
     s.add_argument("zonedir")
     s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on every zone's address (default {DEFAULT_PORT})")
     s.add_argument("--answer-cache", type=int, default=4096, metavar="N",
                    help="replies kept per server for repeated identical queries (0: off; default 4096)")
+    _add_scale_flags(s)
     _add_limit_flags(s)
     s.set_defaults(func=_serve)
     c = sub.add_parser("check", help="validate a zone file or a directory of them")

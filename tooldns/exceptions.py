@@ -8,7 +8,9 @@
     ├── ScorerError        a scorer cannot be built or used (unknown name, bad options)
     ├── EmbeddingError     an embedder cannot be built or used (unknown spec, missing package or
     │                      weights, the embedding endpoint failed)
-    └── BuildError         a tool catalog cannot be turned into a zone tree
+    ├── BuildError         a tool catalog cannot be turned into a zone tree
+    └── ServeError         the zones cannot be served here: too few open files allowed, or a
+                           worker process cannot start (an OSError too)
 
 Each class's docstring is its default message, as in dnspython.
 """
@@ -55,3 +57,7 @@ class EmbeddingError(ToolDNSError):
 
 class BuildError(ToolDNSError):
     """The catalog cannot be built into a zone tree."""
+
+
+class ServeError(ToolDNSError, OSError):
+    """The zones cannot be served."""

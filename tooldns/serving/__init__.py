@@ -1,11 +1,14 @@
 """Serving zones over DNS: decide, build the reply, put it on the wire.
 
 :mod:`.index` (a zone indexed once), :mod:`.lookup` (the result: answer, referral, NXDOMAIN,
-NODATA, refused), :mod:`.reply` (the message built from a result), :mod:`.wire` (strict request
-parsing, truncation), :mod:`.resolver` (dnslib's one-method contract, the safety net),
-:mod:`.server` (asyncio UDP and TCP, with per-client TCP limits), :mod:`.ratelimit` (BIND-style
-response rate limiting of UDP replies), :mod:`.store` (live reload) and :mod:`.tree` (every zone of
-a directory, as ``tooldns serve`` runs them).
+NODATA, refused), :mod:`.reply` (the message built from a result), :mod:`.fastreply` (intent
+searches packed from bytes encoded once per zone), :mod:`.wire` (strict request parsing,
+truncation), :mod:`.resolver` (dnslib's one-method contract, the safety net), :mod:`.multizone`
+(several zones behind one server), :mod:`.server` (asyncio UDP and TCP, with per-client TCP
+limits), :mod:`.ratelimit` (BIND-style response rate limiting of UDP replies), :mod:`.store` (live
+reload), :mod:`.tree` (every zone of a directory, one server per address, as ``tooldns serve``
+runs them), :mod:`.descriptors` (the open-file budget) and :mod:`.workers` (several processes on
+the same addresses).
 
     >>> from tooldns.serving import TreeThread
     >>> with TreeThread("zones", port=5300) as tree:
@@ -13,9 +16,11 @@ a directory, as ``tooldns serve`` runs them).
 """
 
 from .index import ZoneIndex
+from .multizone import MultiZoneResolver
 from .resolver import StaticSource, ZoneResolver
 from .server import DNSServer
 from .store import ZoneStore
 from .tree import Tree, TreeThread, load_tree
 
-__all__ = ["DNSServer", "StaticSource", "Tree", "TreeThread", "ZoneIndex", "ZoneResolver", "ZoneStore", "load_tree"]
+__all__ = ["DNSServer", "MultiZoneResolver", "StaticSource", "Tree", "TreeThread", "ZoneIndex", "ZoneResolver", "ZoneStore",
+           "load_tree"]

@@ -6,6 +6,8 @@ validation is logged with its ``file:line`` messages and the last good index kee
 a deleted file keeps serving its last version too. Swapping the index is one assignment, so
 a query sees either the old zone or the new one, never a mix; the replaced index is closed and
 nothing else keeps it (``scripts/bench_reload.py`` checks that memory stays flat over reloads).
+Each callable in ``listeners`` is called after a swap: a server hosting several zones
+(:mod:`.multizone`) then renews what it holds of them.
 Every load is bounded by *limits* (:class:`tooldns.zone.limits.ZoneLimits`, the defaults unless
 given): a file over them is refused like any invalid file.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 
 from ..exceptions import ZoneFileError
 from .index import ZoneIndex
@@ -43,6 +46,8 @@ class ZoneStore:
         self.index = ZoneIndex(load_zone(self.path, limits))
         self.last_error: str | None = None
         self.reloads = 0
+        #: called with no arguments after each reload that swapped the index
+        self.listeners: list[Callable[[], None]] = []
 
     @property
     def zone(self):
@@ -75,6 +80,8 @@ class ZoneStore:
         old.close()  # stops a replaced LLM scorer's probe
         self.last_error = None
         self.reloads += 1
+        for listener in self.listeners:
+            listener()
         log.info("%s: reloaded %s (serial %d, %d children, %d tools)", self.path, zone.origin,
                  zone.soa.serial, len(zone.children), len(zone.tools))
         return "reloaded"

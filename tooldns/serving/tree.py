@@ -1,38 +1,52 @@
-"""Running a `.tools` tree locally: one authoritative server per zone name server, one event loop.
+"""Running a `.tools` tree: one authoritative server per name-server address, one event loop.
 
-:class:`Tree` loads every ``*.yaml`` zone file of a directory, starts a :class:`DNSServer` on
-each name-server address the zone lists (all on one port, so glue A records are all a client
-needs), and polls the files for live edits. Each zone reloads on its own; an edit touches no
-other server. A directory with any broken file is refused whole at start, with every message.
+:class:`Tree` loads every ``*.yaml`` zone file of a directory, starts a :class:`DNSServer` (a UDP
+and a TCP socket) on each address the zones' name servers name, all on one port (so glue A records
+are all a client needs), and polls the files for live edits. Zones whose name servers share an
+address share its server, which answers each query from the zone it is about
+(:mod:`.multizone`): a tree needs two sockets per address, not per zone. Each zone reloads on its
+own; an edit touches no other zone. A directory with any broken file is refused whole at start,
+with every message.
+
+*only* serves a subset of the directory's zones (a tree spread over machines: each serves its own
+zones, the glue naming the machines); *listen* serves them on the given addresses instead of their
+name servers' (a machine's own address; a backend behind a load balancer such as dnsdist, whose
+address the zone files name). Every file is still loaded and checked.
 
     >>> with TreeThread("zones", port=5300) as tree:
     ...     print(tree.table())
+    >>> Tree("zones", 5300, only=["weather.tools."], listen=["10.0.0.2"])   # one zone, on this machine
 
 Keywords past the tree's own go to every server: ``TreeThread("zones", 5300, rate_limit=0,
-max_tcp=64)`` (see :class:`DNSServer`). ``tooldns serve zones/`` is the command-line shell over this.
+max_tcp=64)`` (see :class:`DNSServer`; ``reuse_port=True`` lets several processes serve the same
+tree, :mod:`.workers`). ``tooldns serve zones/`` is the command-line shell over this.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..exceptions import ZoneFileError
 from ..protocol import names
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import zone_files
+from .multizone import MultiZoneResolver
 from .resolver import ZoneResolver
-from .server import DNSServer
+from .server import MAX_TCP, MAX_TCP_PER_CLIENT, DNSServer
 from .store import ZoneStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 5300
 #: what a Tree passes on to each of its servers
-_SERVER_OPTIONS = {"rate_limit", "rate_limit_exempt", "max_tcp", "max_tcp_per_client", "tcp_idle", "tcp_idle_busy"}
+_SERVER_OPTIONS = {"rate_limit", "rate_limit_exempt", "max_tcp", "max_tcp_per_client", "tcp_idle", "tcp_idle_busy",
+                   "reuse_port"}
 _POLICY_COUNTERS = ("rate_limited", "slipped", "tcp_refused", "tcp_evicted")
 
 
@@ -66,13 +80,58 @@ def load_tree(zonedir: str | os.PathLike, limits: ZoneLimits | None = None) -> l
     return stores
 
 
+def select_zones(stores: list[ZoneStore], only: Sequence[str] | None) -> list[ZoneStore]:
+    """The stores whose origins *only* names (all when None); ValueError naming origins not here."""
+    if only is None:
+        return list(stores)
+    wanted = {names.normalize(origin) for origin in only}
+    have = [s.index.origin for s in stores]
+    missing = sorted(wanted - set(have))
+    if missing:
+        shown = ", ".join(sorted(have)[:8]) + (", ..." if len(have) > 8 else "")
+        raise ValueError(f"no zone file here has origin {', '.join(missing)} (origins here: {shown})")
+    return [s for s in stores if s.index.origin in wanted]
+
+
+def _listen_addresses(listen: Sequence[str] | None) -> list[str] | None:
+    if listen is None:
+        return None
+    out: list[str] = []
+    for text in listen:
+        try:
+            address = str(ipaddress.ip_address(text.strip()))
+        except ValueError:
+            raise ValueError(f"not an IP address: {text!r}") from None
+        if address not in out:
+            out.append(address)
+    if not out:
+        raise ValueError("no address to listen on")
+    return out
+
+
+def plan(stores: list[ZoneStore], listen: list[str] | None = None) -> dict[str, list[ZoneStore]]:
+    """Which zones each address serves: the addresses of their name servers, or every zone on each of
+    *listen*. In order of the stores, then of their name servers (the first is the root's, usually)."""
+    out: dict[str, list[ZoneStore]] = {}
+    for store in stores:
+        for address in zone_addresses(store, listen):
+            out.setdefault(address, []).append(store)
+    return out
+
+
+def zone_addresses(store: ZoneStore, listen: list[str] | None = None) -> list[str]:
+    """Where a zone is served: *listen*, or its name servers' addresses in their order (each once)."""
+    return list(listen) if listen is not None else list(dict.fromkeys(ns.address for ns in store.zone.nameservers))
+
+
 class Tree:
     """All servers of a zone directory in the running event loop."""
 
     def __init__(self, zonedir: str | os.PathLike, port: int = DEFAULT_PORT, *, watch_interval: float = 0.5,
-                 stores: list[ZoneStore] | None = None, answer_cache: int = 4096, **server_options) -> None:
+                 stores: list[ZoneStore] | None = None, answer_cache: int = 4096,
+                 only: Sequence[str] | None = None, listen: Sequence[str] | None = None, **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
-        ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``."""
+        ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``."""
         unknown = set(server_options) - _SERVER_OPTIONS
         if unknown:
             raise TypeError(f"unknown server options {sorted(unknown)}; allowed: {', '.join(sorted(_SERVER_OPTIONS))}")
@@ -81,25 +140,52 @@ class Tree:
         self.answer_cache = answer_cache
         self.server_options = server_options
         self.watch_interval = watch_interval
-        self.stores = stores if stores is not None else load_tree(zonedir)
+        self.listen = _listen_addresses(listen)
+        self.stores = select_zones(stores if stores is not None else load_tree(zonedir), only)
+        #: address -> the zones served there
+        self.plan = plan(self.stores, self.listen)
+        #: origin -> the addresses it is served on
+        self.addresses = {store.index.origin: zone_addresses(store, self.listen) for store in self.stores}
+        #: (zone, server) for each address of each zone, a server appearing once per zone it serves
         self.servers: list[tuple[ZoneStore, DNSServer]] = []
+        #: address -> its server
+        self.sockets: dict[str, DNSServer] = {}
+        self.resolvers: dict[str, ZoneResolver] = {}
         self._watch: asyncio.Task | None = None
+
+    def sockets_needed(self) -> int:
+        """Sockets the servers hold while running: a UDP and a TCP socket per address."""
+        return 2 * len(self.plan)
+
+    def _options(self, zones: int) -> dict:
+        """The server options for a server hosting *zones* zones: a client may hold as many TCP connections
+        as it could across the zones' own servers (``max_tcp_per_client`` each), up to ``max_tcp``,
+        unless ``max_tcp_per_client`` was given. A resolver asks a tree's leaves in parallel, over TCP
+        when it wants more tools than fit a datagram."""
+        options = dict(self.server_options)
+        if zones > 1 and "max_tcp_per_client" not in options:
+            options["max_tcp_per_client"] = min(options.get("max_tcp", MAX_TCP), MAX_TCP_PER_CLIENT * zones)
+        return options
+
+    def _resolver(self, stores: list[ZoneStore]) -> ZoneResolver:
+        members = [self.resolvers[s.index.origin] for s in stores]
+        return members[0] if len(members) == 1 else MultiZoneResolver(members)
 
     async def start(self) -> None:
         """Start every server. Port 0: the first server picks a free port and the others share it."""
-        for store in self.stores:
-            resolver = ZoneResolver(store)
-            for ns in store.zone.nameservers:
-                server = DNSServer(resolver, ns.address, self.port, cache_size=self.answer_cache,
-                                   **self.server_options)
-                try:
-                    await server.start()
-                except OSError as exc:
-                    await self.stop()
-                    raise OSError(exc.errno, f"cannot serve {store.index.origin} on {ns.address}:{self.port}: "
-                                  f"{exc.strerror}") from exc
-                self.port = server.port  # glue carries addresses only: one port for the whole tree
-                self.servers.append((store, server))
+        self.resolvers = {s.index.origin: ZoneResolver(s) for s in self.stores}
+        for address, stores in self.plan.items():
+            server = DNSServer(self._resolver(stores), address, self.port, cache_size=self.answer_cache,
+                               **self._options(len(stores)))
+            try:
+                await server.start()
+            except OSError as exc:
+                await self.stop()
+                what = stores[0].index.origin if len(stores) == 1 else f"{len(stores)} zones ({stores[0].index.origin} ...)"
+                raise OSError(exc.errno, f"cannot serve {what} on {address}:{self.port}: {exc.strerror}") from exc
+            self.port = server.port  # glue carries addresses only: one port for the whole tree
+            self.sockets[address] = server
+        self.servers = [(s, self.sockets[a]) for s in self.stores for a in self.addresses[s.index.origin]]
         self._watch = asyncio.create_task(self._watcher())
 
     async def _watcher(self) -> None:
@@ -115,44 +201,66 @@ class Tree:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
-        for _, server in self.servers:
-            await server.stop()
+        for server in self.sockets.values():
+            await self._stop(server)
+        self.sockets = {}
         self.servers = []
+        self.close()
+
+    @staticmethod
+    async def _stop(server: DNSServer) -> None:
+        await server.stop()
+        if isinstance(server.resolver, MultiZoneResolver):
+            server.resolver.close()
+
+    def close(self) -> None:
+        """Release the zones' indexes (their scorers); for a tree that is stopped or was never started."""
         for store in self.stores:
             store.index.close()
 
     async def stop_server(self, origin: str, address: str) -> None:
-        """Stop one server (to simulate a dead name server)."""
+        """Stop the server of zone *origin* on *address* (to simulate a dead name server); it stops
+        answering for every zone it serves."""
         origin = names.normalize(origin)
-        for pair in list(self.servers):
-            store, server = pair
-            if store.index.origin == origin and server.address == address:
-                await server.stop()
-                self.servers.remove(pair)
+        server = self.sockets.get(address)
+        if server is None or not any(s.index.origin == origin and srv is server for s, srv in self.servers):
+            return
+        await self._stop(server)
+        del self.sockets[address]
+        self.servers = [pair for pair in self.servers if pair[1] is not server]
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Per zone: its resolver's and scorers' counters (LLM calls and tokens among them), and the
-        socket policies' counters summed over its servers (``rate_limited``, ``slipped``, ``tcp_refused``,
-        ``tcp_evicted``)."""
+        socket policies' counters (``rate_limited``, ``slipped``, ``tcp_refused``, ``tcp_evicted``) of
+        its servers, summed; those of a server hosting several zones count for the topmost of them."""
         out: dict[str, dict[str, int]] = {}
-        for store, server in self.servers:
+        for store, _ in self.servers:
             origin = store.index.origin
             if origin not in out:
-                out[origin] = server.resolver.counters()
+                out[origin] = self.resolvers[origin].counters()
+                out[origin].update({key: 0 for key in _POLICY_COUNTERS})
+        for server in self.sockets.values():
+            resolver = server.resolver
+            owner = (resolver.top if isinstance(resolver, MultiZoneResolver) else resolver).source.index.origin
             for key in _POLICY_COUNTERS:
-                out[origin][key] = out[origin].get(key, 0) + server.stats[key]
+                out[owner][key] += server.stats[key]
         return out
 
+    def server_stats(self) -> dict[str, dict[str, int]]:
+        """Per address: its server's socket counters (``udp``, ``tcp``, ``cache_hits``, ...)."""
+        return {address: dict(server.stats) for address, server in self.sockets.items()}
+
     def root(self) -> tuple[str, int]:
-        """Address and port of the server of the topmost zone (fewest labels)."""
+        """Address and port of a server of the topmost zone served (fewest labels)."""
         store = min(self.stores, key=lambda s: len(names.labels(s.index.origin)))
-        return store.zone.nameservers[0].address, self.port
+        return self.addresses[store.index.origin][0], self.port
 
     def table(self) -> str:
         rows = [f"{'zone':32} {'address':16} {'children':>8} {'tools':>6}  file"]
-        for store, server in self.servers:
+        for store in self.stores:
             z = store.zone
-            rows.append(f"{z.origin:32} {server.address:16} {len(z.children):8d} {len(z.tools):6d}  {store.path}")
+            for address in self.addresses[z.origin]:
+                rows.append(f"{z.origin:32} {address:16} {len(z.children):8d} {len(z.tools):6d}  {store.path}")
         return "\n".join(rows)
 
 

@@ -1,0 +1,191 @@
+"""Several zones on one server: each query goes to the zone it is about, whose resolver answers it.
+
+Authoritative servers host many zones on one address; so does a :class:`DNSServer` given a
+:class:`MultiZoneResolver` over the :class:`ZoneResolver` of each zone. The zone that answers is the
+deepest zone served here that contains the name the query is *about*:
+
+* a cursor name ``_svc._proto._<zone>.`` is about ``<zone>``, the zone whose children it searches,
+  not about the zone its labels lie in (``_mcp._tcp._weather.tools.`` lies in ``tools.``). So
+  ``weather.tools.`` answers it when served here (its search: ranked children or tools) and
+  ``tools.`` otherwise (a plain referral to ``weather.tools.``), as each zone's own server would;
+* every other name (expanded names, tool names, the apex, name-server names) is about itself.
+
+Each zone therefore answers what a server of its own answers (``tests/test_multizone.py`` replays
+the recorded golden replies through one socket serving every shipped zone), with one difference,
+as on any server hosting a zone and its child: a name below a child hosted here is answered by the
+child, not referred to it. A name that no zone here contains goes to the topmost zone, which
+refuses it. The group itself answers
+``stats.tooldns.`` (class CH: its zones' counters summed, ``zones=N``) and messages without exactly
+one question. The choice costs one dictionary look-up per label of the name, whatever the number
+of zones.
+
+What the server reads of the "index" it answers from (:class:`ZoneGroup`): replies are cached only
+when every zone's are cacheable, answered off the event loop when any zone's scorer may block, and
+rate limited with the topmost zone's ``rate_limit`` setting (one account table per server, as BIND
+keeps per server).
+
+    >>> resolver = MultiZoneResolver([ZoneResolver(store) for store in stores])
+    >>> server = DNSServer(resolver, "127.0.0.1", 5300)
+"""
+
+from __future__ import annotations
+
+import logging
+
+from dnslib import CLASS, QTYPE, DNSRecord
+from dnslib.server import BaseResolver
+
+from ..exceptions import NameError_
+from ..protocol import names
+from .index import ZoneIndex
+from .resolver import STATS_NAME, ZoneResolver
+
+log = logging.getLogger(__name__)
+
+
+class ZoneGroup:
+    """What a :class:`DNSServer` reads of the index of a server that hosts several zones: whether
+    replies may be cached (all zones say so), whether a query may block (some zone's scorer may),
+    and ``zone``, the topmost zone, whose settings (the rate limit) apply to the server. A new group
+    is made whenever a zone reloads, which empties the server's answer cache."""
+
+    def __init__(self, indexes: list[ZoneIndex], top: ZoneIndex) -> None:
+        self.indexes = indexes
+        self.zone = top.zone
+        self.origin = top.origin
+        self.cacheable = all(ix.cacheable for ix in indexes)
+        self.blocking = any(ix.blocking for ix in indexes)
+
+    def scorers(self) -> list:
+        return [scorer for ix in self.indexes for scorer in ix.scorers()]
+
+
+def _depth(origin: str) -> int:
+    return len(names.labels(origin))
+
+
+def question_name(data: bytes) -> str | None:
+    """The question name of query bytes *data*, lower-case and absolute, when it is written plainly
+    (no compression pointer, ASCII labels without dots); None otherwise."""
+    labels, pos, end = [], 12, len(data)
+    while pos < end:
+        length = data[pos]
+        if length == 0:
+            return ".".join(labels) + "." if labels else "."
+        label = data[pos + 1:pos + 1 + length]
+        if length > 63 or len(label) < length or b"." in label or not label.isascii():
+            return None
+        labels.append(label.decode("ascii").lower())
+        pos += length + 1
+    return None
+
+
+class _Own(ZoneResolver):
+    """What the group answers itself: ``stats.tooldns.`` (every zone's counters summed) and messages
+    without exactly one question (FORMERR, NOTIMP ... as any zone's resolver would answer them)."""
+
+    def __init__(self, group: "MultiZoneResolver") -> None:
+        super().__init__(group, group.top.intent_code)  # source: the group, whose index is a ZoneGroup
+        self.group = group
+
+    def counters(self) -> dict[str, int]:
+        return self.group.counters()
+
+
+class MultiZoneResolver(BaseResolver):
+    """Answers queries for several zones, each through its own :class:`ZoneResolver` (and counters).
+
+    ``source.index`` is a :class:`ZoneGroup`; ``members`` maps each origin to its zone's resolver;
+    ``top`` is the topmost zone's.
+    """
+
+    def __init__(self, resolvers: list[ZoneResolver]) -> None:
+        if not resolvers:
+            raise ValueError("a MultiZoneResolver needs at least one zone")
+        self.members: dict[str, ZoneResolver] = {}
+        for resolver in resolvers:
+            origin = resolver.source.index.origin
+            if origin in self.members:
+                raise ValueError(f"zone {origin} is given twice")
+            self.members[origin] = resolver
+        self.top = min(resolvers, key=lambda r: (_depth(r.source.index.origin), r.source.index.origin))
+        self.index = self._group()
+        self._own = _Own(self)
+        for resolver in resolvers:
+            listeners = getattr(resolver.source, "listeners", None)
+            if listeners is not None:
+                listeners.append(self._renew)
+
+    @property
+    def source(self) -> "MultiZoneResolver":
+        """What a :class:`DNSServer` reads the index from (``source.index``): this group."""
+        return self
+
+    def _group(self) -> ZoneGroup:
+        return ZoneGroup([r.source.index for r in self.members.values()], self.top.source.index)
+
+    def _renew(self) -> None:
+        """A zone reloaded: a new group (so that the server's answer cache starts afresh)."""
+        self.index = self._group()
+
+    def close(self) -> None:
+        """Stop hearing of reloads."""
+        for resolver in self.members.values():
+            listeners = getattr(resolver.source, "listeners", None)
+            if listeners is not None and self._renew in listeners:
+                listeners.remove(self._renew)
+
+    def member_for(self, name: str) -> ZoneResolver:
+        """The resolver of the zone that answers for *name* (lower-case, absolute): the deepest zone
+        here that contains the zone a cursor name searches, or the name itself; else the topmost."""
+        try:
+            cur = names.parse_cursor(name)
+        except NameError_:
+            cur = None
+        about = cur.zone if cur is not None and not cur.expanded else name
+        while True:
+            member = self.members.get(about)
+            if member is not None:
+                return member
+            if about == ".":
+                return self.top
+            about = names.parent(about)
+
+    def _member(self, request: DNSRecord) -> ZoneResolver | None:
+        """The zone resolver for *request*; None when the group answers itself."""
+        if len(request.questions) != 1:
+            return None
+        q = request.q
+        if q.qclass == CLASS.CH and q.qtype == QTYPE.TXT and str(q.qname).lower() == STATS_NAME:
+            return None
+        try:
+            name = b".".join(q.qname.label).decode("ascii").lower() + "."
+        except UnicodeDecodeError:
+            return self.top  # names no zone holds: refused or NXDOMAIN, as by a zone's own server
+        return self.member_for(name if name != ".." else ".")
+
+    def resolve(self, request: DNSRecord, handler) -> DNSRecord:
+        try:
+            member = self._member(request)
+        except Exception:  # never let the choice cost the client its reply
+            log.exception("choosing the zone for a query")
+            member = self.top
+        return (member or self._own).resolve(request, handler)
+
+    def fast_answer(self, data: bytes, udp: bool) -> bytes | None:
+        """The zone's fast path (:meth:`ZoneResolver.fast_answer`) for query bytes *data*, None when
+        the name cannot be read plainly or the zone declines: :meth:`resolve` then answers."""
+        name = question_name(data)
+        if name is None:
+            return None
+        fast = getattr(self.member_for(name), "fast_answer", None)
+        return fast(data, udp) if fast is not None else None
+
+    def counters(self) -> dict[str, int]:
+        """Every zone's counters summed, plus the queries the group answered itself and ``zones``."""
+        out = dict(self._own.stats)
+        for resolver in self.members.values():
+            for key, value in resolver.counters().items():
+                out[key] = out.get(key, 0) + value
+        out["zones"] = len(self.members)
+        return out
