@@ -88,7 +88,7 @@ class ZoneResolver(BaseResolver):
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         self.stats["queries"] += 1
         try:
-            return self._resolve(request)
+            return self._resolve(request, handler)
         except Exception:  # the safety net: never leave a client waiting
             self.stats["servfail"] += 1
             log.exception("internal error answering %s", request.q.qname if request.questions else "?")
@@ -142,9 +142,13 @@ class ZoneResolver(BaseResolver):
                 out[f"scorer_{key}"] = out.get(f"scorer_{key}", 0) + value
         return out
 
-    def _stats_reply(self, request: DNSRecord) -> DNSRecord:
-        """``dig CH TXT stats.tooldns.``: the counters as key=value strings (not cached: TTL 0)."""
-        strings = [f"zone={self.source.index.origin}"] + [f"{k}={v}" for k, v in sorted(self.counters().items())]
+    def _stats_reply(self, request: DNSRecord, handler=None) -> DNSRecord:
+        """``dig CH TXT stats.tooldns.``: the counters as key=value strings (not cached: TTL 0), with
+        those of the server that received the query (sockets, packet cache, rate limiting) when the
+        handler names it, as dnslib's handlers do (``handler.server``)."""
+        counters = dict(getattr(getattr(handler, "server", None), "stats", None) or {})
+        counters.update(self.counters())
+        strings = [f"zone={self.source.index.origin}"] + [f"{k}={v}" for k, v in sorted(counters.items())]
         reply = reply_for(request, Result(Kind.ANSWER, answer=[RR(request.q.qname, QTYPE.TXT, CLASS.CH, 0, TXT(strings))]))
         return reply
 
@@ -152,7 +156,7 @@ class ZoneResolver(BaseResolver):
         self.stats["formerr"] += 1
         return error_reply(request, RCODE.FORMERR, why)
 
-    def _resolve(self, request: DNSRecord) -> DNSRecord:
+    def _resolve(self, request: DNSRecord, handler=None) -> DNSRecord:
         header = request.header
         if header.opcode != OPCODE.QUERY:
             return error_reply(request, RCODE.NOTIMP, f"opcode {OPCODE.get(header.opcode)} is not implemented")
@@ -168,7 +172,7 @@ class ZoneResolver(BaseResolver):
             return self._formerr(request, str(exc))
         q = request.q
         if q.qclass == CLASS.CH and q.qtype == QTYPE.TXT and str(q.qname).lower() == STATS_NAME:
-            return self._stats_reply(request)
+            return self._stats_reply(request, handler)
         if q.qclass not in (CLASS.IN, CLASS_ANY):
             return error_reply(request, RCODE.REFUSED, f"class {CLASS.get(q.qclass)} is not served")
         if q.qtype in (QTYPE.AXFR, QTYPE.IXFR):

@@ -54,16 +54,20 @@ TCP_IDLE = 10.0
 TCP_IDLE_BUSY = 1.0
 MAX_TCP = 256
 MAX_TCP_PER_CLIENT = 16
+#: queries longer than this (padding, junk options) are answered but never cached: a cache keyed on
+#: query bytes would otherwise hold up to 64 kB per entry
+MAX_CACHED_QUERY = 1232
 
 
 class _Handler:
-    """What dnslib resolvers receive as *handler*: the protocol and the client's address."""
+    """What dnslib resolvers receive as *handler*: the protocol, the client's address and the server."""
 
-    __slots__ = ("protocol", "client_address")
+    __slots__ = ("protocol", "client_address", "server")
 
-    def __init__(self, protocol: str, client_address) -> None:
+    def __init__(self, protocol: str, client_address, server=None) -> None:
         self.protocol = protocol
         self.client_address = client_address
+        self.server = server
 
 
 class _Connection:
@@ -92,6 +96,7 @@ class DNSServer:
     def __init__(self, resolver, address: str = "127.0.0.1", port: int = 53, *, tcp_idle: float = TCP_IDLE,
                  tcp_idle_busy: float = TCP_IDLE_BUSY, max_tcp: int = MAX_TCP,
                  max_tcp_per_client: int = MAX_TCP_PER_CLIENT, cache_size: int = 4096,
+                 cache_bytes: int = 4 * 2**20,
                  rate_limit: int | None = None, rate_limit_exempt: Sequence[str] = (),
                  reuse_port: bool = False) -> None:
         if rate_limit is not None and rate_limit < 0:
@@ -108,6 +113,8 @@ class DNSServer:
         self.rate_limit_exempt = tuple(str(ipaddress.ip_network(n, strict=False)) for n in rate_limit_exempt)
         self.reuse_port = reuse_port
         self._cache: OrderedDict[tuple[bytes, bool], bytes] = OrderedDict()
+        self._cache_bytes = 0
+        self.cache_bytes = cache_bytes
         self._cache_index = None
         self._rrl: RateLimiter | None = None
         self._rrl_source: RateLimit | None = None  # the zone setting self._rrl was made from
@@ -152,6 +159,7 @@ class DNSServer:
         if cacheable:
             if index is not self._cache_index:
                 self._cache.clear()
+                self._cache_bytes = 0
                 self._cache_index = index
             key = (data[2:], udp)
             hit = self._cache.get(key)
@@ -179,7 +187,7 @@ class DNSServer:
             elif request.opt_error:
                 reply = error_reply(record, RCODE.FORMERR, f"malformed OPT record: {request.opt_error}")
             else:
-                reply = self.resolver.resolve(record, _Handler("udp" if udp else "tcp", client))
+                reply = self.resolver.resolve(record, _Handler("udp" if udp else "tcp", client, self))
             try:
                 wire = pack_reply(reply, request.udp_size if udp else 65535)
             except Exception:
@@ -192,11 +200,17 @@ class DNSServer:
         if len(wire) > 2 and wire[2] & 0x02:
             self.stats["truncated"] += 1
         rcode = wire[3] & 0x0F if len(wire) > 3 else RCODE.SERVFAIL
-        if cacheable and rcode in (RCODE.NOERROR, RCODE.NXDOMAIN):  # fast answers: class IN, NOERROR
-            self._cache[key] = wire[2:]
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+        if cacheable and rcode in (RCODE.NOERROR, RCODE.NXDOMAIN) and len(data) <= MAX_CACHED_QUERY:
+            self._remember(key, wire[2:])  # fast answers: class IN, NOERROR
         return wire
+
+    def _remember(self, key: tuple[bytes, bool], reply: bytes) -> None:
+        """Keep *reply* in the packet cache, within ``cache_size`` entries and ``cache_bytes`` bytes."""
+        self._cache[key] = reply
+        self._cache_bytes += len(key[0]) + len(reply)
+        while len(self._cache) > self.cache_size or self._cache_bytes > self.cache_bytes:
+            (old, _), value = self._cache.popitem(last=False)
+            self._cache_bytes -= len(old) + len(value)
 
 
     # -- response rate limiting: a policy on what leaves the UDP socket --
