@@ -4,8 +4,8 @@ The reference is the full path: :func:`tooldns.serving.wire.parse_request`, ``Zo
 (lookup and reply on dnslib records) and :func:`tooldns.serving.wire.pack_reply`. For every zone of
 the shipped tree, of two small built trees (BM25 with corpus statistics; hybrid with hash vectors,
 asked with and without the intent's vector) and of a zone made to test name compression (two name
-servers per child, IPv6 glue, a child served by a host inside another child, the zone's own tools
-competing as "self"), many queries (services, transports, names in mixed case, intents, K, query
+servers per child, IPv6 glue, a child served by a host inside another child, a name server of
+the zone outside it, the zone's own tools competing as "self"), many queries (services, transports, names in mixed case, intents, K, query
 types, EDNS sizes that force truncation, UDP and TCP) are answered both ways: each fast reply must
 read, with dnslib and with dnspython, as the same records, flags and options as the reference, and
 be the same bytes; and the fast path must answer exactly the queries whose reference is a ranked
@@ -63,6 +63,7 @@ soa: {contact: hostmaster@odd.tools, serial: 1, minimum: 60}
 nameservers:
 - {name: ns1.odd.tools., address: 127.0.0.9}
 - {name: ns2.odd.tools., address: '::9'}
+- {name: ns.example.net., address: 192.0.2.1}
 summary: {description: odd things}
 children:
 - label: alpha
@@ -379,3 +380,17 @@ def test_a_reloaded_zone_is_answered_from_its_own_pieces(built):
     assert resolver.fast_answer(root, True) == _reference(resolver, root, True)
     gc.collect()
     assert gone() is None
+
+
+def test_which_candidates_are_packed_from_templates(built):
+    """A child's authority block is a template when its names share no suffix with another candidate's
+    but the zone's (and lie in the zone): every child of the shipped root; in the odd zone, alpha only
+    (beta and gamma share ns.beta.odd.tools., "self" has a name server outside the zone)."""
+    from tooldns.serving.fastreply import PackedZone
+
+    root = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
+    assert all(c.later is not None for c in PackedZone(root).children.values())
+    (odd,) = _indexes(built / "odd")
+    packed = PackedZone(odd)
+    templated = {c.owner[0][0] for c in packed.children.values() if c.later is not None}
+    assert templated == {b"\x05alpha\x03odd\x05tools\x00"}

@@ -27,7 +27,6 @@ local df), so the same document scores the same in every zone that holds it.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -123,9 +122,12 @@ class BM25:
         keyed = [(-s, i) for i, s in touched.items()]
         best = heapq.nsmallest(k, keyed) if k < len(keyed) else sorted(keyed)
         out = [(i, -s) for s, i in best]
-        if len(out) < k:
-            zeros = (i for i in range(self.n) if i not in touched)
-            out.extend((i, 0.0) for i in itertools.islice(zeros, k - len(out)))
+        if len(out) < k:  # documents scoring 0, in document order
+            for i in range(self.n):
+                if i not in touched:
+                    out.append((i, 0.0))
+                    if len(out) == k:
+                        break
         return out
 
     def _rank_many(self, terms: list[str], k: int) -> list[tuple[int, float]]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from itertools import chain
 
 STOPWORDS = frozenset("""
 a an and are as at be but by can do for from has have how i if in into is it its me my of on or
@@ -59,25 +58,26 @@ def _word_tokens(word: str) -> tuple[str, ...]:
 #: becomes a space (the same words as ``_TOKEN_RE``, which matches runs of letters and digits there)
 _NOT_ALNUM = bytes(c for c in range(256) if not (c < 128 and chr(c).isalnum()))
 _ASCII_SPACES = bytes.maketrans(_NOT_ALNUM, b" " * len(_NOT_ALNUM))
-#: the terms of ASCII words seen (at most 65,536, then forgotten): looked up all at once, in C
-_ASCII_WORDS: dict[bytes, tuple[str, ...]] = {}
+class _WordTerms(dict):
+    """ASCII word -> its terms joined by spaces; a word not seen yet is worked out on lookup and kept
+    (up to 65,536 words, then all are forgotten), so that a text's words are looked up all at once,
+    in C, and joined and split again in C."""
+
+    def __missing__(self, word: bytes) -> str:
+        if len(self) >= 65536:
+            self.clear()
+        terms = self[word] = " ".join(_word_tokens(word.decode("ascii")))
+        return terms
 
 
-def _ascii_word_tokens(word: bytes) -> tuple[str, ...]:
-    if len(_ASCII_WORDS) >= 65536:
-        _ASCII_WORDS.clear()
-    tokens = _ASCII_WORDS[word] = _word_tokens(word.decode("ascii"))
-    return tokens
+_ASCII_WORDS = _WordTerms()
 
 
 def tokenize(text: str) -> list[str]:
     """Split *text* into index terms."""
     if text.isascii():  # most intents: a server tokenizes every one it is sent
         words = text.encode("ascii").translate(_ASCII_SPACES).split()
-        found = list(map(_ASCII_WORDS.get, words))
-        if None in found:
-            found = [_ascii_word_tokens(w) if t is None else t for w, t in zip(words, found)]
-        return list(chain.from_iterable(found))
+        return " ".join(map(_ASCII_WORDS.__getitem__, words)).split()
     tokens: list[str] = []
     for word in _TOKEN_RE.findall(text):
         tokens += _word_tokens(word)

@@ -26,6 +26,7 @@ it; dnslib writes a wrong one), which only a TCP answer of more than 16 KB could
 
 from __future__ import annotations
 
+import operator
 import struct
 
 from dnslib import CNAME, QTYPE, RR, DNSBuffer, DNSLabel
@@ -34,7 +35,7 @@ from ..exceptions import NameError_
 from ..protocol import names
 from ..protocol.meta import META_OPTION_CODE, encode_meta
 from .index import ZoneIndex
-from .lookup import Kind, Ranked, candidate_records, rank_strings, search_at
+from .lookup import Kind, Ranked, candidate_records, rank_strings, score_strings, search_at
 from .wire import SERVER_UDP_SIZE, PlainQuery
 
 #: a name ready to pack: for each label from the left, (the octets of the name from that label on,
@@ -45,6 +46,7 @@ Name = tuple[tuple[bytes, bytes], ...]
 Record = tuple[Name, bytes, "Name | None"]
 
 _U16 = struct.Struct("!H")
+_FIRST = operator.itemgetter(0)
 _HEAD = struct.Struct("!HHI")  # type, class, TTL
 _FLAGS_COUNTS = struct.Struct("!HHHHH")
 _QR, _AA, _TC, _RD = 0x8000, 0x0400, 0x0200, 0x0100
@@ -75,7 +77,14 @@ _LENGTH = [bytes([n]) for n in range(256)]
 
 def _strings(strings: list[bytes]) -> bytes:
     """TXT RDATA: each string (at most 255 octets) after its length octet."""
-    return b"".join([_LENGTH[len(s)] + s for s in strings])
+    out = b""
+    for s in strings:
+        out += _LENGTH[len(s)] + s
+    return out
+
+
+#: the first strings of a ranking TXT record (format, rank) for ranks 1 to 255, as TXT RDATA
+_RANK_HEADS = [b""] + [_strings(rank_strings(rank, None)) for rank in range(1, 256)]
 
 
 def _zone_strings(strings: list[bytes]) -> bytes:
@@ -98,11 +107,14 @@ def _record(rr: RR) -> Record:
     return packed_name(rr.rname), head + _U16.pack(len(buffer.data)) + bytes(buffer.data), None
 
 
-def _put_name(out: bytearray, seen: dict[bytes, int], name: Name) -> None:
-    """Write *name* at the end of *out*, pointing to where a suffix of it was first written."""
+def _put_name(out: bytearray, seen: dict[bytes, int], name: Name, notes: list | None = None) -> None:
+    """Write *name* at the end of *out*, pointing to where a suffix of it was first written (and
+    noting the pointer's place and target in *notes*, if given)."""
     for suffix, label in name:
         at = seen.get(suffix)
         if at is not None:
+            if notes is not None:
+                notes.append((len(out), at))
             out += _U16.pack(0xC000 | at)
             return
         if len(out) <= _MAX_POINTER:
@@ -111,14 +123,14 @@ def _put_name(out: bytearray, seen: dict[bytes, int], name: Name) -> None:
     out.append(0)
 
 
-def _put(out: bytearray, seen: dict[bytes, int], record: Record) -> None:
+def _put(out: bytearray, seen: dict[bytes, int], record: Record, notes: list | None = None) -> None:
     owner, head, target = record
-    _put_name(out, seen, owner)
+    _put_name(out, seen, owner, notes)
     out += head
     if target is not None:
         at = len(out)
         out += b"\0\0"
-        _put_name(out, seen, target)
+        _put_name(out, seen, target, notes)
         _U16.pack_into(out, at, len(out) - at - 2)
 
 
@@ -129,14 +141,81 @@ def _put_txt(out: bytearray, seen: dict[bytes, int], owner: Name, rdata: bytes) 
     out += rdata
 
 
+#: where a candidate's block is packed to make its template for any place after the first in a
+#: referral, and where the zone's own name stands then: any offsets its own names cannot reach
+_LATER_AT, _ZONE_AT = 0x200, 0x20
+
+
+class _Candidate:
+    """One candidate of a referral (a child zone, or the zone itself: "self"), packed once: its NS
+    records, the owner and the strings after rank and score of its ranking TXT record, its glue.
+
+    When all its names lie in the zone and none shares a suffix with another candidate's names but
+    the zone's own name and its ancestors (*alone*), its authority block is also kept as a template: packed once as the first block of a referral to
+    each search name (nothing to patch), and once for any later place, with the pointers to patch:
+    to its own names (the block's offset plus a constant) and to the zone's name (wherever the
+    first block wrote it). Its additional records then point to offsets known from the template.
+    """
+
+    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later")
+
+    def __init__(self, ix: ZoneIndex, entry) -> None:
+        ns, owner, strings, glue = candidate_records(ix, entry)
+        self.ns = [_record(rr) for rr in ns]
+        self.owner = packed_name(owner)
+        self.strings = _zone_strings(strings)
+        self.glue = [_record(rr) for rr in glue]
+        if any(target is not None for _, _, target in self.glue):
+            raise ValueError("glue records hold addresses, not names")
+        self.alone = False
+        self.firsts: dict[bytes, tuple | None] = {}
+        self.later: tuple | None = None
+
+    def names(self) -> list[Name]:
+        return [self.owner] + [n for owner, _, target in self.ns for n in (owner, target)] + [g[0] for g in self.glue]
+
+    def suffixes(self) -> set[bytes]:
+        return {suffix for name in self.names() for suffix, _ in name}
+
+    def first(self, route: "Route", zone: bytes) -> tuple | None:
+        """(block, offset of the zone's name, of the TXT owner, of each glue owner) as the first block
+        after the question of *route* in lower case; None when something cannot be pointed to."""
+        if route.key not in self.firsts:
+            head = bytes(12) + route.key + bytes(4)
+            out, seen = bytearray(head), {route.key[at:]: 12 + at for at in route.labels}
+            for record in self.ns:
+                _put(out, seen, record)
+            found = [seen.get(zone), seen.get(self.owner[0][0])] + [seen.get(g[0][0][0]) for g in self.glue]
+            self.firsts[route.key] = None if None in found else (bytes(out[len(head):]), found[0], found[1], found[2:])
+        return self.firsts[route.key]
+
+    def make_later(self, zone: bytes) -> None:
+        """The template for any place after the first: (block, patches, TXT owner, glue owners), each
+        target an offset in the block, or -1 for the zone's name; None when the block points elsewhere."""
+        out, seen, notes = bytearray(_LATER_AT), {zone: _ZONE_AT}, []
+        for record in self.ns:
+            _put(out, seen, record, notes)
+
+        def target(at: int | None) -> int | None:
+            return -1 if at == _ZONE_AT else at - _LATER_AT if at is not None and at >= _LATER_AT else None
+
+        patches = [(where - _LATER_AT, target(at)) for where, at in notes]
+        owners = [target(seen.get(self.owner[0][0]))] + [target(seen.get(g[0][0][0])) for g in self.glue]
+        if None in owners or any(t is None for _, t in patches):
+            return
+        self.later = (bytes(out[_LATER_AT:]), patches, owners[0], owners[1:])
+
+
 class Route:
     """A name that asks this zone to search: its cursor, where its labels start, and the records
     an answer to it holds besides the ranked ones."""
 
-    __slots__ = ("cursor", "labels", "cname", "owner")
+    __slots__ = ("cursor", "key", "labels", "cname", "owner")
 
     def __init__(self, ix: ZoneIndex, cursor: names.Cursor, name: Name) -> None:
         self.cursor = cursor
+        #: the name on the wire, in lower case
+        self.key = _uncompressed(name)
         #: where each label of the question name starts (compression points into the question)
         self.labels = tuple(len(name[0][0]) - len(suffix) for suffix, _ in name)
         expanded = cursor.expand().to_text()
@@ -153,11 +232,20 @@ class PackedZone:
 
     def __init__(self, ix: ZoneIndex) -> None:
         self.routes = self._routes(ix)
-        self.children: dict[int, tuple[list[Record], Name, bytes, list[Record]]] = {}
-        for entry in ix.child_candidates.entries if ix.child_candidates else ():
-            ns, owner, strings, glue = candidate_records(ix, entry)
-            self.children[id(entry)] = ([_record(rr) for rr in ns], packed_name(owner), _zone_strings(strings),
-                                        [_record(rr) for rr in glue])
+        self.children = {id(e): _Candidate(ix, e) for e in (ix.child_candidates.entries if ix.child_candidates else ())}
+        #: the zone's own name and its ancestors, which every candidate's names end with
+        self.zone = _uncompressed(packed_name(ix.origin))
+        shared = {suffix for suffix, _ in packed_name(ix.origin)}
+        seen: dict[bytes, int] = {}
+        for candidate in self.children.values():
+            for suffix in candidate.suffixes() - shared:
+                seen[suffix] = seen.get(suffix, 0) + 1
+        for candidate in self.children.values():
+            # names in the zone reach its name before any of its ancestors, which the question holds
+            inside = all(any(suffix == self.zone for suffix, _ in name) for name in candidate.names())
+            candidate.alone = inside and all(seen[suffix] == 1 for suffix in candidate.suffixes() - shared)
+            if candidate.alone:
+                candidate.make_later(self.zone)
         #: per tool: weight, port and target of its SRV record; owner and strings of its TXT record
         self.tools: dict[int, tuple[bytes, Name, bytes]] = {
             id(tool): (struct.pack("!HH", tool.weight, tool.port) + _uncompressed(packed_name(tool.target)),
@@ -206,31 +294,69 @@ class PackedZone:
         return data[:2] + _FLAGS_COUNTS.pack(flags | _TC, 1, 0, 0, 1) + data[12:end] + self._opt_record(None)
 
     def _referral(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
-        """Authority: the chosen children's NS records. Additional: per child its ranking TXT record and
-        glue. Every owner there (a child's name, its name servers' names) was written in the authority
-        section, so it is one pointer to it, whatever the scores."""
-        pieces = [self.children.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
+        """Authority: the chosen candidates' NS records. Additional: per candidate its ranking TXT
+        record and glue, whose owners (a child's name, its name servers' names) were written in the
+        authority section: one pointer each, whatever the scores."""
+        pieces = list(map(self.children.get, map(id, map(ranked.entries.__getitem__, map(_FIRST, ranked.chosen)))))
         if None in pieces:
             return None
-        seen = {qname[at:]: 12 + at for at in route.labels}  # names point into the question too
-        authority = additional = 0
-        for ns, _, _, _ in pieces:
-            for record in ns:
-                _put(out, seen, record)
-            authority += len(ns)
-        for rank, ((_, score), (_, owner, strings, glue)) in enumerate(zip(ranked.chosen, pieces), 1):
-            at = seen.get(owner[0][0])
-            if at is None:  # beyond a pointer's reach (a 16 KB authority section)
+        owners = self._from_templates(out, route, pieces) if qname == route.key else None
+        if owners is None:
+            owners = self._packed_authority(out, qname, route, pieces)
+            if owners is None:
                 return None
-            rdata = _strings(rank_strings(rank, score)) + strings
-            out += _U16.pack(0xC000 | at)
+        authority = additional = 0
+        for rank, ((_, score), piece, (txt_at, glue_at)) in enumerate(zip(ranked.chosen, pieces, owners), 1):
+            rdata = _RANK_HEADS[rank] + _strings(score_strings(score)) + piece.strings
+            out += _U16.pack(0xC000 | txt_at)
             out += _TXT_HEAD
             out += _U16.pack(len(rdata))
             out += rdata
-            for record in glue:
-                _put(out, seen, record)
-            additional += 1 + len(glue)
+            for at, (_, tail, _) in zip(glue_at, piece.glue):
+                out += _U16.pack(0xC000 | at)
+                out += tail
+            authority += len(piece.ns)
+            additional += 1 + len(piece.glue)
         return 0, authority, additional
+
+    @staticmethod
+    def _packed_authority(out: bytearray, qname: bytes, route: Route, pieces: list) -> list | None:
+        """The candidates' NS records packed name by name; where each TXT and glue owner was written."""
+        seen = {qname[at:]: 12 + at for at in route.labels}  # names point into the question too
+        for piece in pieces:
+            for record in piece.ns:
+                _put(out, seen, record)
+        owners = [(seen.get(p.owner[0][0]), [seen.get(g[0][0][0]) for g in p.glue]) for p in pieces]
+        return None if any(t is None or None in g for t, g in owners) else owners
+
+    def _from_templates(self, out: bytearray, route: Route, pieces: list) -> list | None:
+        """The candidates' NS records from their templates (see :class:`_Candidate`), when all have one
+        and the question is in lower case; where each TXT and glue owner was written."""
+        first = pieces[0].first(route, self.zone)
+        if first is None:
+            return None
+        size = len(out) + len(first[0])
+        for piece in pieces:
+            if piece.later is None:
+                return None
+            size += len(piece.later[0])
+        if size > _MAX_POINTER:
+            return None
+        block, zone_at, txt_at, glue_at = first
+        out += block
+        owners = [(txt_at, glue_at)]
+        for piece in pieces[1:]:
+            at = len(out)
+            block, patches, txt, glue = piece.later
+            block = bytearray(block)
+            for where, target in patches:
+                _U16.pack_into(block, where, 0xC000 | (zone_at if target < 0 else at + target))
+            out += block
+            glue_at = []
+            for g in glue:
+                glue_at.append(zone_at if g < 0 else at + g)
+            owners.append((zone_at if txt < 0 else at + txt, glue_at))
+        return owners
 
     def _answer(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
         pieces = [self.tools.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
@@ -248,7 +374,7 @@ class PackedZone:
             out += _U16.pack(rank)
             out += srv
         for rank, ((i, score), (_, owner, strings)) in enumerate(zip(ranked.chosen, pieces), 1):
-            _put_txt(out, seen, owner, _strings(rank_strings(rank, score, ranked.parts.get(i))) + strings)
+            _put_txt(out, seen, owner, _RANK_HEADS[rank] + _strings(score_strings(score, ranked.parts.get(i))) + strings)
         return answer + len(pieces), 0, len(pieces)
 
     def _opt_record(self, meta: tuple[int, int, str] | None) -> bytes:

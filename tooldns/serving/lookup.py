@@ -82,6 +82,8 @@ class Ranked:
 
 
 _TXT_HEAD = [b"tooldns=" + FORMAT.encode()]
+#: the types a zone's tools are answered for (read once: dnslib's QTYPE is slow to read)
+_TOOL_TYPES = (QTYPE.SRV, QTYPE.ANY)
 
 
 def select(ranking: Ranking, k: int, prune_ratio: float) -> tuple[list[tuple[int, float]], bool]:
@@ -99,15 +101,20 @@ def select(ranking: Ranking, k: int, prune_ratio: float) -> tuple[list[tuple[int
 
 
 def rank_strings(rank: int, score: float | None, parts: tuple[float, float | None] | None = None) -> list[bytes]:
-    """The first strings of a ranking TXT record: format, rank, and the score (with its parts) if scored."""
-    head = _TXT_HEAD + [f"rank={rank}".encode()]
-    if score is not None:
-        head.append(f"score={score:.4f}".encode())
+    """The first strings of a ranking TXT record: format and rank, then :func:`score_strings`."""
+    return _TXT_HEAD + [f"rank={rank}".encode(), *score_strings(score, parts)]
+
+
+def score_strings(score: float | None, parts: tuple[float, float | None] | None = None) -> list[bytes]:
+    """The score strings of a ranking TXT record: none without an intent; with a hybrid score, its parts."""
+    if score is None:
+        return []
+    out = [f"score={score:.4f}".encode()]
     if parts is not None:  # what a hybrid score was made of, so that clients can fuse leaves again
-        head.append(f"bm25={parts[0]:.4f}".encode())
+        out.append(f"bm25={parts[0]:.4f}".encode())
         if parts[1] is not None:
-            head.append(f"cos={parts[1]:.4f}".encode())
-    return head
+            out.append(f"cos={parts[1]:.4f}".encode())
+    return out
 
 
 def _rank_txt(owner, rank: int, score: float | None, rest: list[bytes],
@@ -188,7 +195,7 @@ def ranked(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None,
     if not cur.expanded and ix.child_candidates is not None:
         return _rank_children(ix, cur, _Asked.of(ix, intent, vector))
     candidates = ix.tool_candidates.get((cur.service, cur.transport))
-    if candidates is None or qtype not in (QTYPE.SRV, QTYPE.ANY):
+    if candidates is None or qtype not in _TOOL_TYPES:
         return None
     return _rank_tools(ix, candidates, _Asked.of(ix, intent, vector))
 
@@ -247,14 +254,13 @@ def _rank_children(ix: ZoneIndex, cur: names.Cursor, asked: _Asked | None) -> Ra
     has_service = (cur.service, cur.transport) in ix.tools
     entries = ix.child_candidates.entries
     # "self" stands for this zone's tools; useless when it has none of the asked service.
-    def usable(i: int) -> bool:
-        return entries[i] is not SELF or has_service
-
     if asked is None:
-        return Ranked(Kind.REFERRAL, entries, [(i, None) for i in range(len(entries)) if usable(i)], {}, None)
+        chosen = [(i, None) for i, e in enumerate(entries) if has_service or e is not SELF]
+        return Ranked(Kind.REFERRAL, entries, chosen, {}, None)
     k = min(asked.intent.k, zone.settings.max_k)
     ranking = asked.rank(ix.child_candidates.scorer, k + 1)
-    ranking.items = [(i, s) for i, s in ranking.items if usable(i)]
+    if not has_service:
+        ranking.items = [(i, s) for i, s in ranking.items if entries[i] is not SELF]
     chosen, pruned = select(ranking, k, zone.settings.prune_ratio)
     return Ranked(Kind.REFERRAL, entries, chosen, {}, _meta(ix, ranking, pruned, asked))
 

@@ -200,7 +200,8 @@ class DNSServer:
         if len(wire) > 2 and wire[2] & 0x02:
             self.stats["truncated"] += 1
         rcode = wire[3] & 0x0F if len(wire) > 3 else RCODE.SERVFAIL
-        if cacheable and rcode in (RCODE.NOERROR, RCODE.NXDOMAIN) and len(data) <= MAX_CACHED_QUERY:
+        # 0 and 3: NOERROR and NXDOMAIN (read as numbers: dnslib's RCODE answers through a raised AttributeError)
+        if cacheable and rcode in (0, 3) and len(data) <= MAX_CACHED_QUERY:
             self._remember(key, wire[2:])  # fast answers: class IN, NOERROR
         return wire
 

@@ -73,19 +73,19 @@ class PlainQuery:
 
     __slots__ = ("question_end", "qtype", "rd", "udp_size", "options")
 
-    def __init__(self, question_end: int, qtype: int, rd: bool, udp_size: int, options: list[tuple[int, bytes]]):
+    def __init__(self, question_end: int, qtype: int, rd: bool, udp_size: int, options: dict[int, list[bytes]]):
         #: the question is ``data[12:question_end]``; its name ``data[12:question_end - 4]``
         self.question_end = question_end
         self.qtype = qtype
         self.rd = rd
         #: the largest UDP reply the client takes (as :attr:`Request.udp_size`)
         self.udp_size = udp_size
-        #: (code, data) of each EDNS option, in order
+        #: the data of each EDNS option by code, in order
         self.options = options
 
     def option_data(self, code: int) -> list[bytes]:
         """The data of every option *code*, in order."""
-        return [data for c, data in self.options if c == code]
+        return self.options.get(code, [])
 
 
 _HEADER = struct.Struct("!HHHHHH")
@@ -94,6 +94,7 @@ _QTYPE_CLASS = struct.Struct("!HH")
 _OPTION = struct.Struct("!HH")
 #: zone transfers are refused by the resolver, never answered from the fast path
 _TRANSFERS = (QTYPE.AXFR, QTYPE.IXFR)
+_OPT = QTYPE.OPT  # read once: dnslib's QTYPE answers attributes through a raised AttributeError
 
 
 def _question_end(data: bytes) -> int:
@@ -110,16 +111,17 @@ def _question_end(data: bytes) -> int:
     return 0
 
 
-def _plain_options(data: bytes, pos: int) -> tuple[int, list[tuple[int, bytes]]] | None:
+def _plain_options(data: bytes, pos: int) -> tuple[int, dict[int, list[bytes]]] | None:
     """The OPT record at *pos* as (UDP size, options), when it is the message's last record, of
     version 0 and well formed; None otherwise."""
     if len(data) < pos + 11 or data[pos] != 0:
         return None
     rtype, size, _, version, _, rdlength = _OPT_FIXED.unpack_from(data, pos + 1)
     pos += 11
-    if rtype != QTYPE.OPT or version != 0 or pos + rdlength != len(data):
+    if rtype != _OPT or version != 0 or pos + rdlength != len(data):
         return None
-    options, end = [], len(data)
+    options: dict[int, list[bytes]] = {}
+    end = len(data)
     while pos < end:
         if end - pos < 4:
             return None
@@ -127,7 +129,7 @@ def _plain_options(data: bytes, pos: int) -> tuple[int, list[tuple[int, bytes]]]
         pos += 4
         if pos + length > end:
             return None
-        options.append((code, data[pos:pos + length]))
+        options.setdefault(code, []).append(data[pos:pos + length])
         pos += length
     return min(max(size, CLASSIC_UDP_SIZE), SERVER_UDP_SIZE), options
 
