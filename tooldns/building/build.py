@@ -24,9 +24,11 @@ import os
 import re
 import statistics
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 from urllib.parse import urlparse
 
 from ..embedding.registry import make_embedder
@@ -79,6 +81,41 @@ class BuildReport:
                    if self.llm_cost else ""))
 
 
+class Heartbeat:
+    """Progress that never goes quiet: while one step runs longer than *every* seconds (clustering a
+    million tools, writing a zone of a hundred thousand), a background thread says it again with the
+    time it has taken. A context manager; call it as the progress callback.
+
+        with Heartbeat(print) as progress:
+            progress("clustering")          # ... "clustering (still at it, 8 s)" every 4 s
+    """
+
+    def __init__(self, progress: Callable[[str], None], every: float = 4.0) -> None:
+        self.progress, self.every = progress, every
+        self.message, self.since, self.last = "", time.monotonic(), time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="build-heartbeat", daemon=True)
+
+    def __call__(self, message: str) -> None:
+        self.message, self.since, self.last = message, time.monotonic(), time.monotonic()
+        self.progress(message)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every / 4):
+            now = time.monotonic()
+            if self.message and now - self.last >= self.every:
+                self.last = now
+                self.progress(f"{self.message} (still at it, {now - self.since:.0f} s)")
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def zone_tool(tool: CatalogTool, label: str, service: str) -> Tool:
     url = tool.url
     parsed = urlparse(url) if url else None
@@ -93,11 +130,13 @@ def zone_tool(tool: CatalogTool, label: str, service: str) -> Tool:
 
 
 def _addresses(subnet: str):
-    """127.0.0.1, 127.0.0.2, ... skipping .0 and .255 in the last octet."""
+    """127.0.0.1, 127.0.0.2, ... skipping .0 and .255 in the last octet; past 127.0.255.254 (65,024
+    zones: a catalog of about a million tools), on into 127.1.0.1 and the next second octets."""
     a, b = (int(x) for x in subnet.split("."))
-    for c in range(256):
-        for d in range(1, 255):
-            yield f"{a}.{b}.{c}.{d}"
+    for second in range(b, 256):
+        for c in range(256):
+            for d in range(1, 255):
+                yield f"{a}.{second}.{c}.{d}"
 
 
 def _tool_labels(catalog: Catalog, indices, taken: set[str], warnings: list[str]) -> dict[int, str]:
@@ -131,8 +170,10 @@ class _Layout:
             cat, zone_origin, depth = queue.pop(0)
             order.append((cat, zone_origin, depth))
             queue.extend((child, f"{child.label}.{zone_origin}", depth + 1) for child in cat.children)
-        addresses = _addresses(subnet)
-        return cls(order, {id(cat): o for cat, o, _ in order}, {id(cat): next(addresses) for cat, _, _ in order})
+        addresses = dict(zip((id(cat) for cat, _, _ in order), _addresses(subnet)))
+        if len(addresses) < len(order):
+            raise BuildError(f"{len(order)} zones need more addresses than {subnet}.0.1 onwards has")
+        return cls(order, {id(cat): o for cat, o, _ in order}, addresses)
 
     def nameservers(self, cat: Category) -> tuple[NameServer, ...]:
         return (NameServer(f"ns1.{self.origin_of[id(cat)]}", self.address_of[id(cat)]),)
@@ -158,6 +199,14 @@ def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, .
                 children=children, tools=tools, settings=settings, corpus_stats=stats)
 
 
+def _settings(cat: Category, settings: Settings, child_k1: float, child_b: float) -> Settings:
+    """The zone's settings: the build's, with the k1 the tree builder chose for ranking this
+    category's children (larger for big children, :func:`~.trees.scaled_k1`)."""
+    if cat.child_k1 is None or not cat.children or cat.child_k1 == child_k1:
+        return settings
+    return dataclasses.replace(settings, child_scorer_options={"k1": round(cat.child_k1, 3), "b": child_b})
+
+
 def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, origin: str = "tools.",
                 subnet: str = "127.0", service: str = "http", child_k1: float = DEFAULT_CHILD_K1,
                 child_b: float = DEFAULT_CHILD_B,
@@ -179,6 +228,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         old.unlink()
 
     # Zone tools and global statistics over exactly the text zone servers index.
+    progress(f"global statistics of {len(catalog.tools)} tools' text")
     proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
     tool_tokens = [tokenize(t.text()) for t in proto_tools]
     stats = CorpusStats.from_tokens(tool_tokens)
@@ -191,6 +241,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                          warnings=list(catalog.warnings), out=str(outdir))
     mapping: dict[str, list[str]] = {t.id: [] for t in catalog.tools}
     label_warnings: list[str] = []
+    shown = time.monotonic()
     for n, (cat, zone_origin, _) in enumerate(layout.order, 1):
         indices = sorted(set(cat.tools))
         labels = _tool_labels(catalog, indices, set(), label_warnings)
@@ -202,10 +253,12 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         restricted = stats.restricted(terms)
         zone_stats = (CorpusStats(restricted.n_docs, round(restricted.avgdl, 6), dict(sorted(restricted.df.items())))
                       if tools else None)
-        zone = _zone(cat, zone_origin, layout, tools, proto_tools, settings, zone_stats, embedded)
+        zone = _zone(cat, zone_origin, layout, tools, proto_tools, _settings(cat, settings, child_k1, child_b),
+                     zone_stats, embedded)
         fname = ("root" if zone_origin == origin else zone_origin.rstrip(".")) + ".yaml"
         write_zone(zone, outdir / fname, header)
-        if n % 20 == 0 or n == len(layout.order):
+        if time.monotonic() - shown >= 2.0 or n == len(layout.order):
+            shown = time.monotonic()
             progress(f"wrote {n}/{len(layout.order)} zones")
     report.warnings.extend(dict.fromkeys(label_warnings))  # a tool placed twice is warned once
     _account(report, mapping, layout)
@@ -290,7 +343,14 @@ def build(services: list[str], out: str, *, taxonomy: str | None = None, builder
           **options) -> BuildReport:
     """Catalog files -> zone directory, with the given tree, the A2X tree in *taxonomy*, or the offline
     one (built with *tree_options*); with *embed* (an embedder spec, ``minilm``), vectors for hybrid zones."""
+    with Heartbeat(progress) as beat:
+        return _build(services, out, taxonomy, builder, embed, tree_options, beat, options)
+
+
+def _build(services, out, taxonomy, builder, embed, tree_options, progress, options) -> BuildReport:
+    """:func:`build` with its progress kept alive by a :class:`Heartbeat`."""
     t0 = time.perf_counter()
+    progress(f"reading {', '.join(map(str, services))}")
     catalog = load_catalogs(services)
     progress(f"catalog: {len(catalog.tools)} tools from {', '.join(catalog.sources)}; {len(catalog.warnings)} warnings")
     embedded = None

@@ -1,0 +1,150 @@
+"""Trees stay balanced as catalogs grow: leaves near max_leaf, depth growing, no branch over its bound.
+
+The catalogs are made by ``scripts/synth_catalog.py`` from the 75 tools of the shipped ``zones/``
+tree (a few thousand tools, deterministic, built in seconds). No timing assertions: the
+figures at 100,000 tools are in docs/building.md.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, ZONES
+from tooldns.building.catalog import parse_catalog
+from tooldns.building.trees import BALANCE, LEAF_SLACK, AutoTreeBuilder, capacity_assign, route_scores
+from tooldns.scoring.bm25 import BM25
+from tooldns.scoring.tokenize import tokenize
+from tooldns.zone.zonefile import load_zone
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from synth_catalog import synth_catalog  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sources() -> list[dict]:
+    """The shipped tree's tools as catalog entries."""
+    out = []
+    for path in sorted(ZONES.glob("*.yaml")):
+        zone = load_zone(path)
+        for tool in zone.tools:
+            schema = {p.name: {"type": p.type, "description": p.description} for p in tool.parameters}
+            out.append({"id": f"{tool.label}.{zone.origin}", "name": tool.name, "description": tool.description,
+                        "metadata": {"inputSchema": schema}})
+    assert len(out) >= 50
+    return out
+
+
+@pytest.fixture(scope="module")
+def catalogs(sources) -> dict[int, tuple[list[dict], list[dict]]]:
+    return {n: synth_catalog(sources, n, seed=7, n_queries=40) for n in (300, 3000)}
+
+
+def _check_tree(root, n_tools: int, max_leaf: int) -> dict:
+    """Every tool placed, every leaf within LEAF_SLACK x max_leaf, no child over BALANCE x its fair share."""
+    assert root.all_tools() == set(range(n_tools))
+    leaves = [len(c.tools) for c, _ in root.walk() if not c.children]
+    assert max(leaves) <= LEAF_SLACK * max_leaf, sorted(leaves)[-5:]
+    for node, _ in root.walk():
+        if not node.children:
+            continue
+        assert not node.tools  # the auto tree keeps tools in leaves only
+        size, fair = len(node.all_tools()), len(node.all_tools()) / len(node.children)
+        for child in node.children:
+            assert len(child.all_tools()) <= math.ceil(BALANCE * fair), (node.label, child.label)
+        assert sum(len(c.all_tools()) for c in node.children) >= size
+    return {"depth": max(d for _, d in root.walk()), "leaves": leaves}
+
+
+def test_synthetic_catalogs_are_deterministic_unique_and_answerable(sources, catalogs):
+    tools, queries = catalogs[300]
+    again, again_queries = synth_catalog(sources, 300, seed=7, n_queries=40)
+    assert tools == again and queries == again_queries
+    assert tools != synth_catalog(sources, 300, seed=8)[0]
+    ids = [t["id"] for t in tools]
+    assert len(set(ids)) == 300 and len(parse_catalog(tools).tools) == 300
+    assert len({(t["name"], t["description"]) for t in tools}) > 250  # recombined, not copied
+    assert {t["metadata"]["synth"]["source"] for t in tools} == {s["id"] for s in sources}
+    assert len(queries) == 20 and all(q["kind"] == "own" for q in queries)  # no dev queries given
+    for q in queries:
+        (correct,) = q["correct_tools"]
+        assert correct["id"] in ids and q["query"]
+        tool = tools[ids.index(correct["id"])]
+        assert set(tokenize(q["query"])) <= set(tokenize(f"{tool['name']} {tool['description']}"))
+
+
+def test_dev_queries_answer_with_every_variant_of_their_source(sources):
+    dev = [{"id": "d1", "query": "weather tomorrow", "correct_tools": [{"id": sources[0]["id"]}]}]
+    tools, queries = synth_catalog(sources, 400, seed=1, dev_queries=dev, n_queries=4)
+    (q,) = [q for q in queries if q["kind"] == "dev"]
+    expected = {t["id"] for t in tools if t["metadata"]["synth"]["source"] == sources[0]["id"]}
+    assert q["query"] == "weather tomorrow" and {c["id"] for c in q["correct_tools"]} == expected and expected
+
+
+def test_route_scores_are_bm25_of_the_groups_text():
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    texts = ["weather forecast rain", "rain wind storm warning", "stock price quote", "stock dividend history",
+             "song lyrics artist", "weather history of a city", "artist albums and songs"]
+    counts = CountVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None, dtype=np.float64)
+    x = counts.fit_transform(texts).tocsr()
+    labels = np.array([0, 0, 1, 1, 2, 0, 2])
+    indices, scores = route_scores(x, labels, 3, k1=10.0, b=0.75, chunk=3)
+    tokens = [tokenize(t) for t in texts]
+    index = BM25(tokens=[[t for i in np.flatnonzero(labels == g) for t in tokens[i]] for g in range(3)], k1=10.0)
+    for row, toks in enumerate(tokens):
+        expected = index.scores_tokens(toks)
+        assert indices[row][0] == int(np.argmax(expected))
+        assert np.allclose(scores[row], [expected[c] for c in indices[row]])
+
+
+def test_capacity_assign_is_argmax_until_a_group_is_full():
+    indices = np.array([[0, 1], [0, 1], [0, 1], [1, 0]])
+    scores = np.array([[9.0, 1.0], [5.0, 4.0], [6.0, 1.0], [3.0, 1.0]])
+    assert capacity_assign(indices, scores, 2, capacity=4).tolist() == [0, 0, 0, 1]
+    # room for two in each: the least decided of the three that prefer group 0 moves
+    assert capacity_assign(indices, scores, 2, capacity=2).tolist() == [0, 1, 0, 1]
+
+
+def test_trees_stay_balanced_and_deepen_as_the_catalog_grows(catalogs):
+    shapes = {}
+    for n, (tools, _) in catalogs.items():
+        catalog = parse_catalog(tools)
+        messages: list[str] = []
+        root = AutoTreeBuilder(max_children=10, max_leaf=10).build(catalog, messages.append)
+        shapes[n] = _check_tree(root, n, 10)
+        assert messages[-1].startswith("tree: ")
+    assert shapes[3000]["depth"] > shapes[300]["depth"] >= 2
+    assert np.median(shapes[3000]["leaves"]) <= 12  # near max_leaf, not a few huge leaves
+
+
+def test_the_default_shape_keeps_leaves_near_max_leaf(catalogs):
+    tools, _ = catalogs[3000]
+    root = AutoTreeBuilder().build(parse_catalog(tools))
+    shape = _check_tree(root, 3000, 20)
+    sizes = Counter(len(c.tools) for c, _ in root.walk() if not c.children)
+    assert sum(v for k, v in sizes.items() if k <= 3) <= len(shape["leaves"]) // 4  # few crumbs
+
+
+def test_a_given_max_depth_is_never_exceeded(catalogs):
+    tools, _ = catalogs[3000]
+    root = AutoTreeBuilder(max_children=10, max_leaf=10, max_depth=1).build(parse_catalog(tools))
+    assert max(d for _, d in root.walk()) == 1 and root.all_tools() == set(range(3000))
+    assert max(len(c.all_tools()) for c in root.children) <= math.ceil(BALANCE * 3000 / len(root.children))
+
+
+def test_vector_trees_are_balanced_when_asked(catalogs):
+    from tooldns.embedding.registry import make_embedder
+
+    tools, _ = catalogs[3000]
+    catalog = parse_catalog(tools)
+    vectors = np.asarray(make_embedder("hash").embed([t.text() for t in catalog.tools]), dtype=np.float32)
+    root = AutoTreeBuilder(max_children=10, max_leaf=12, vectors=vectors, balance=BALANCE).build(catalog)
+    _check_tree(root, 3000, 12)
+    # by default as before (ToolRet's hybrid tree unchanged): every tool placed, the planned depth only
+    root = AutoTreeBuilder(max_children=10, max_leaf=12, vectors=vectors).build(catalog)
+    assert root.all_tools() == set(range(3000)) and max(d for _, d in root.walk()) <= 2
