@@ -3,8 +3,11 @@
     tooldns-resolve "historical weather Hong Kong"
     tooldns-resolve "send a slack message" --service mcp --k 2 --json
     tooldns-resolve "typhoon warning" --trust hko --trace --root 127.0.0.1:5300
+    tooldns-resolve "plan a trip: flights, hotels, weather" --mode get_all
+    tooldns-resolve "historical weather Hong Kong" --html walk.html   # a picture of the walk
 
-Exit status: 0 tools found, 1 none found, 2 bad usage, 3 resolution failed.
+Exit status: 0 tools found, 1 none found, 2 bad usage (or the --html file cannot be written),
+3 resolution failed.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ import argparse
 import json
 import sys
 
+from tooldns import __version__
 from tooldns.protocol import names
 
 from .exceptions import ResolverError
+from .modes import GET_IMPORTANT, MODES
 from .resolver import Resolver, parse_server
 from .results import Resolution
+from .walkpage import write_walk_page
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -71,14 +77,23 @@ def _embedder(spec: str | None):
         raise ResolverError(str(exc)) from exc
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tooldns-resolve", description="Find tools for an intent by walking a .tools tree over DNS.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     p.add_argument("intent", help="what the agent wants to do, in natural language")
     p.add_argument("--root", default="127.0.0.1:5300", help="root name server HOST:PORT (default: what 'tooldns serve zones/' starts)")
     p.add_argument("--root-zone", default="tools.", help="zone the walk starts at (default tools.)")
-    p.add_argument("--k", default="3", help="children asked for at each step, 1-255, or one per depth: 5,3,2 "
-                   "(the last repeats; default 3)")
-    p.add_argument("--leaf-k", type=int, default=None, help="tools asked of each leaf (default: the first K)")
+    p.add_argument("--mode", default=GET_IMPORTANT, choices=MODES,
+                   help="search mode: get_one (the single best tool, fewest queries), get_important (the best few, "
+                   "the default) or get_all (wider walks, every relevant tool); --k, --leaf-k and --top override it")
+    p.add_argument("--k", default=None, help="children asked for at each step, 1-255, or one per depth: 5,3,2 "
+                   "(the last repeats; default the mode's: 3 for get_important)")
+    p.add_argument("--leaf-k", type=int, default=None, help="tools asked of each leaf (default: the mode's, else the first K)")
     p.add_argument("--service", default=names.ANY_SERVICE,
                    help=f"service to find: {', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
@@ -91,19 +106,21 @@ def main(argv: list[str] | None = None) -> int:
                    "openai:MODEL, hash), for trees built with tooldns build --embed")
     p.add_argument("--split", action="store_true", help="also walk each part of an intent that asks for several "
                    "things, and share the results fairly")
+    p.add_argument("--html", metavar="FILE", help="also write a picture of the walk to FILE: one self-contained "
+                   "HTML page (the zones asked, scores and ranks, branches not followed, tools, timings)")
     args = p.parse_args(argv)
     try:
-        ks = tuple(int(x) for x in str(args.k).split(","))
+        ks = tuple(int(x) for x in str(args.k).split(",")) if args.k is not None else None
     except ValueError:
         p.error("--k takes whole numbers: 3 or 5,3,2")
-    if not all(1 <= k <= 255 for k in ks) or (args.leaf_k is not None and not 1 <= args.leaf_k <= 255):
+    if not all(1 <= k <= 255 for k in ks or ()) or (args.leaf_k is not None and not 1 <= args.leaf_k <= 255):
         p.error("--k and --leaf-k must be from 1 to 255")
     try:
         root = parse_server(args.root)
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed)) as resolver:
-            res = resolver.resolve(args.intent, k=ks if len(ks) > 1 else ks[0], service=args.service.lower(),
-                                   trust=_split(args.trust), exclude=_split(args.exclude), top=args.top,
-                                   leaf_k=args.leaf_k, split=args.split)
+            res = resolver.resolve(args.intent, k=ks if ks is None or len(ks) > 1 else ks[0],
+                                   service=args.service.lower(), trust=_split(args.trust), exclude=_split(args.exclude),
+                                   top=args.top, leaf_k=args.leaf_k, split=args.split, mode=args.mode)
     except ResolverError as exc:
         print(f"tooldns-resolve: {exc}", file=sys.stderr)
         return 3
@@ -119,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(res))
     for err in res.errors:
         print(f";; warning: {err}", file=sys.stderr)
+    if args.html:
+        try:
+            write_walk_page(res, args.html)
+        except OSError as exc:
+            print(f"tooldns-resolve: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     return 0 if res.tools else 1
 
 

@@ -27,6 +27,7 @@ from tooldns.protocol.names import ANY_SERVICE
 from . import transport
 from .cache import ReplyCache
 from .exceptions import ResolverError
+from .modes import GET_IMPORTANT, settings_for
 from .results import Resolution
 from .split import WalkGroup, split_intent
 from .walk import Query, Walk
@@ -97,6 +98,17 @@ class _BaseResolver:
             return whole
         return WalkGroup([whole, *(self._walk(p, 1, service, trust, exclude, leaf_k or whole.leaf_k) for p in parts)])
 
+    def _plan_mode(self, intent: str, k, service: str, trust, exclude, top, leaf_k, split: bool,
+                   mode: str) -> tuple[Walk | WalkGroup, int | None]:
+        """The walk for *intent* in search mode *mode*, and how many tools to return; what the
+        caller gave explicitly (*k*, *leaf_k*, *top*) wins over the mode's settings."""
+        settings = settings_for(mode)
+        walk = self._plan(intent, settings.k if k is None else k, service, trust, exclude,
+                          settings.leaf_k if leaf_k is None else leaf_k, split)
+        for one in getattr(walk, "walks", [walk]):  # a split intent's parts keep the floor too
+            one.floor = settings.floor
+        return walk, settings.top if top is None else top
+
     def _cached(self, q: Query):
         """A parsed reply for *q* from the cache, or None."""
         if self.cache is None or q.tcp:
@@ -116,13 +128,19 @@ class Resolver(_BaseResolver):
     sockets.
     """
 
-    def resolve(self, intent: str, k: int | tuple[int, ...] = 3, service: str = ANY_SERVICE, *, trust=None, exclude=None,
-                top: int | None = None, leaf_k: int | None = None, split: bool = False) -> Resolution:
+    def resolve(self, intent: str, k: int | tuple[int, ...] | None = None, service: str = ANY_SERVICE, *, trust=None,
+                exclude=None, top: int | None = None, leaf_k: int | None = None, split: bool = False,
+                mode: str = GET_IMPORTANT) -> Resolution:
         """Walk the tree for *intent*: the best *k* children at each step, *leaf_k* tools (default
         *k*) from each leaf; the merged tools back, best first (at most *top*). With *split*, an
-        intent that asks for several things is also walked part by part (:mod:`.split`)."""
+        intent that asks for several things is also walked part by part (:mod:`.split`).
+
+        *mode* (:mod:`.modes`) picks *k*, *leaf_k*, *top* and a relevance floor together:
+        ``get_one`` (the best tool, K = 1), ``get_important`` (K = 3, the default) or ``get_all``
+        (wider walks, every tool above the floor). A *k*, *leaf_k* or *top* given explicitly
+        overrides the mode's own; an unknown mode raises :class:`ResolverError`."""
         t0 = time.perf_counter()
-        walk = self._plan(intent, k, service, trust, exclude, leaf_k, split)
+        walk, top = self._plan_mode(intent, k, service, trust, exclude, top, leaf_k, split, mode)
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}  # socket -> (query, start time)
         with selectors.DefaultSelector() as selector:
@@ -134,6 +152,7 @@ class Resolver(_BaseResolver):
                         if hit is not None:
                             ready.extend(walk.take(q, None, cached=hit))
                         else:
+                            sent = time.perf_counter()  # before sending: the reply may be back before send() returns
                             try:
                                 if q.tcp:
                                     exchange = transport.TCPExchange(q.wire, *q.server)
@@ -145,7 +164,7 @@ class Resolver(_BaseResolver):
                                 ready.extend(walk.take(q, None, exc, 0.0))
                                 continue
                             selector.register(sock, events, exchange)
-                            inflight[sock] = (q, time.perf_counter())
+                            inflight[sock] = (q, sent)
                     if inflight:
                         ready.extend(self._collect(walk, selector, inflight))
             finally:
@@ -213,10 +232,12 @@ class AsyncResolver(_BaseResolver):
         except (OSError, TimeoutError) as exc:
             return None, exc, (time.perf_counter() - t0) * 1000
 
-    async def resolve(self, intent: str, k: int | tuple[int, ...] = 3, service: str = ANY_SERVICE, *, trust=None, exclude=None,
-                      top: int | None = None, leaf_k: int | None = None, split: bool = False) -> Resolution:
+    async def resolve(self, intent: str, k: int | tuple[int, ...] | None = None, service: str = ANY_SERVICE, *,
+                      trust=None, exclude=None, top: int | None = None, leaf_k: int | None = None, split: bool = False,
+                      mode: str = GET_IMPORTANT) -> Resolution:
+        """As :meth:`Resolver.resolve` (*mode*, and explicit *k*, *leaf_k*, *top* overriding it, alike)."""
         t0 = time.perf_counter()
-        walk = self._plan(intent, k, service, trust, exclude, leaf_k, split)
+        walk, top = self._plan_mode(intent, k, service, trust, exclude, top, leaf_k, split, mode)
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}
         while ready or inflight:

@@ -64,6 +64,10 @@ class Hop:
     note: str = ""
     cached: bool = False
     fallback: bool = False
+    k: int = 0  # K asked of the zone (0: no reply)
+    #: the server returned fewer than K: the rest scored far below the best (its meta option's PRUNED)
+    pruned: bool = False
+    scorer: str = ""  # the scorer the server named in its meta option
 
 
 @dataclass

@@ -22,7 +22,12 @@ Rules it follows (``docs/protocol.md``):
 * a timeout, refusal or server failure moves on to the zone's next name server; TC moves to TCP;
 * a response that does not match its query (ID, question) is treated like a lost one;
 * FORMERR ends the walk with :class:`IntentRejected`, carrying the server's EDE text;
-* depth and total queries are bounded.
+* depth and total queries are bounded;
+* with a relevance ``floor`` (search mode ``get_all``, :mod:`.modes`), only tools scoring at least
+  ``floor`` x the best score found are returned.
+
+How wide the walk is (K per depth, ``leaf_k``, the floor) is the search mode's choice, made by the
+drivers (:mod:`resolver_client.modes`); the walk only carries it out.
 """
 
 from __future__ import annotations
@@ -135,6 +140,9 @@ class Walk:
     vector: bytes | None = None
     #: share of BM25 when tools of hybrid zones are fused over every leaf's answer
     fusion: float = DEFAULT_WEIGHT
+    #: relevance floor: only tools scoring at least ``floor`` x the best score are returned (tools
+    #: without a score are kept); None: every tool found (search modes, :mod:`.modes`)
+    floor: float | None = None
 
     def __post_init__(self) -> None:
         self._ks = tuple(self.k) if isinstance(self.k, (tuple, list)) else (self.k,)
@@ -213,9 +221,11 @@ class Walk:
                 return retries
         q.response = resp
         hop = Hop(_server_text(q), q.qname, _transport(q), dns.rcode.to_text(resp.rcode), ms, q.zone,
-                  cached=cached is not None)
+                  cached=cached is not None, k=q.k)
         self.trace.append(hop)
         meta = self._meta(resp)
+        if meta is not None:  # what the picture of the walk (:mod:`.walkpage`) shows of the server's ranking
+            hop.pruned, hop.scorer = meta.pruned, printable(meta.scorer)
         if meta is not None and meta.fallback:
             hop.fallback = True
             self.stats.fallbacks += 1
@@ -448,6 +458,9 @@ class Walk:
             for tool, fused in zip(tools, fuse([t.bm25 for t in tools], [t.cosine for t in tools], self.fusion)):
                 tool.score = fused
         tools.sort(key=lambda t: (-(t.score or 0.0), t.rank, t.zone, t.name))
+        if self.floor is not None and tools and (tools[0].score or 0) > 0:
+            least = self.floor * tools[0].score
+            tools = [t for t in tools if t.score is None or t.score >= least]
         if top is not None:
             tools = tools[:top]
         self.stats.nodes_visited = len(self._zones)

@@ -14,12 +14,16 @@ whole catalog too. Routing is reported apart from ranking: ``route_recall`` is t
 queries for which a correct tool was among the tools of the zones the walk got tools from, and
 ``drop_depth`` says at which depth the walk left the path to the correct tools of the others.
 ``--half even|odd`` keeps half of the queries (by a hash of their id), so that parameters can
-be chosen on one half and reported on the other.
+be chosen on one half and reported on the other. ``--modes get_one,get_important,get_all`` also
+resolves every query in each search mode (``Resolver.resolve(mode=...)``, the mode's own K, leaf
+K and floor, nothing overridden) and reports each one's hit rate@1 and @10, recall@10, recall over
+every tool it returned, tools returned, DNS queries, bytes and resolution time per query.
 
     python scripts/bench_retrieval.py \\
         --services ../shared/data/toolret/services.en.json \\
         --queries ../shared/data/toolret/queries.dev.en.json --json out/en.json
     python scripts/bench_retrieval.py ... --scorer hybrid --embed minilm --k 6 --ks 6
+    python scripts/bench_retrieval.py ... --ks 3 --modes get_one,get_important,get_all
 
 Inputs: a catalog list of {id, name, description, metadata} (several --services are merged:
 same id, one tool), and queries [{id, query, correct_tools: [{id}]}].
@@ -48,7 +52,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchlib import percentile, start_servers, stop_servers  # noqa: E402
-from resolver_client import Resolver  # noqa: E402
+from resolver_client import Resolver, ResolverError  # noqa: E402
+from resolver_client.modes import MODES, check_mode  # noqa: E402
 from tooldns.building.build import DEFAULT_PRUNE_RATIO, BuildReport, build, zone_tool  # noqa: E402
 from tooldns.building.catalog import load_catalogs  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
@@ -107,6 +112,8 @@ class Run:
     #: per-query metrics of each flat baseline run (``bm25``, and ``dense`` and ``hybrid`` with an embedder)
     flat_rows: dict[str, list[dict]]
     seconds: float
+    #: the figures of each search mode run (--modes), by mode
+    modes: dict = field(default_factory=dict)
 
     @property
     def head(self) -> dict:
@@ -153,6 +160,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", help="write the figures here (also .md report and .png plot beside it)")
     p.add_argument("--port", type=int, default=6355, help="port of every zone server (0: any free one)")
     p.add_argument("--subnet", default="127.0")
+    p.add_argument("--modes", default="", help="also resolve every query in these search modes, comma-separated: "
+                   f"{','.join(MODES)} (each with its own K, leaf K and floor); default none")
     p.add_argument("--split", action="store_true", help="walk each part of intents that ask for several things too "
                    "(Resolver.resolve(split=True))")
     p.add_argument("--max-children", type=int, help="tree shape: children a node at most (default the builder's)")
@@ -187,6 +196,10 @@ def parse_args() -> argparse.Namespace:
         args.embed = "minilm"
     if not 0.0 <= args.fusion <= 1.0:
         p.error("--fusion is a share of BM25: from 0 to 1")
+    try:
+        args.modes = [check_mode(m.strip()) for m in args.modes.split(",") if m.strip()]
+    except ResolverError as exc:
+        p.error(f"--modes: {exc}")
     return args
 
 
@@ -278,30 +291,42 @@ def route(res, correct: set[str], tree: Tree) -> tuple[bool, int | None]:
     return False, max(depths, default=None)
 
 
-def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: bool = False) -> dict:
-    """One query's figures: its metrics, what the resolution cost, and whether routing reached a correct tool."""
+def mode_metrics(ranked: list[str], correct: set[str]) -> dict:
+    """:func:`metrics`, and what a search mode returns whole: recall over every tool, how many tools."""
+    return {**metrics(ranked, correct), "recall@all": len(correct & set(ranked)) / len(correct),
+            "returned": float(len(ranked))}
+
+
+def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: bool = False, mode: str | None = None) -> dict:
+    """One query's figures: its metrics, what the resolution cost, and whether routing reached a correct tool.
+    With *mode*, the search mode's own settings (*k* and *top* unused) and every tool it returns."""
     correct = {c["id"] for c in q["correct_tools"]}
+    score = mode_metrics if mode else metrics
     t0 = time.perf_counter()
     try:
-        res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=top, split=split)
+        if mode:
+            res = resolver.resolve(q["query"], service="any", split=split, mode=mode)
+        else:
+            res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=top, split=split)
     except Exception as exc:  # counted, never hidden
         print(f"  query {q['id']}: {exc}", file=sys.stderr)
-        return {"metrics": metrics([], correct), "failed": True, "reached": False, "drop": None}
+        return {"metrics": score([], correct), "failed": True, "reached": False, "drop": None}
     ms = (time.perf_counter() - t0) * 1000
     ranked = []
     for t in res.tools:
         if t.id and t.id not in ranked:
             ranked.append(t.id)
     reached, drop = route(res, correct, tree)
-    return {"metrics": metrics(ranked, correct), "failed": False, "reached": reached, "drop": drop, "ms": ms,
+    return {"metrics": score(ranked, correct), "failed": False, "reached": reached, "drop": drop, "ms": ms,
             "queries": res.stats.queries, "bytes": res.stats.bytes_sent + res.stats.bytes_received,
             "packets": res.stats.packets, "nodes": res.stats.nodes_visited, "embed_ms": res.stats.embed_ms,
             "shortened": 1 if res.stats.intent_shortened else 0,
             "docs": sum(tree.sizes.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR")}
 
 
-def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: int, split: bool = False) -> dict:
-    per = [resolve_one(resolver, q, k, top, tree, split) for q in queries]
+def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: int, split: bool = False,
+                mode: str | None = None) -> dict:
+    per = [resolve_one(resolver, q, k, top, tree, split, mode) for q in queries]
     ok = [p for p in per if not p["failed"]]
 
     def mean(key: str) -> float:
@@ -312,7 +337,7 @@ def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: i
     out.update({
         "k": k, "queries": len(queries), "failures": len(per) - len(ok),
         "docs_scored_per_query": mean("docs"), "docs_scored_fraction": mean("docs") / n_tools if ok else 0.0,
-        "p50_ms": statistics.median(p["ms"] for p in ok) if ok else 0.0,
+        "p50_ms": statistics.median(p["ms"] for p in ok) if ok else 0.0, "mean_ms": mean("ms"),
         "p99_ms": percentile([p["ms"] for p in ok], 99),
         "queries_per_resolution": mean("queries"), "bytes_per_resolution": mean("bytes"),
         "packets_per_resolution": mean("packets"), "nodes_per_resolution": mean("nodes"),
@@ -339,10 +364,22 @@ def measure_k(resolver: Resolver, endpoints: list[tuple[str, int]], queries, k, 
     return s
 
 
+def measure_mode(resolver: Resolver, queries, mode: str, tree: Tree, n_tools: int, split: bool = False) -> dict:
+    """The figures of one search mode: its own K, leaf K, floor and number of tools back."""
+    s = run_queries(resolver, queries, None, 0, tree, n_tools, split, mode)
+    del s["k"]
+    s["mode"] = mode
+    print(f"mode {mode}: hr@1 {s['hr@1']:.3f} hr@10 {s['hr@10']:.3f} recall@10 {s['recall@10']:.3f} "
+          f"recall@all {s['recall@all']:.3f} ({s['returned']:.1f} tools) {s['queries_per_resolution']:.1f} queries "
+          f"p50 {s['p50_ms']:.1f} ms", file=sys.stderr)
+    return s
+
+
 def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, queries, n_tools: int,
-            embedder=None) -> dict:
-    """Serve the tree and resolve every query once per K; the figures by K. With hybrid zones the
-    resolver gets *embedder*: it embeds each intent once and sends the vector with every query."""
+            embedder=None) -> tuple[dict, dict]:
+    """Serve the tree and resolve every query once per K, then once per search mode (--modes); the
+    figures by K and by mode. With hybrid zones the resolver gets *embedder*: it embeds each intent
+    once and sends the vector with every query."""
     proc, root = start_servers(zonedir, args.port)
     try:
         # Glue carries addresses only, so every zone server listens on the root's port.
@@ -352,7 +389,9 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         vectors = embedder if args.scorer == "hybrid" else None
         with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion) as resolver:
             resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up (or model load)
-            return {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split) for k in ks}
+            sweep = {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split) for k in ks}
+            modes = {m: measure_mode(resolver, queries, m, tree, n_tools, args.split) for m in args.modes}
+            return sweep, modes
     finally:
         stop_servers(proc)
 
@@ -437,6 +476,7 @@ def result_json(run: Run) -> dict:
         "recall_by_correct": recall_by_correct(run),
         "sweep": {k_text(k): {**{key: value for key, value in v.items() if key != "per_query"}, "k": k_text(k)}
                   for k, v in run.sweep.items()},
+        "modes": {mode: {key: value for key, value in v.items() if key != "per_query"} for mode, v in run.modes.items()},
         "build": run.report.__dict__ | {"warnings": len(run.report.warnings)},
         "services": args.services, "query_files": args.queries, "taxonomy": args.taxonomy,
         "seconds": run.seconds,
@@ -526,8 +566,28 @@ def markdown_sweep(run: Run) -> list[str]:
     return lines
 
 
+def markdown_modes(run: Run) -> list[str]:
+    if not run.modes:
+        return []
+    lines = [
+        "",
+        "## Search modes",
+        "",
+        "Each mode with its own settings (`resolver_client/modes.py`), nothing overridden: hit rate@10 and "
+        "recall@10 over its first ten tools, recall@all over every tool it returned.",
+        "",
+        "| mode | hr@1 | hr@10 | recall@10 | recall@all | tools returned | DNS queries | bytes | ms p50 / mean |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for mode, s in run.modes.items():
+        lines.append(f"| {mode} | {s['hr@1']:.3f} | {s['hr@10']:.3f} | {s['recall@10']:.3f} | {s['recall@all']:.3f} | "
+                     f"{s['returned']:.1f} | {s['queries_per_resolution']:.1f} | {s['bytes_per_resolution']:.0f} | "
+                     f"{s['p50_ms']:.1f} / {s['mean_ms']:.1f} |")
+    return lines
+
+
 def markdown_report(run: Run) -> str:
-    lines = markdown_headline(run) + [""] + markdown_routing(run) + [""] + markdown_sweep(run)
+    lines = markdown_headline(run) + [""] + markdown_routing(run) + [""] + markdown_sweep(run) + markdown_modes(run)
     lines += ["", f"Whole run (build included): {run.seconds:.0f} s."]
     return "\n".join(lines) + "\n"
 
@@ -592,10 +652,10 @@ def main() -> int:
         tree = load_zones(zonedir)
         known = {t.id for t in catalog.tools}
         missing = sum(1 for q in queries for c in q["correct_tools"] if c["id"] not in known)
-        sweep = sweep_k(args, zonedir, tree, ks, queries, len(catalog.tools), embedder)
+        sweep, modes = sweep_k(args, zonedir, tree, ks, queries, len(catalog.tools), embedder)
     flat_rows = flat_baselines(catalog, queries, args.top, embedder, args.fusion)
     run = Run(args, queries, len(catalog.tools), report, missing, head_k, sweep, flat_rows,
-              seconds=time.perf_counter() - t_start)
+              seconds=time.perf_counter() - t_start, modes=modes)
     markdown = markdown_report(run)
     print(markdown)
     if args.json:

@@ -25,6 +25,7 @@ does) loads none of dnslib, yaml, numpy, scikit-learn or openai.
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 
 from .exceptions import (BuildError, EmbeddingError, IntentError, NameError_, ScorerError, ServeError, ToolDNSError,
                          VectorError, ZoneFileError)
@@ -43,6 +44,12 @@ _LAZY = {
     "Tree": "serving.tree", "TreeThread": "serving.tree", "load_tree": "serving.tree",
     "build": "building.build", "build_zones": "building.build",
 }
+
+try:
+    #: the installed distribution's version (``tooldns --version``, ``tooldns-resolve --version``)
+    __version__ = version("tooldns")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = ["BuildError", "EmbeddingError", "IntentError", "NameError_", "ScorerError", "ServeError", "ToolDNSError",
            "VectorError", "ZoneFileError", *sorted(_LAZY)]

@@ -4,10 +4,12 @@
     tooldns serve zones/ --no-rate-limit    the same without UDP rate limiting (load tests, fuzzing)
     tooldns serve zones/ --workers 4     four processes on the same addresses (SO_REUSEPORT)
     tooldns serve zones/ --only weather.tools. --listen 10.0.0.2   one zone, on this machine's address
+    tooldns serve zones/ --metrics --query-log queries.jsonl   Prometheus on 127.0.0.1:9153, a JSON line per query
     tooldns check zones/                 validate zone files, print file:line errors
     tooldns demo "historical weather Hong Kong"   serve zones/, resolve one intent, stop
     tooldns build services.json --out built/       a catalog of tools to a tree of zone files
     tooldns embed built/                 fill in missing or stale tool vectors and centroids, in place
+    tooldns mcp --root 127.0.0.1:5300    tool discovery for agents as an MCP server (docs/mcp.md)
 
 Exit status: 0 ok, 1 invalid zone files, 2 bad usage, 3 cannot bind or serve (or the server
 extra, ``pip install 'tooldns[server]'``, is not installed).
@@ -19,21 +21,24 @@ import argparse
 import asyncio
 import ipaddress
 import logging
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from . import __version__
 from .exceptions import ToolDNSError, ZoneFileError
 
 #: what the server side needs beyond the resolver library (the ``server`` extra)
-SERVER_PACKAGES = ("dnslib", "yaml", "openai", "numpy", "sklearn")
+SERVER_PACKAGES = ("dnslib", "yaml", "openai", "numpy", "sklearn", "prometheus_client")
 try:
     from .building.build import Embedded, add_build_command
     from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings
     from .embedding.registry import make_embedder
     from .serving.server import MAX_TCP, MAX_TCP_PER_CLIENT, TCP_IDLE, TCP_IDLE_BUSY
     from .serving.descriptors import ensure_descriptors
+    from .serving.metrics import parse_address
     from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
     from .serving.workers import Workers
     from .zone.hygiene import content_warnings
@@ -68,6 +73,22 @@ def _print_counters(counters: dict[str, dict[str, int]]) -> None:
                   f"cache hits, {c.get('scorer_fallbacks', 0)} BM25 fallbacks", flush=True)
 
 
+def _report_options(args) -> dict:
+    """The ``serve`` flags for metrics and the query log, as :class:`Tree` keyword arguments."""
+    return {"metrics": args.metrics, "query_log": args.query_log, "log_intents": args.log_intents}
+
+
+def _print_reports(args, workers: int = 1) -> None:
+    if args.metrics is not None:
+        address, port = args.metrics
+        host = f"[{address}]" if ":" in address else address
+        last = "" if workers == 1 else f" to http://{host}:{port + workers - 1}/metrics (worker i on port {port}+i)"
+        print(f"metrics on http://{host}:{port}/metrics{last}", flush=True)
+    if args.query_log is not None:
+        print(f"query log: {'standard error' if args.query_log == '-' else args.query_log}"
+              f"{', with intents' if args.log_intents else ''}", flush=True)
+
+
 def _print_started(tree, note: str = "") -> None:
     print(tree.table(), flush=True)
     address, port = tree.root()
@@ -76,8 +97,11 @@ def _print_started(tree, note: str = "") -> None:
           flush=True)
 
 
-async def _run_tree(tree) -> None:
+async def _run_tree(tree, args) -> None:
     await tree.start()
+    if tree.metrics_address is not None:
+        args.metrics = tree.metrics_address  # the port chosen, when 0
+    _print_reports(args)
     _print_started(tree)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -91,8 +115,10 @@ async def _run_tree(tree) -> None:
 def _serve_workers(args, tree) -> int:
     """``--workers N``: N processes serving the same addresses (SO_REUSEPORT); this one supervises."""
     workers = Workers(args.zonedir, args.port, args.workers, log_level=logging.getLogger().level,
-                      answer_cache=args.answer_cache, only=args.only, listen=args.listen, **_server_options(args))
+                      answer_cache=args.answer_cache, only=args.only, listen=args.listen, **_report_options(args),
+                      **_server_options(args))
     workers.start()
+    _print_reports(args, args.workers)
     _print_started(tree, f", each served by {args.workers} worker processes (pids "
                          f"{' '.join(map(str, workers.pids()))})")
     workers.wait()
@@ -103,9 +129,13 @@ def _serve_workers(args, tree) -> int:
 def _serve(args) -> int:
     try:
         tree = Tree(args.zonedir, args.port, answer_cache=args.answer_cache, only=args.only, listen=args.listen,
-                    **_server_options(args))
+                    **_report_options(args), **_server_options(args))
         if args.workers > 1 and args.port == 0:
             raise ValueError("--workers needs a fixed --port: with port 0 each worker would pick its own")
+        if args.workers > 1 and args.metrics is not None and args.metrics[1] == 0:
+            raise ValueError("--workers needs a fixed --metrics port: worker i serves its metrics on PORT+i")
+        if args.log_intents and args.query_log is None:
+            raise ValueError("--log-intents needs --query-log FILE")
     except ValueError as exc:
         print(f"tooldns serve: {exc}", file=sys.stderr)
         return 2
@@ -116,7 +146,7 @@ def _serve(args) -> int:
         tree.close()  # checked; each worker loads the tree itself
         code = _serve_workers(args, tree)
     else:
-        asyncio.run(_run_tree(tree))
+        asyncio.run(_run_tree(tree, args))
         code = 0
     print("stopped", flush=True)
     return code
@@ -250,12 +280,67 @@ def _add_limit_flags(s: argparse.ArgumentParser) -> None:
                    help=f"the same while more than half of --max-tcp are taken (default {TCP_IDLE_BUSY:g})")
 
 
+def _mcp(argv: list[str], replace: bool = False) -> int:
+    """``tooldns mcp``: hand over to the resolver library's MCP server (:mod:`resolver_client.mcp_server`,
+    a client of the tree: the server side never imports the client), which needs the ``mcp`` extra and
+    not the server's. Run as a program on POSIX (*replace*), this process becomes it: the agent host
+    keeps its stdio and signals; else it runs as a child."""
+    command = [sys.executable, "-m", "resolver_client.mcp_server", *argv]
+    if replace and os.name == "posix":
+        sys.stdout.flush()
+        os.execv(sys.executable, command)
+    try:
+        return subprocess.run(command, check=False).returncode
+    except KeyboardInterrupt:
+        return 0
+
+
+def _add_report_flags(s: argparse.ArgumentParser) -> None:
+    """``serve``'s flags for what operators read: Prometheus metrics and the query log (docs/operations.md)."""
+    s.add_argument("--metrics", nargs="?", const="", type=_metrics_address, metavar="ADDR:PORT",
+                   help="serve Prometheus metrics over HTTP at /metrics (alone: 127.0.0.1:9153, CoreDNS's port; "
+                        "with --workers N, worker i serves them on PORT+i)")
+    s.add_argument("--query-log", metavar="FILE",
+                   help="append one JSON line per query answered to FILE (-: standard error); written off the "
+                        "serving thread, lines dropped and counted rather than slowing answers")
+    s.add_argument("--log-intents", action="store_true",
+                   help="include each query's intent text in the query log (off by default: intents may be private)")
+
+
+def _metrics_address(text: str) -> tuple[str, int]:
+    try:
+        return parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_mcp_command(sub) -> None:
+    """``mcp`` in ``tooldns --help``; :func:`_without_server_extra` runs it before any parsing."""
+    m = sub.add_parser("mcp", help="tool discovery for agents as an MCP server, over stdio or HTTP (tooldns mcp --help)")
+    m.set_defaults(func=lambda args: _mcp([]))
+
+
+def _without_server_extra(argv: list[str] | None) -> int | None:
+    """What ``tooldns`` answers before, and without, the server extra: ``--version``, and ``mcp``
+    (which has options of its own); None for everything else."""
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["--version"]:
+        print(f"tooldns {__version__}")
+        return 0
+    if given[:1] == ["mcp"]:
+        return _mcp(given[1:], replace=argv is None)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    if (early := _without_server_extra(argv)) is not None:
+        return early
     if _MISSING is not None:
         print(f"tooldns: the server side needs {_MISSING!r}, which is not installed; install the server extra: "
               "pip install 'tooldns[server]'", file=sys.stderr)
         return 3
     p = argparse.ArgumentParser(prog="tooldns", description="ToolDNS: tool discovery on DNS.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log reloads and errors")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve every zone file of a directory, one server per name-server address")
@@ -265,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="replies kept per server for repeated identical queries (0: off; default 4096)")
     _add_scale_flags(s)
     _add_limit_flags(s)
+    _add_report_flags(s)
     s.set_defaults(func=_serve)
     c = sub.add_parser("check", help="validate a zone file or a directory of them")
     c.add_argument("path")
@@ -290,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="switch every zone to this scorer and embed them all (default: only zones that score "
                         "vectors or carry some are embedded; scorers stay)")
     e.set_defaults(func=_embed)
+    _add_mcp_command(sub)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -7,8 +7,9 @@ truncation), :mod:`.resolver` (dnslib's one-method contract, the safety net), :m
 (several zones behind one server), :mod:`.server` (asyncio UDP and TCP, with per-client TCP
 limits), :mod:`.ratelimit` (BIND-style response rate limiting of UDP replies), :mod:`.store` (live
 reload), :mod:`.tree` (every zone of a directory, one server per address, as ``tooldns serve``
-runs them), :mod:`.descriptors` (the open-file budget) and :mod:`.workers` (several processes on
-the same addresses).
+runs them), :mod:`.descriptors` (the open-file budget), :mod:`.workers` (several processes on
+the same addresses), and what operators read: :mod:`.metrics` (Prometheus), :mod:`.querylog`
+(JSON lines), both reading each query through :mod:`.observe`.
 
     >>> from tooldns.serving import TreeThread
     >>> with TreeThread("zones", port=5300) as tree:

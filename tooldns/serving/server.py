@@ -21,6 +21,8 @@ this class of machine answers about twice the queries of dnslib's threaded serve
   zone index changes.
 * Zones whose scorer may block (the LLM scorer waits up to its budget for a model) are answered
   from a small thread pool, so one slow model call never stalls the other queries.
+* Observers (:meth:`DNSServer.observe`: :mod:`.metrics`, :mod:`.querylog`) see each query, its
+  reply, the time taken and whether the cache answered; a server without them pays nothing.
 
     >>> server = DNSServer(resolver, "127.0.0.1", 0)
     >>> await server.start(); server.port
@@ -127,6 +129,7 @@ class DNSServer:
         self._pool: ThreadPoolExecutor | None = None
         self.stats = {"udp": 0, "tcp": 0, "dropped": 0, "truncated": 0, "cache_hits": 0, "rate_limited": 0,
                       "slipped": 0, "tcp_refused": 0, "tcp_evicted": 0}
+        self._observers: tuple = ()  # see observe()
 
     def _index(self):
         """The zone index the resolver answers from now, if it has one (it may be swapped by a reload)."""
@@ -213,6 +216,35 @@ class DNSServer:
             (old, _), value = self._cache.popitem(last=False)
             self._cache_bytes -= len(old) + len(value)
 
+
+    # -- observers: what metrics and the query log see of each query --
+    def observe(self, *observers) -> None:
+        """Call each of *observers* after every query handled, with ``(data, wire, udp, client, ns,
+        cached)``: the query's bytes, the reply's (None: nothing sent), the nanoseconds :meth:`handle`
+        took and whether the packet cache answered (:mod:`.metrics`, :mod:`.querylog`). They run where
+        the query is answered and must be quick. A timed handle then stands in for :meth:`handle` on
+        this server only, so that a server without observers pays nothing for them."""
+        self._observers = tuple(observers)
+        if self._observers:
+            self.handle = self._observed_handle
+        else:
+            self.__dict__.pop("handle", None)
+
+    def _observed_handle(self, data: bytes, udp: bool, client=None) -> bytes | None:
+        stats = self.stats
+        hits = stats["cache_hits"]
+        start = time.perf_counter_ns()
+        wire = DNSServer.handle(self, data, udp, client)
+        ns = time.perf_counter_ns() - start
+        # exact on the event loop; in the thread pool (zones whose scorer may block) a hit in another
+        # thread at the same moment would count for this query too
+        cached = stats["cache_hits"] != hits
+        for observer in self._observers:
+            try:
+                observer(data, wire, udp, client, ns, cached)
+            except Exception:  # what is reported never costs the client its reply
+                log.exception("observer %r failed", observer)
+        return wire
 
     # -- response rate limiting: a policy on what leaves the UDP socket --
     def _effective_rate_limit(self, zone: RateLimit) -> RateLimit:

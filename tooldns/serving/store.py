@@ -46,6 +46,8 @@ class ZoneStore:
         self.index = ZoneIndex(load_zone(self.path, limits))
         self.last_error: str | None = None
         self.reloads = 0
+        #: reloads refused (a bad edit, a scorer that cannot be built): the last good version kept serving
+        self.reload_errors = 0
         #: called with no arguments after each reload that swapped the index
         self.listeners: list[Callable[[], None]] = []
 
@@ -70,10 +72,12 @@ class ZoneStore:
             index = ZoneIndex(zone)
         except ZoneFileError as exc:
             self.last_error = str(exc)
+            self.reload_errors += 1
             log.error("%s\n%s: kept the last good version (serial %d)", exc, self.path, self.index.zone.soa.serial)
             return "kept"
         except Exception as exc:  # a scorer that cannot be built, say: keep serving
             self.last_error = f"{self.path}: {exc}"
+            self.reload_errors += 1
             log.exception("%s: reload failed; kept the last good version", self.path)
             return "kept"
         old, self.index = self.index, index

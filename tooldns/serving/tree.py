@@ -20,6 +20,10 @@ address the zone files name). Every file is still loaded and checked.
 Keywords past the tree's own go to every server: ``TreeThread("zones", 5300, rate_limit=0,
 max_tcp=64)`` (see :class:`DNSServer`; ``reuse_port=True`` lets several processes serve the same
 tree, :mod:`.workers`). ``tooldns serve zones/`` is the command-line shell over this.
+
+*metrics* (an address and port) serves Prometheus metrics of every server (:mod:`.metrics`);
+*query_log* (a path, ``-`` for standard error) writes a JSON line per query (:mod:`.querylog`),
+with the intents' text only when *log_intents* is set.
 """
 
 from __future__ import annotations
@@ -129,7 +133,9 @@ class Tree:
 
     def __init__(self, zonedir: str | os.PathLike, port: int = DEFAULT_PORT, *, watch_interval: float = 0.5,
                  stores: list[ZoneStore] | None = None, answer_cache: int = 4096,
-                 only: Sequence[str] | None = None, listen: Sequence[str] | None = None, **server_options) -> None:
+                 only: Sequence[str] | None = None, listen: Sequence[str] | None = None,
+                 metrics: tuple[str, int] | None = None, query_log: str | None = None, log_intents: bool = False,
+                 **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
         ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``."""
         unknown = set(server_options) - _SERVER_OPTIONS
@@ -152,6 +158,12 @@ class Tree:
         self.sockets: dict[str, DNSServer] = {}
         self.resolvers: dict[str, ZoneResolver] = {}
         self._watch: asyncio.Task | None = None
+        #: where metrics are served ((address, port); the port chosen once started, when 0), the
+        #: query log's path and whether it holds intents; the collector and the log while running
+        self.metrics_address = metrics
+        self.query_log_path, self.log_intents = query_log, log_intents
+        self.metrics = None
+        self.query_log = None
 
     def sockets_needed(self) -> int:
         """Sockets the servers hold while running: a UDP and a TCP socket per address."""
@@ -174,9 +186,11 @@ class Tree:
     async def start(self) -> None:
         """Start every server. Port 0: the first server picks a free port and the others share it."""
         self.resolvers = {s.index.origin: ZoneResolver(s) for s in self.stores}
+        self._start_reports()
         for address, stores in self.plan.items():
             server = DNSServer(self._resolver(stores), address, self.port, cache_size=self.answer_cache,
                                **self._options(len(stores)))
+            server.observe(*(report.recorder(server) for report in (self.metrics, self.query_log) if report))
             try:
                 await server.start()
             except OSError as exc:
@@ -186,7 +200,37 @@ class Tree:
             self.port = server.port  # glue carries addresses only: one port for the whole tree
             self.sockets[address] = server
         self.servers = [(s, self.sockets[a]) for s in self.stores for a in self.addresses[s.index.origin]]
+        if self.metrics is not None:
+            try:
+                self.metrics_address = self.metrics.serve(*self.metrics_address)
+            except OSError:
+                await self.stop()
+                raise
         self._watch = asyncio.create_task(self._watcher())
+
+    def _start_reports(self) -> None:
+        """The query log and the metrics collector asked for, before any server answers (imported only
+        then: prometheus_client is needed only for metrics)."""
+        try:
+            if self.query_log_path is not None and self.query_log is None:
+                from .querylog import QueryLog
+
+                self.query_log = QueryLog(self.query_log_path, intents=self.log_intents)
+            if self.metrics_address is not None and self.metrics is None:
+                from .metrics import TreeMetrics
+
+                self.metrics = TreeMetrics(self, query_log=self.query_log)
+        except BaseException:
+            self._stop_reports()
+            raise
+
+    def _stop_reports(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
+        if self.query_log is not None:
+            self.query_log.close()  # after the servers: every reply sent is written
+            self.query_log = None
 
     async def _watcher(self) -> None:
         while True:
@@ -205,6 +249,7 @@ class Tree:
             await self._stop(server)
         self.sockets = {}
         self.servers = []
+        self._stop_reports()
         self.close()
 
     @staticmethod

@@ -9,7 +9,8 @@ bound its sockets (or reports the first that cannot), starts again a worker that
 
 Each worker keeps its own answer cache, rate-limit accounts and TCP slots: a client prefix whose
 queries spread over N workers may get up to N times the zones' rate. Each reloads edited zone
-files itself.
+files itself. Each serves its own metrics (``metrics=(address, port)``): worker i on port + i, to
+be scraped as N targets and summed (``docs/operations.md``); all append to one query log.
 
     >>> workers = Workers("zones", 5300, 4, rate_limit=0).start()
     >>> workers.wait()        # until SIGINT or SIGTERM
@@ -49,10 +50,13 @@ def _worker(index: int, zonedir: str, port: int, options: dict, log_level: int, 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
     _die_with_parent()
     logging.basicConfig(level=log_level, format=f"[worker {index}] {_LOG_FORMAT}")
-    asyncio.run(_serve(zonedir, port, options, conn))
+    asyncio.run(_serve(zonedir, port, options, conn, index))
 
 
-async def _serve(zonedir: str, port: int, options: dict, conn: Connection) -> None:
+async def _serve(zonedir: str, port: int, options: dict, conn: Connection, index: int = 0) -> None:
+    if options.get("metrics") is not None:  # one metrics port per worker: the counters are the worker's
+        address, metrics_port = options["metrics"]
+        options = {**options, "metrics": (address, metrics_port + index)}
     try:
         tree = Tree(zonedir, port, reuse_port=True, **options)
         await tree.start()

@@ -1,0 +1,295 @@
+"""``tooldns mcp``: tool discovery for agents as one MCP server, over stdio or streamable HTTP.
+
+An agent host loads two small tools instead of thousands of schemas (progressive disclosure):
+
+* ``find_tools(intent, k?, service?, mode?)`` walks the ToolDNS tree with :class:`AsyncResolver`
+  and returns the tools found, best first, each with what it takes to call it (DNS name, title,
+  service, endpoint, description, parameters, score, zone, target and port);
+* ``describe_tool(name)`` returns the full metadata of one tool: the TXT record at its DNS name
+  (:mod:`.describe`), with its SRV target and port.
+
+Resolution errors (root unreachable, intent rejected, nothing found, not a tool's name) come back
+as MCP tool errors (``isError`` results) with a clear text; the server keeps serving. Built on the
+official ``mcp`` SDK (the ``mcp`` extra, ``pip install 'tooldns[mcp]'``); importing
+:mod:`resolver_client` does not load it.
+
+    tooldns mcp --root 127.0.0.1:5300                         stdio, as agent hosts launch it
+    tooldns mcp --root 127.0.0.1:5300 --transport streamable-http --port 8000    http://127.0.0.1:8000/mcp
+
+:class:`ToolFinder` is the part without MCP (plain dataclasses in, :class:`ResolverError` out);
+:func:`make_server` puts the two tools on an ``MCPServer``; :func:`main` is the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tooldns.protocol import names
+
+from .describe import Parameter, ToolInfo, adescribe, tool_name
+from .exceptions import NoServersReachable, ResolverError
+from .modes import DEFAULT_MODE, MODES, check_mode
+from .resolver import AsyncResolver, parse_server
+from .results import Resolution, Tool
+
+try:
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+except ModuleNotFoundError as exc:  # the mcp extra is not installed: main() says so
+    if (exc.name or "").split(".")[0] != "mcp":
+        raise
+    _MISSING: str | None = exc.name
+else:
+    _MISSING = None
+
+ModeName = Literal["get_one", "get_important", "get_all"]
+ServiceName = Literal["any", "mcp", "a2a", "http", "skill"]
+#: tools whose details (full TXT record) are looked up at once after a walk
+DETAIL_LOOKUPS = 16
+
+INSTRUCTIONS = """\
+ToolDNS finds tools for a task among thousands: HTTP APIs, MCP servers, A2A agents and skills, \
+ranked for what you ask by a DNS tree. Before saying you cannot do something, call find_tools with \
+the task in plain words; then call the tool it returns at its endpoint. Call describe_tool for the \
+full record of one tool."""
+
+FIND_TOOLS = """\
+Find tools that can do a task (HTTP APIs, MCP servers, A2A agents, skills), best first.
+Call it whenever you need a capability you do not have. Say the task in plain words ("historical \
+weather for Hong Kong", "send a Slack message"). Each tool comes with what you need to call it: \
+endpoint, service, description, parameters, and its `name` for describe_tool.
+mode: "get_one" the single best tool (fastest); "get_important" the best few (default); \
+"get_all" every relevant tool, for planning a job of many steps.
+service: only "http", "mcp", "a2a" or "skill" tools (default any). k: branches searched per level \
+(1-255); leave it out, the mode picks it."""
+
+DESCRIBE_TOOL = """\
+Full record of one tool find_tools returned: whole description, every parameter (name, type, \
+required, description), endpoint, host and port, and the raw metadata.
+Call it when find_tools' result is not enough to call the tool. Pass `name` exactly as find_tools \
+gave it, a DNS name like "hko-climate._http._tcp.hko.weather.tools."."""
+
+
+@dataclass
+class FoundTool:
+    """One tool find_tools returns: enough to call it."""
+
+    name: str  # its DNS name, for describe_tool
+    title: str
+    service: str
+    endpoint: str
+    description: str
+    parameters: list[Parameter]
+    score: float | None
+    zone: str
+    target: str
+    port: int
+
+
+@dataclass
+class Found:
+    """What find_tools returns."""
+
+    intent: str
+    mode: str
+    service: str
+    tools: list[FoundTool]
+    #: zones that did not answer, limits hit, tools whose details could not be had
+    warnings: list[str] = field(default_factory=list)
+
+
+class ToolFinder:
+    """find_tools and describe_tool without MCP: the operator's settings (``tooldns mcp``'s options)
+    around an :class:`AsyncResolver`, and the name servers walks met, so that a tool's details are
+    asked of its own zone's servers rather than by walking down again."""
+
+    def __init__(self, resolver: AsyncResolver, *, k: int | tuple[int, ...] | None = None, leaf_k: int | None = None,
+                 service: str = names.ANY_SERVICE, mode: str = DEFAULT_MODE, trust: list[str] | None = None,
+                 exclude: list[str] | None = None) -> None:
+        self.resolver = resolver
+        self.k, self.leaf_k, self.trust, self.exclude = k, leaf_k, trust, exclude
+        self.service = _check_service(service)
+        self.mode = check_mode(mode)
+        #: zone -> its name servers, as the last walks met them
+        self.servers: dict[str, list[tuple[str, int]]] = {}
+
+    async def find(self, intent: str, k: int | None = None, service: str | None = None,
+                   mode: str | None = None) -> Found:
+        """The tools for *intent* with their details; ResolverError when none (or the walk failed)."""
+        mode = check_mode(mode or self.mode)
+        service = _check_service(service or self.service)
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 255):
+            raise ResolverError(f"k must be a whole number from 1 to 255, not {k!r}")
+        res = await self.resolver.resolve(intent, k=k if k is not None else self.k, service=service, trust=self.trust,
+                                          exclude=self.exclude, leaf_k=self.leaf_k, mode=mode)
+        self._learn(res)
+        tools = [t for t in res.tools if t.score is None or t.score > 0]  # all zero: no word matched
+        if not tools:
+            raise ResolverError(_nothing_found(intent, service, mode, res))
+        warnings = list(res.errors)
+        limit = asyncio.Semaphore(DETAIL_LOOKUPS)
+        found = await asyncio.gather(*(self._found(t, limit, warnings) for t in tools))
+        return Found(intent, mode, service, list(found), warnings)
+
+    async def describe(self, name: str) -> ToolInfo:
+        """The full record of tool *name* (its DNS name)."""
+        r = self.resolver
+        return await adescribe(name, r.root, root_zone=r.root_zone, timeout=r.timeout, hints=self.servers)
+
+    async def _found(self, tool: Tool, limit: asyncio.Semaphore, warnings: list[str]) -> FoundTool:
+        """*tool* with the whole description and the parameters of its TXT record (what the walk's
+        answer carried, and a warning, when that record cannot be had)."""
+        name = tool_name(tool)
+        info = None
+        if name:
+            try:
+                async with limit:
+                    info = await self.describe(name)
+            except ResolverError as exc:
+                warnings.append(f"details of {name}: {exc}")
+        return FoundTool(name=name, title=tool.name, service=tool.service, endpoint=tool.endpoint,
+                         description=info.description if info else tool.description,
+                         parameters=info.parameters if info else [], score=tool.score, zone=tool.zone,
+                         target=tool.target, port=tool.port)
+
+    def _learn(self, res: Resolution) -> None:
+        """Remember which server answered for each zone of the walk."""
+        if len(self.servers) > 4096:  # a long-running server walking ever new trees: start afresh
+            self.servers.clear()
+        for hop in res.trace:
+            if hop.rcode == "NOERROR":
+                host, _, port = hop.server.rpartition(":")
+                self.servers[hop.zone] = [(host, int(port))]
+
+
+def _check_service(service: str) -> str:
+    service = str(service).lower()
+    if service not in names.SERVICES:
+        raise ResolverError(f"unknown service {service!r}: choose one of {', '.join(sorted(names.SERVICES))}")
+    return service
+
+
+def _nothing_found(intent: str, service: str, mode: str, res: Resolution) -> str:
+    text = f"no tools found for {intent!r} (service {service}, mode {mode})"
+    if res.errors:
+        return f"{text}; the walk met errors: {'; '.join(res.errors[:3])}"
+    tips = ["describe the task in other words"]
+    if service != names.ANY_SERVICE:
+        tips.append("try service 'any'")
+    if mode != "get_all":
+        tips.append("try mode 'get_all'")
+    return f"{text}: {', '.join(tips)}"
+
+
+def make_server(finder: ToolFinder, log_level: str = "WARNING") -> "MCPServer":
+    """An MCP server offering ``find_tools`` and ``describe_tool`` backed by *finder*."""
+    app = MCPServer("tooldns", title="ToolDNS tool discovery", instructions=INSTRUCTIONS, version=_version(),
+                    log_level=log_level)
+    hints = ToolAnnotations(read_only_hint=True, open_world_hint=True)
+
+    @app.tool(description=FIND_TOOLS, annotations=hints)
+    async def find_tools(intent: str, k: int | None = None, service: ServiceName | None = None,
+                         mode: ModeName | None = None) -> Found:
+        try:
+            return await finder.find(intent, k, service, mode)
+        except ResolverError as exc:
+            raise _tool_error(exc) from exc
+
+    @app.tool(description=DESCRIBE_TOOL, annotations=hints)
+    async def describe_tool(name: str) -> ToolInfo:
+        try:
+            return await finder.describe(name)
+        except ResolverError as exc:
+            raise _tool_error(exc) from exc
+
+    return app
+
+
+def _tool_error(exc: ResolverError) -> "ToolError":
+    """The MCP tool error (an ``isError`` result, its text for the model) for a resolution error."""
+    if isinstance(exc, NoServersReachable):
+        return ToolError(f"cannot reach the ToolDNS tree: {exc}")
+    return ToolError(str(exc))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tooldns")
+    except PackageNotFoundError:
+        return ""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tooldns mcp", description="Tool discovery for agents as an MCP server: "
+                                "find_tools and describe_tool, backed by a ToolDNS tree.")
+    p.add_argument("--root", default="127.0.0.1:5300", help="root name server HOST:PORT (default 127.0.0.1:5300)")
+    p.add_argument("--root-zone", default="tools.", help="zone the walk starts at (default tools.)")
+    p.add_argument("--mode", default=DEFAULT_MODE, choices=MODES, help="search mode when find_tools names none "
+                   f"(default {DEFAULT_MODE})")
+    p.add_argument("--k", default=None, help="children asked for at each step when find_tools gives no k, 1-255, or "
+                   "one per depth: 5,3,2 (default: the mode's)")
+    p.add_argument("--leaf-k", type=int, default=None, help="tools asked of each leaf (default: the mode's)")
+    p.add_argument("--service", default=names.ANY_SERVICE, help="service when find_tools names none: "
+                   f"{', '.join(sorted(names.SERVICES))} (default any)")
+    p.add_argument("--trust", action="append",
+                   help="organisations to trust (comma-separated labels); others are skipped")
+    p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
+    p.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for each DNS reply (default 1)")
+    p.add_argument("--embed", metavar="MODEL", help="embed intents and send their vectors (minilm, local:PATH, "
+                   "openai:MODEL, hash), for trees built with tooldns build --embed")
+    p.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio",
+                   help="stdio (what desktop agent hosts launch; the default) or streamable-http")
+    p.add_argument("--host", default="127.0.0.1", help="address to serve HTTP on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to serve HTTP on (default 8000)")
+    p.add_argument("--path", default="/mcp", help="HTTP path of the MCP endpoint (default /mcp)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every tool call and error on stderr")
+    return p
+
+
+def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:
+    from .cli import _embedder, _split  # the same option handling as tooldns-resolve
+
+    try:
+        ks = tuple(int(x) for x in str(args.k).split(",")) if args.k is not None else None
+    except ValueError:
+        p.error("--k takes whole numbers: 3 or 5,3,2")
+    if not all(1 <= k <= 255 for k in ks or ()) or (args.leaf_k is not None and not 1 <= args.leaf_k <= 255):
+        p.error("--k and --leaf-k must be from 1 to 255")
+    resolver = AsyncResolver(root=parse_server(args.root), root_zone=args.root_zone, timeout=args.timeout,
+                             embedder=_embedder(args.embed))
+    return ToolFinder(resolver, k=ks if ks is None or len(ks) > 1 else ks[0], leaf_k=args.leaf_k,
+                      service=args.service, mode=args.mode, trust=_split(args.trust), exclude=_split(args.exclude))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``tooldns mcp``. Exit status: 0 stopped, 2 bad usage, 3 the mcp extra is missing."""
+    if _MISSING is not None:
+        print(f"tooldns mcp: the MCP server needs {_MISSING!r}, which is not installed; install the mcp extra: "
+              "pip install 'tooldns[mcp]'", file=sys.stderr)
+        return 3
+    p = _parser()
+    args = p.parse_args(argv)
+    try:
+        finder = _finder(args, p)
+    except ResolverError as exc:
+        p.error(str(exc))
+    app = make_server(finder, "INFO" if args.verbose else "WARNING")
+    try:
+        if args.transport == "stdio":
+            app.run("stdio")
+        else:
+            app.run("streamable-http", host=args.host, port=args.port, streamable_http_path=args.path)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""``tooldns mcp`` end to end: a tree on loopback, the MCP server as a subprocess, the SDK's own client.
+
+Over stdio (what desktop agent hosts launch; the SDK's ``stdio_client`` and ``ClientSession`` with
+the initialize handshake) and over streamable HTTP (the SDK's ``Client``). Skipped where the
+``mcp`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, free_port, fresh_subnet, wait_until  # noqa: E402
+
+HKO_CLIMATE = "hko-climate._http._tcp.hko.weather.tools."
+#: `tooldns mcp ...` as the console script runs it (tooldns.cli:main)
+TOOLDNS = [sys.executable, "-c", "import sys; from tooldns.cli import main; sys.exit(main())"]
+
+
+def _server_args(root: tuple[str, int], *extra: str) -> list[str]:
+    return [*TOOLDNS[1:], "mcp", "--root", f"{root[0]}:{root[1]}", "--timeout", str(REPLY_TIMEOUT), *extra]
+
+
+async def _over_stdio(root: tuple[str, int], errlog, script):
+    """Launch `tooldns mcp` over stdio, initialize a session and hand it to *script*."""
+    params = StdioServerParameters(command=sys.executable, args=_server_args(root))
+    async with stdio_client(params, errlog=errlog) as (read, write):
+        async with ClientSession(read, write, read_timeout_seconds=WAIT_TIMEOUT) as session:
+            await session.initialize()
+            return await script(session)
+
+
+def _text(result) -> str:
+    return " ".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+def test_stdio_lists_finds_and_describes(demo_tree, tmp_path):
+    async def script(session: ClientSession):
+        listed = await session.list_tools()
+        found = await session.call_tool("find_tools", {"intent": "historical weather Hong Kong"})
+        one = await session.call_tool("find_tools", {"intent": "historical weather Hong Kong", "mode": "get_one"})
+        described = await session.call_tool("describe_tool", {"name": HKO_CLIMATE})
+        return listed, found, one, described
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        listed, found, one, described = asyncio.run(_over_stdio(demo_tree.root(), errlog, script))
+
+    tools = {t.name: t for t in listed.tools}
+    assert set(tools) == {"find_tools", "describe_tool"}
+    assert "describe_tool" in tools["find_tools"].description and "find_tools" in tools["describe_tool"].description
+    assert tools["find_tools"].input_schema["required"] == ["intent"]
+    assert set(tools["find_tools"].input_schema["properties"]) == {"intent", "k", "service", "mode"}
+
+    assert not found.is_error, _text(found)
+    data = found.structured_content
+    assert data["mode"] == "get_important" and len(data["tools"]) > 1
+    best = data["tools"][0]
+    assert best["name"] == HKO_CLIMATE and best["title"] == "HKO Historical Climate Data"
+    assert best["zone"] == "hko.weather.tools." and best["service"] == "http" and best["score"] > 0
+    assert best["endpoint"].startswith("https://data.weather.gov.hk/")
+    assert {"name": "station", "type": "string", "required": True, "description": "Station code, e.g. HKO"} \
+        in best["parameters"]
+    assert HKO_CLIMATE in _text(found)  # the same result as text, for hosts that show only that
+
+    assert not one.is_error and [t["name"] for t in one.structured_content["tools"]] == [HKO_CLIMATE]
+
+    assert not described.is_error, _text(described)
+    info = described.structured_content
+    assert info["title"] == "HKO Historical Climate Data"
+    assert (info["target"], info["port"]) == ("data.weather.gov.hk.", 443)
+    assert [(p["name"], p["required"]) for p in info["parameters"]] == [("station", True), ("year", False)]
+    assert info["metadata"]["param"].splitlines() == ["station:string:required:Station code, e.g. HKO",
+                                                      "year:integer:optional:Year"]
+    assert info["description"].startswith("Hong Kong Observatory historical climate records") \
+        and len(info["description"].encode()) > 120  # whole, not the ranked answer's 120 bytes
+
+
+def test_errors_are_tool_errors_and_the_server_keeps_serving(demo_tree, tmp_path):
+    calls = [
+        ("find_tools", {"intent": "weather\x01forecast"}),           # the intent is rejected
+        ("find_tools", {"intent": "historical weather", "service": "skill"}),   # nothing found
+        ("find_tools", {"intent": "historical weather", "k": 0}),
+        ("describe_tool", {"name": "nothere._http._tcp.hko.weather.tools."}),
+        ("describe_tool", {"name": "HKO Historical Climate Data"}),  # a title, not a DNS name
+        ("find_tools", {"intent": "send a slack message", "service": "mcp"}),  # still serving
+    ]
+
+    async def script(session: ClientSession):
+        return [await session.call_tool(name, args) for name, args in calls]
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        results = asyncio.run(_over_stdio(demo_tree.root(), errlog, script))
+
+    rejected, nothing, bad_k, no_tool, title, ok = results
+    assert all(r.is_error for r in results[:-1])
+    assert "control character U+0001" in _text(rejected)
+    assert "no tools found for 'historical weather' (service skill" in _text(nothing)
+    assert "try service 'any'" in _text(nothing)
+    assert "k must be a whole number from 1 to 255" in _text(bad_k)
+    assert "no tool named nothere._http._tcp.hko.weather.tools." in _text(no_tool)
+    assert "not a DNS name" in _text(title) and "as find_tools returns it" in _text(title)
+    assert not ok.is_error and ok.structured_content["tools"][0]["service"] == "mcp"
+
+
+def test_root_unreachable_is_a_tool_error(tmp_path):
+    address = fresh_subnet() + ".1"
+    dead = (address, free_port(address))  # nothing listens there
+
+    async def script(session: ClientSession):
+        found = await session.call_tool("find_tools", {"intent": "historical weather Hong Kong"})
+        described = await session.call_tool("describe_tool", {"name": HKO_CLIMATE})
+        listed = await session.list_tools()
+        return found, described, listed
+
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        found, described, listed = asyncio.run(_over_stdio(dead, errlog, script))
+    assert found.is_error and "cannot reach the ToolDNS tree" in _text(found)
+    assert f"{dead[0]}:{dead[1]}" in _text(found) and "root name server" in _text(found)
+    assert described.is_error and "no name server of tools. answered" in _text(described)
+    assert len(listed.tools) == 2
+
+
+def test_streamable_http(demo_tree, tmp_path):
+    port = free_port("127.0.0.1")
+    root = demo_tree.root()
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        proc = subprocess.Popen([sys.executable, *_server_args(root, "--transport", "streamable-http",
+                                                               "--port", str(port))],
+                                stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog)
+        try:
+            assert wait_until(lambda: _listening("127.0.0.1", port) or proc.poll() is not None), "server did not start"
+            assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()
+
+            async def script():
+                async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=WAIT_TIMEOUT) as client:
+                    names = {t.name for t in (await client.list_tools()).tools}
+                    return names, await client.call_tool("find_tools", {"intent": "historical weather Hong Kong",
+                                                                        "mode": "get_one"})
+
+            names, found = asyncio.run(script())
+        finally:
+            proc.terminate()
+            proc.wait(WAIT_TIMEOUT)
+    assert names == {"find_tools", "describe_tool"}
+    assert not found.is_error and [t["name"] for t in found.structured_content["tools"]] == [HKO_CLIMATE]
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_without_the_mcp_extra_it_says_what_to_install():
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "from resolver_client.mcp_server import main; sys.exit(main(['--root', '127.0.0.1:5300']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=WAIT_TIMEOUT)
+    assert out.returncode == 3 and "Traceback" not in out.stderr, out.stderr
+    assert "pip install 'tooldns[mcp]'" in out.stderr
+
+
+def test_bad_options_are_usage_errors():
+    for args, says in ((["--k", "0"], "--k and --leaf-k must be from 1 to 255"), (["--root", "host:port"], "bad port"),
+                       (["--service", "ftp"], "unknown service 'ftp'")):
+        out = subprocess.run([*TOOLDNS, "mcp", *args], capture_output=True, text=True, timeout=WAIT_TIMEOUT)
+        assert out.returncode == 2 and says in out.stderr, out.stderr
+
+
+def test_reachable_without_the_server_extra():
+    """An agent builder installs the resolver and the mcp extra only: `tooldns mcp` still runs."""
+    code = ("import sys; sys.modules['dnslib'] = None\n"
+            "from tooldns.cli import main; sys.exit(main(['mcp', '--help']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=WAIT_TIMEOUT)
+    assert out.returncode == 0 and "usage: tooldns mcp" in out.stdout and "--transport" in out.stdout, out.stderr
