@@ -99,6 +99,8 @@ def _cases() -> list[tuple[str, bytes, bool, str]]:
                                               dns.edns.GenericOption(INTENT, encode_intent("b", 1))]), False),
         ("EDNS version 1", _query(root, intent="weather", edns=1), False),
         ("NOTIFY opcode", _query("tools.", "SOA", opcode=dns.opcode.NOTIFY), False),
+        ("NOTIFY for a child from a stranger", _query("weather.tools.", "SOA", opcode=dns.opcode.NOTIFY), False),
+        ("UPDATE opcode", _query("tools.", "SOA", opcode=dns.opcode.UPDATE), False),
         ("AXFR", _query("tools.", "AXFR"), True),
         ("class CH A", _query("tools.", "A", rdclass="CH"), False),
         ("unknown service", _query("_ftp._tcp._tools.", intent="weather"), False),
@@ -161,5 +163,5 @@ def test_recorded_replies_cover_every_outcome():
         rcodes.add(dns.rcode.to_text(msg.rcode()))
         truncated += bool(msg.flags & dns.flags.TC)
         referrals += bool(not msg.answer and msg.authority and msg.authority[0].rdtype == dns.rdatatype.NS)
-    assert {"NOERROR", "NXDOMAIN", "FORMERR", "REFUSED", "NOTIMP", "BADVERS"} <= rcodes
+    assert {"NOERROR", "NXDOMAIN", "FORMERR", "REFUSED", "NOTIMP", "BADVERS", "NOTAUTH"} <= rcodes
     assert truncated >= 3 and referrals >= 50

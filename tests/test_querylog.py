@@ -17,7 +17,7 @@ import pytest
 
 from conftest import REPLY_TIMEOUT, ROOT, WAIT_TIMEOUT, ZONES, copy_tree, fresh_subnet, start_tree, wait_until
 from test_metrics import INTENT, intent_query, udp
-SUMMARY_LABEL = "_summary"
+from tooldns.protocol.summary import SUMMARY_LABEL
 from tooldns.serving.querylog import QueryLog, question_text
 
 FIELDS = {"time", "client", "proto", "zone", "name", "type", "k", "rcode", "results", "duration_us", "cached"}

@@ -112,11 +112,17 @@ async def _run_tree(tree, args) -> None:
     await tree.stop()
 
 
+#: with --workers, each worker polls its children at least this often (seconds), unless told otherwise
+WORKER_SUMMARY_REFRESH = 5.0
+
+
 def _serve_workers(args, tree) -> int:
     """``--workers N``: N processes serving the same addresses (SO_REUSEPORT); this one supervises."""
     workers = Workers(args.zonedir, args.port, args.workers, log_level=logging.getLogger().level,
                       answer_cache=args.answer_cache, only=args.only, listen=args.listen, **_report_options(args),
-                      **_server_options(args))
+                      summaries=args.summaries,
+                      # a NOTIFY reaches one worker of the parent's address: the others learn by polling
+                      summary_refresh=args.summary_refresh or WORKER_SUMMARY_REFRESH, **_server_options(args))
     workers.start()
     _print_reports(args, args.workers)
     _print_started(tree, f", each served by {args.workers} worker processes (pids "
@@ -129,6 +135,7 @@ def _serve_workers(args, tree) -> int:
 def _serve(args) -> int:
     try:
         tree = Tree(args.zonedir, args.port, answer_cache=args.answer_cache, only=args.only, listen=args.listen,
+                    summaries=args.summaries, summary_refresh=args.summary_refresh,
                     **_report_options(args), **_server_options(args))
         if args.workers > 1 and args.port == 0:
             raise ValueError("--workers needs a fixed --port: with port 0 each worker would pick its own")
@@ -259,6 +266,11 @@ def _add_scale_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--listen", type=_names, metavar="ADDR[,ADDR...]",
                    help="serve the zones on these addresses instead of their name servers' (this machine's own "
                         "address; a backend behind dnsdist, whose address the zone files name)")
+    s.add_argument("--summary-refresh", type=_seconds, metavar="S",
+                   help="poll each child's serial at least every S seconds (default: the child's SOA refresh); "
+                        "NOTIFY carries a change at once either way (docs/summaries.md)")
+    s.add_argument("--no-summaries", dest="summaries", action="store_false",
+                   help="parents keep the summaries their zone files hold: no polling, no NOTIFY")
 
 
 def _add_limit_flags(s: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@
     ├── EmbeddingError     an embedder cannot be built or used (unknown spec, missing package or
     │                      weights, the embedding endpoint failed)
     ├── BuildError         a tool catalog cannot be turned into a zone tree
+    ├── SummaryError       a child's published summary is malformed, too large or not its own
     └── ServeError         the zones cannot be served here: too few open files allowed, or a
                            worker process cannot start (an OSError too)
 
@@ -57,6 +58,10 @@ class EmbeddingError(ToolDNSError):
 
 class BuildError(ToolDNSError):
     """The catalog cannot be built into a zone tree."""
+
+
+class SummaryError(ToolDNSError):
+    """The published summary is not acceptable."""
 
 
 class ServeError(ToolDNSError, OSError):

@@ -183,6 +183,11 @@ def _title(cat: Category) -> str:
     return f"{cat.title}: {cat.description}".strip(": ")
 
 
+#: every built zone's SOA serial; a parent's copy of a child's summary says it stands for it, so that
+#: a built tree starts without fetching a summary (``docs/summaries.md``)
+SERIAL = 1
+
+
 def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, ...], proto_tools: list[Tool],
           settings: Settings, stats: CorpusStats | None, embedded: "Embedded | None") -> Zone:
     """The zone of one category: its tools, and a delegation to each child whose summary is the
@@ -190,11 +195,11 @@ def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, .
     children = tuple(
         Delegation(child.label, layout.origin_of[id(child)], child.kind,
                    Summary(_title(child), tuple(child.keywords),
-                           " ".join(proto_tools[i].text() for i in sorted(child.all_tools()))),
+                           " ".join(proto_tools[i].text() for i in sorted(child.all_tools())), serial=SERIAL),
                    layout.nameservers(child), leaf=not child.children,
                    vectors=embedded.centroids(sorted(child.all_tools())) if embedded else ())
         for child in cat.children)
-    return Zone(origin=zone_origin, soa=SOA(f"ns1.{zone_origin}", f"hostmaster.{zone_origin}"),
+    return Zone(origin=zone_origin, soa=SOA(f"ns1.{zone_origin}", f"hostmaster.{zone_origin}", serial=SERIAL),
                 nameservers=layout.nameservers(cat), summary=Summary(_title(cat) or zone_origin),
                 children=children, tools=tools, settings=settings, corpus_stats=stats)
 

@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 
 from ..exceptions import ScorerError
 from .scorer import Ranking, Scorer
-from .tokenize import tokenize
+from .tokenize import Tokenized, tokenize
 
 
 #: above this many postings for one query, :meth:`BM25.rank` adds them with numpy (cheaper from about
@@ -72,7 +72,8 @@ class BM25:
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         self.tokenizer = tokenizer
-        doc_tokens = [list(t) for t in tokens] if tokens is not None else [tokenizer(d) for d in (docs or [])]
+        doc_tokens = ([list(t) for t in tokens] if tokens is not None
+                      else [d.tokens if isinstance(d, Tokenized) else tokenizer(d) for d in (docs or [])])
         self.n = len(doc_tokens)
         local = CorpusStats.from_tokens(doc_tokens)
         n_docs = stats.n_docs if stats else local.n_docs

@@ -82,3 +82,21 @@ def tokenize(text: str) -> list[str]:
     for word in _TOKEN_RE.findall(text):
         tokens += _word_tokens(word)
     return tokens
+
+
+class Tokenized(str):
+    """Text whose index terms are known already (a child's published summary carries its terms and
+    their counts, not its text): scorers that tokenize use :attr:`tokens`; others read the text."""
+
+    tokens: list[str]
+
+    def __new__(cls, text: str, tokens: list[str]) -> "Tokenized":
+        obj = super().__new__(cls, text)
+        obj.tokens = list(tokens)
+        return obj
+
+
+def tokens_of(doc: str) -> list[str]:
+    """The index terms of *doc*: its own when it is :class:`Tokenized`, else :func:`tokenize`'s."""
+    return list(doc.tokens) if isinstance(doc, Tokenized) else tokenize(doc)
+

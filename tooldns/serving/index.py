@@ -19,11 +19,13 @@ from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 from ..embedding.registry import IntentEmbeddings, shared_embedder
 from ..exceptions import EmbeddingError
 from ..protocol import names
+from ..protocol.summary import encode_summary, summary_name
 from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
 from ..protocol.vector import Vector, quantize
 from ..scoring.registry import make_scorer
 from ..scoring.scorer import Scorer
 from ..zone.model import Delegation, Tool, Zone
+from .summaries import publish
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,9 @@ class ZoneIndex:
         self.ttl = zone.ttl
         self.records: dict[str, dict[int, list[RR]]] = {}
         self.ents: set[str] = set()
+        #: the owner of the summary this zone publishes (:meth:`published_rr`)
+        self.summary_name = summary_name(zone.origin)
+        self._published: RR | None = None
         self._index_apex()
         self._index_children()
         self._index_tools()
@@ -158,7 +163,7 @@ class ZoneIndex:
         if zone.corpus_stats is not None:
             tool_options.setdefault("stats", zone.corpus_stats)
         child_entries: list = list(zone.children)
-        child_docs = [c.summary.text() or c.label for c in zone.children]
+        child_docs = [c.summary.document() or c.label for c in zone.children]
         child_briefs = [f"{c.label}: {c.summary.display()}" for c in zone.children]
         child_vectors = [c.vectors for c in zone.children]
         if zone.children and zone.tools:
@@ -196,6 +201,14 @@ class ZoneIndex:
         except EmbeddingError as exc:
             log.warning("%s: cannot embed an intent (%s); BM25 alone answers", self.origin, exc)
             return None, ignored, True
+
+    def published_rr(self) -> RR:
+        """The TXT record of the summary this zone publishes for its parent (``_summary.<origin>``,
+        :mod:`tooldns.serving.summaries`), made when first asked for."""
+        if self._published is None:
+            self._published = RR(self.summary_name, QTYPE.TXT, ttl=0,
+                                 rdata=TXT(encode_summary(publish(self.zone))))
+        return self._published
 
     def scorers(self) -> list[Scorer]:
         """Every scorer this index built (for counters and for closing)."""

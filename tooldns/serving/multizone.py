@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 
-from dnslib import CLASS, QTYPE, DNSRecord
+from dnslib import CLASS, OPCODE, QTYPE, DNSRecord
 from dnslib.server import BaseResolver
 
 from ..exceptions import NameError_
@@ -162,7 +162,11 @@ class MultiZoneResolver(BaseResolver):
             name = b".".join(q.qname.label).decode("ascii").lower() + "."
         except UnicodeDecodeError:
             return self.top  # names no zone holds: refused or NXDOMAIN, as by a zone's own server
-        return self.member_for(name if name != ".." else ".")
+        name = name if name != ".." else "."
+        if request.header.opcode == OPCODE.NOTIFY:  # about a child: its parent zone hears it
+            return next((m for m in self.members.values()
+                         if any(c.name == name for c in m.source.index.zone.children)), self.top)
+        return self.member_for(name)
 
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         try:

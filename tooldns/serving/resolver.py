@@ -84,6 +84,9 @@ class ZoneResolver(BaseResolver):
         self.intent_code = intent_code
         self.stats = {"queries": 0, "servfail": 0, "formerr": 0}
         self._packed: tuple[weakref.ref, PackedZone | None] | None = None  # the fast path's, per index
+        #: what hears a NOTIFY for one of this zone's children: (zone, child, client address) -> rcode
+        #: (:meth:`tooldns.serving.summaries.SummaryKeeper.notified`); None: NOTIFY is not implemented
+        self.on_notify = None
 
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         self.stats["queries"] += 1
@@ -152,12 +155,32 @@ class ZoneResolver(BaseResolver):
         reply = reply_for(request, Result(Kind.ANSWER, answer=[RR(request.q.qname, QTYPE.TXT, CLASS.CH, 0, TXT(strings))]))
         return reply
 
+    def _notify(self, request: DNSRecord, handler) -> DNSRecord:
+        """NOTIFY (RFC 1996) that a child of this zone changed: acknowledged when it comes from one
+        of the child's name servers, which the parent then asks for its serial and summary."""
+        if len(request.questions) != 1 or request.q.qtype != QTYPE.SOA or request.q.qclass != CLASS.IN:
+            return self._formerr(request, "a NOTIFY must ask one question: the changed zone's name, type SOA, class IN")
+        child = str(request.q.qname).lower()
+        client = getattr(handler, "client_address", None)
+        address = client[0] if isinstance(client, tuple) else str(client)
+        rcode = self.on_notify(self.source.index.origin, child, address)
+        if rcode == RCODE.REFUSED:
+            return error_reply(request, RCODE.REFUSED, f"NOTIFY for {child} from {address}, which is not one of its "
+                                                       "name servers")
+        if rcode != RCODE.NOERROR:
+            return error_reply(request, rcode, f"{child} is not a child zone of {self.source.index.origin}")
+        reply = request.reply()  # the opcode stays NOTIFY
+        reply.header.aa = 1
+        return reply
+
     def _formerr(self, request: DNSRecord, why: str) -> DNSRecord:
         self.stats["formerr"] += 1
         return error_reply(request, RCODE.FORMERR, why)
 
     def _resolve(self, request: DNSRecord, handler=None) -> DNSRecord:
         header = request.header
+        if header.opcode == OPCODE.NOTIFY and self.on_notify is not None:
+            return self._notify(request, handler)
         if header.opcode != OPCODE.QUERY:
             return error_reply(request, RCODE.NOTIMP, f"opcode {OPCODE.get(header.opcode)} is not implemented")
         if len(request.questions) != 1:

@@ -127,6 +127,8 @@ class DNSServer:
         self._pressed = False  # more than half of the TCP slots taken
         self._tcp_tasks: set[asyncio.Task] = set()
         self._pool: ThreadPoolExecutor | None = None
+        #: message id -> the future of the reply to a message this server sent (NOTIFY)
+        self._awaited: dict[int, asyncio.Future] = {}
         self.stats = {"udp": 0, "tcp": 0, "dropped": 0, "truncated": 0, "cache_hits": 0, "rate_limited": 0,
                       "slipped": 0, "tcp_refused": 0, "tcp_evicted": 0}
         self._observers: tuple = ()  # see observe()
@@ -199,7 +201,8 @@ class DNSServer:
                 wire = bytes(error_reply(None, RCODE.SERVFAIL, "internal server error: reply cannot be packed",
                                          header=record.header, edns=request.opt is not None).pack())
             # class IN only: CHAOS queries (stats.tooldns.) must always be answered afresh
-            cacheable = cacheable and not request.opt_error and record.questions and record.q.qclass == CLASS.IN
+            cacheable = (cacheable and not request.opt_error and record.questions and record.q.qclass == CLASS.IN
+                         and record.header.opcode == 0)  # a NOTIFY is acted on each time
         if len(wire) > 2 and wire[2] & 0x02:
             self.stats["truncated"] += 1
         rcode = wire[3] & 0x0F if len(wire) > 3 else RCODE.SERVFAIL
@@ -283,6 +286,29 @@ class DNSServer:
             return slip_reply(wire)
         return None
 
+    # -- messages this server sends itself (NOTIFY to a parent): from its own address and port --
+    def send(self, wire: bytes, address: tuple[str, int]) -> None:
+        """Send *wire* over UDP from this server's socket (the receiver sees this server's address)."""
+        if self._udp is not None and not self._udp.is_closing():
+            self._udp.sendto(wire, address)
+
+    def expect_reply(self, message_id: int) -> asyncio.Future:
+        """A future that gets the first reply with *message_id* that reaches this server's UDP socket."""
+        future = self._awaited.get(message_id)
+        if future is None or future.done():
+            future = self._awaited[message_id] = asyncio.get_running_loop().create_future()
+        return future
+
+    def forget_reply(self, message_id: int) -> None:
+        self._awaited.pop(message_id, None)
+
+    def _replied(self, data: bytes) -> None:
+        future = self._awaited.pop(int.from_bytes(data[:2], "big"), None)
+        if future is not None and not future.done():
+            future.set_result(data)
+        else:
+            self.stats["dropped"] += 1
+
     # -- sockets --
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -293,6 +319,9 @@ class DNSServer:
                 self.transport = transport
 
             def datagram_received(self, data, addr):
+                if server._awaited and len(data) > 2 and data[2] & 0x80:  # a reply to what we sent
+                    server._replied(data)
+                    return
                 server.stats["udp"] += 1
                 if server._may_block():
                     asyncio.ensure_future(self._answer_later(data, addr))

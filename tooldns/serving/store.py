@@ -6,6 +6,9 @@ validation is logged with its ``file:line`` messages and the last good index kee
 a deleted file keeps serving its last version too. Swapping the index is one assignment, so
 a query sees either the old zone or the new one, never a mix; the replaced index is closed and
 nothing else keeps it (``scripts/bench_reload.py`` checks that memory stays flat over reloads).
+The zone served is the file's with what was learned from the children put in
+(:meth:`ZoneStore.learn`, :mod:`.summaries`), under a serial of its own: the file's, raised by one
+at each change served since the start (a reload, a learned summary), so that parents see the change.
 Each callable in ``listeners`` is called after a swap: a server hosting several zones
 (:mod:`.multizone`) then renews what it holds of them.
 Every load is bounded by *limits* (:class:`tooldns.zone.limits.ZoneLimits`, the defaults unless
@@ -22,9 +25,12 @@ import logging
 import os
 from collections.abc import Callable
 
+from dataclasses import replace
+
 from ..exceptions import ZoneFileError
 from .index import ZoneIndex
 from ..zone.limits import ZoneLimits
+from ..zone.model import Summary, Zone
 from ..zone.zonefile import load_zone
 
 log = logging.getLogger(__name__)
@@ -43,7 +49,13 @@ class ZoneStore:
         self.path = os.fspath(path)
         self.limits = limits
         self._stamp = _stamp(self.path)
-        self.index = ZoneIndex(load_zone(self.path, limits))
+        #: the zone as its file says; what is served (:attr:`zone`) has learned summaries in it
+        self.file_zone = load_zone(self.path, limits)
+        #: child name -> the summary learned from the child (:mod:`.summaries`)
+        self.learned: dict[str, Summary] = {}
+        #: the SOA serial served: the file's, raised by one at each change served since the start
+        self.serial = self.file_zone.soa.serial
+        self.index = ZoneIndex(self._served(self.file_zone))
         self.last_error: str | None = None
         self.reloads = 0
         #: reloads refused (a bad edit, a scorer that cannot be built): the last good version kept serving
@@ -54,6 +66,41 @@ class ZoneStore:
     @property
     def zone(self):
         return self.index.zone
+
+    def _served(self, zone: Zone) -> Zone:
+        """*zone* as served: each child's learned summary where it wins over the file's copy (the copy
+        is not pinned, and stands for no serial or for another serial than the learned one), and the
+        served serial."""
+        children = []
+        for child in zone.children:
+            learned = self.learned.get(child.name)
+            if learned is not None and not child.summary.pinned and child.summary.serial != learned.serial:
+                child = replace(child, summary=learned)
+            children.append(child)
+        return replace(zone, children=tuple(children), soa=replace(zone.soa, serial=self.serial))
+
+    def _next_serial(self, zone: Zone) -> int:
+        return max(zone.soa.serial, self.serial + 1) % 2**32
+
+    def learn(self, summaries: dict[str, Summary]) -> bool:
+        """Use *summaries* (child name -> what the child published) for this zone's children; True
+        when what the zone serves changed (then it serves under a new serial, and listeners hear)."""
+        known = {c.name for c in self.file_zone.children}
+        updates = {name: s for name, s in summaries.items() if name in known and self.learned.get(name) != s}
+        if not updates:
+            return False
+        self.learned.update(updates)
+        if self._served(self.file_zone).children == self.index.zone.children:
+            return False
+        self.serial = self._next_serial(self.file_zone)
+        self._swap(ZoneIndex(self._served(self.file_zone)))
+        return True
+
+    def _swap(self, index: ZoneIndex) -> None:
+        old, self.index = self.index, index
+        old.close()  # stops a replaced LLM scorer's probe
+        for listener in self.listeners:
+            listener()
 
     def check(self) -> str | None:
         """Reload if the file changed. Returns 'reloaded', 'kept' (bad edit), 'missing' or None."""
@@ -69,7 +116,14 @@ class ZoneStore:
             if zone.origin != self.index.origin:
                 raise ZoneFileError(f"{self.path}:1: origin changed from {self.index.origin} to {zone.origin}; "
                                     "a running server keeps its origin: restart to move it")
-            index = ZoneIndex(zone)
+            learned = {name: s for name, s in self.learned.items() if name in {c.name for c in zone.children}}
+            serial, self.serial = self.serial, self._next_serial(zone)
+            self.learned, before = learned, self.learned
+            try:
+                index = ZoneIndex(self._served(zone))
+            except Exception:
+                self.serial, self.learned = serial, before
+                raise
         except ZoneFileError as exc:
             self.last_error = str(exc)
             self.reload_errors += 1
@@ -80,12 +134,10 @@ class ZoneStore:
             self.reload_errors += 1
             log.exception("%s: reload failed; kept the last good version", self.path)
             return "kept"
-        old, self.index = self.index, index
-        old.close()  # stops a replaced LLM scorer's probe
+        self.file_zone = zone
         self.last_error = None
         self.reloads += 1
-        for listener in self.listeners:
-            listener()
+        self._swap(index)
         log.info("%s: reloaded %s (serial %d, %d children, %d tools)", self.path, zone.origin,
                  zone.soa.serial, len(zone.children), len(zone.tools))
         return "reloaded"

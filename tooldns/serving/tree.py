@@ -44,6 +44,7 @@ from .multizone import MultiZoneResolver
 from .resolver import ZoneResolver
 from .server import MAX_TCP, MAX_TCP_PER_CLIENT, DNSServer
 from .store import ZoneStore
+from .summaries import SummaryKeeper
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class Tree:
                  stores: list[ZoneStore] | None = None, answer_cache: int = 4096,
                  only: Sequence[str] | None = None, listen: Sequence[str] | None = None,
                  metrics: tuple[str, int] | None = None, query_log: str | None = None, log_intents: bool = False,
-                 **server_options) -> None:
+                 summaries: bool = True, summary_refresh: float | None = None, **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
         ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``."""
         unknown = set(server_options) - _SERVER_OPTIONS
@@ -147,7 +148,14 @@ class Tree:
         self.server_options = server_options
         self.watch_interval = watch_interval
         self.listen = _listen_addresses(listen)
-        self.stores = select_zones(stores if stores is not None else load_tree(zonedir), only)
+        loaded = stores if stores is not None else load_tree(zonedir)
+        #: every zone of the directory (served here or not) -> its name servers: where NOTIFY goes
+        self.known_zones = {store.index.origin: store.file_zone.nameservers for store in loaded}
+        self.stores = select_zones(loaded, only)
+        #: parents keep their children's summaries fresh (:mod:`.summaries`), polling each child at
+        #: most every *summary_refresh* seconds (None: at the child's SOA refresh interval)
+        self.sync_summaries, self.summary_refresh = summaries, summary_refresh
+        self.summaries: SummaryKeeper | None = None
         #: address -> the zones served there
         self.plan = plan(self.stores, self.listen)
         #: origin -> the addresses it is served on
@@ -200,6 +208,12 @@ class Tree:
             self.port = server.port  # glue carries addresses only: one port for the whole tree
             self.sockets[address] = server
         self.servers = [(s, self.sockets[a]) for s in self.stores for a in self.addresses[s.index.origin]]
+        if self.sync_summaries:
+            self.summaries = SummaryKeeper(self.stores, self.known_zones, self.port, self.sockets,
+                                           refresh=self.summary_refresh)
+            for resolver in self.resolvers.values():
+                resolver.on_notify = self.summaries.notified
+            await self.summaries.start()
         if self.metrics is not None:
             try:
                 self.metrics_address = self.metrics.serve(*self.metrics_address)
@@ -242,6 +256,9 @@ class Tree:
                     log.exception("watching %s", store.path)
 
     async def stop(self) -> None:
+        if self.summaries is not None:
+            await self.summaries.stop()
+            self.summaries = None
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..protocol.hygiene import cap_repeats
 from ..scoring.bm25 import CorpusStats
+from ..scoring.tokenize import Tokenized
 
 KINDS = ("functional", "organisation")
 
@@ -35,6 +36,17 @@ class Summary:
     #: longer text that scorers index but answers do not show (``tooldns build`` puts the text of
     #: every tool beneath a child here)
     corpus: str = ""
+    #: in a parent's delegation: the child's SOA serial this copy was written for (``tooldns build``
+    #: writes it); while the child serves that serial the parent uses this copy, and learns the
+    #: child's published summary once it serves another (``docs/summaries.md``)
+    serial: int | None = None
+    #: in a parent's delegation: the operator's copy always wins; the parent never asks the child
+    pinned: bool = False
+    #: learned from the child's published summary (never read from a zone file): its index terms
+    #: and their counts, standing for its description, keywords and everything beneath it
+    terms: tuple[tuple[str, int], ...] = ()
+    #: learned: how many tools the child says are in it and beneath it
+    tools: int = 0
 
     def display(self) -> str:
         """What referrals show: description and keywords."""
@@ -43,6 +55,16 @@ class Summary:
     def text(self) -> str:
         """What scorers index."""
         return " ".join([self.description, *self.keywords, self.corpus]).strip()
+
+    def document(self) -> str:
+        """What scorers index, as a scorer's document: :meth:`text`, or for a learned summary its
+        terms as they were counted (:class:`~tooldns.scoring.tokenize.Tokenized`: lexical scorers
+        read the terms, others the description, keywords and the most frequent terms)."""
+        if not self.terms:
+            return self.text()
+        tokens = [term for term, n in self.terms for _ in range(n)]
+        shown = " ".join([self.description, *self.keywords, *(t for t, _ in self.terms[:200])]).strip()
+        return Tokenized(shown, tokens)
 
 
 @dataclass(frozen=True)

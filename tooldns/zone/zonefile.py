@@ -386,10 +386,17 @@ class _Checker:
             return b""
         return data
 
-    def summary(self, value: Any, line: int, what: str) -> Summary:
-        m = self.mapping(value, line, what, {"description"}, {"keywords", "corpus"})
+    def summary(self, value: Any, line: int, what: str, child: bool = False) -> Summary:
+        """A ``summary:`` block; a child's may say which serial of the child it was written for
+        (``serial``) and that it is the operator's to keep (``pin: true``)."""
+        m = self.mapping(value, line, what, {"description"}, {"keywords", "corpus"} | ({"serial", "pin"} if child else set()))
         if m is None:
             return Summary()
+        serial = self.integer(m, "serial", what, None, 0, 2**32 - 1) if "serial" in m else None
+        pinned = m.get("pin", False)
+        if not isinstance(pinned, bool):
+            self.err(self.lineof(m, "pin"), f"{what} 'pin' must be true or false, got {_show(pinned)}")
+            pinned = False
         desc = self.text(m, "description", what, limit="max_summary_bytes")
         corpus = self.text(m, "corpus", what, empty_ok=True, limit="max_corpus_bytes")
         keywords = []
@@ -399,7 +406,7 @@ class _Checker:
             elif not self.too_long(str(kw), kline, f"keyword in {what}", self.limits.max_keyword_bytes,
                                    "max_keyword_bytes"):
                 keywords.append(str(kw).strip())
-        return Summary(desc, tuple(keywords), corpus)
+        return Summary(desc, tuple(keywords), corpus, serial, pinned)
 
     def nameservers(self, m: _Map, what: str, bailiwick: str | None) -> tuple[NameServer, ...]:
         """Name servers with addresses; in-bailiwick names need an address (glue)."""
@@ -639,7 +646,8 @@ def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
         kind = "organisation" if kind == "organization" else kind
         if kind not in KINDS:
             c.err(c.lineof(m, "kind"), f"child kind '{kind}' is unknown; allowed: {', '.join(KINDS)}")
-        summary = c.summary(m["summary"], c.lineof(m, "summary"), f"summary of child '{label}'") if "summary" in m else Summary()
+        summary = (c.summary(m["summary"], c.lineof(m, "summary"), f"summary of child '{label}'", child=True)
+                   if "summary" in m else Summary())
         child_name = f"{label}.{origin}"
         ns = c.nameservers(m, f"delegation to '{label}'", origin)
         leaf = m.get("leaf", False)
@@ -795,6 +803,10 @@ def _dump_summary(summary: Summary) -> dict[str, Any]:
         out["keywords"] = list(summary.keywords)
     if summary.corpus:
         out["corpus"] = summary.corpus
+    if summary.serial is not None:
+        out["serial"] = summary.serial
+    if summary.pinned:
+        out["pin"] = True
     return out
 
 

@@ -1,0 +1,356 @@
+"""Edits that travel up the tree: published summaries, NOTIFY, polling, and what a parent refuses.
+
+Real servers on loopback throughout: a copy of the shipped tree, and, for a child that lies, a
+small DNS server written here with dnspython that answers what an honest server would not.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import dns.flags
+import dns.message
+import dns.opcode
+import dns.query
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
+import pytest
+
+from conftest import REPLY_TIMEOUT, ZONES, copy_tree, fresh_subnet, free_port, start_tree, wait_until
+from resolver_client import Resolver
+from resolver_client.exceptions import NoServersReachable
+from tooldns.exceptions import SummaryError
+from tooldns.protocol.summary import (MAX_SUMMARY_BYTES, MAX_TERMS, PublishedSummary, decode_summary, encode_summary,
+                                      fit_summary, summary_name)
+from tooldns.serving.store import ZoneStore
+from tooldns.serving.summaries import learned_summary, publish
+from tooldns.zone.zonefile import load_zone
+
+AIRSHIP = """\
+- label: zeppelin-routes
+  name: Zeppelin Airship Route Planner
+  service: http
+  target: airships.example.org.
+  port: 443
+  description: Plans routes for a zeppelin, airship or dirigible between mooring masts, with winds aloft.
+"""
+AIRSHIP_INTENT = "zeppelin airship dirigible"
+
+
+def _add_tool(path: Path, text: str = AIRSHIP) -> None:
+    """Add a tool to a zone file as an organisation would: an edit, the serial left as it was."""
+    path.write_text(path.read_text(encoding="utf-8").replace("tools:\n", "tools:\n" + text, 1), encoding="utf-8")
+
+
+def _found(tree, intent: str, name: str, k: int = 1) -> bool:
+    with Resolver(root=tree.root(), cache=False, timeout=REPLY_TIMEOUT) as r:
+        return any(t.name == name for t in r.resolve(intent, k=k).tools)
+
+
+def _ask(address: str, port: int, name: str, rdtype: str, tcp: bool = True) -> dns.message.Message:
+    query = dns.message.make_query(name, rdtype)
+    query.flags &= ~dns.flags.RD
+    send = dns.query.tcp if tcp else dns.query.udp
+    return send(query, address, port=port, timeout=REPLY_TIMEOUT)
+
+
+# -- the codec --------------------------------------------------------------------------------------
+
+def test_a_summary_survives_its_txt_strings_and_says_whose_it_is():
+    counts = Counter({"weather": 9, "forecast": 4, "天气": 2, "mp3": 1})
+    summary = fit_summary("weather.tools.", 42, "Weather: forecasts and history", ("weather", "climate"), counts, 3)
+    strings = encode_summary(summary)
+    assert all(len(s) <= 255 for s in strings)
+    assert decode_summary(strings, "weather.tools.") == summary
+    assert summary.terms[0] == ("weather", 9)  # most frequent first
+    with pytest.raises(SummaryError, match="says it is 'weather.tools.'"):
+        decode_summary(strings, "maps.tools.")  # a child cannot speak for another zone
+
+
+@pytest.mark.parametrize("doc, why", [
+    (b"not json", "not UTF-8 JSON"),
+    (b"[1, 2]", "JSON object"),
+    ({"format": "tooldns-summary/9"}, "format"),
+    ({"extra": 1}, "unknown keys"),
+    ({"serial": -1}, "serial"),
+    ({"serial": True}, "serial"),
+    ({"terms": {"Has Space": 1}}, "not an index term"),
+    ({"terms": {"UPPER": 1}}, "not an index term"),
+    ({"terms": {"x" * 65: 1}}, "not an index term"),
+    ({"terms": {"weather": 0}}, "counted 0"),
+    ({"terms": {"weather": 10**6}, "tools": 2}, "at most 9"),  # keyword stuffing, as zone files cap it
+    ({"keywords": "weather"}, "keywords"),
+    ({"description": "x" * 5000}, "description"),
+])
+def test_a_parent_refuses_malformed_or_inflated_summaries(doc, why):
+    if isinstance(doc, dict):
+        base = {"format": "tooldns-summary/1", "zone": "maps.tools.", "serial": 1, "tools": 1, "terms": {}}
+        doc = json.dumps({**base, **doc}).encode()
+    with pytest.raises(SummaryError, match=why):
+        decode_summary([doc[i:i + 255] for i in range(0, len(doc), 255)], "maps.tools.")
+
+
+def test_a_summary_too_large_is_refused_and_a_large_zone_publishes_what_fits():
+    huge = [b"x" * 255] * (MAX_SUMMARY_BYTES // 255 + 2)
+    with pytest.raises(SummaryError, match="octets"):
+        decode_summary(huge, "maps.tools.")
+    counts = Counter({f"term{i}": 1 + i % 7 for i in range(3 * MAX_TERMS)})
+    fitted = fit_summary("big.tools.", 1, "big", (), counts, tools=10_000)
+    assert len(fitted.terms) <= MAX_TERMS
+    assert len(b"".join(encode_summary(fitted))) <= MAX_SUMMARY_BYTES
+    assert min(n for _, n in fitted.terms) >= max(n for t, n in counts.items() if t not in dict(fitted.terms))
+    assert decode_summary(encode_summary(fitted), "big.tools.") == fitted
+
+
+# -- what a zone publishes and how a parent uses it ------------------------------------------------
+
+def test_a_zone_publishes_the_words_of_its_tools_and_of_its_children(tmp_path):
+    zonedir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    _add_tool(zonedir / "routing.maps.tools.yaml")
+    routing = publish(load_zone(zonedir / "routing.maps.tools.yaml"))
+    terms = dict(routing.terms)
+    assert terms["zeppelin"] >= 1 and terms["dirigible"] >= 1 and terms["route"] >= 2
+    assert routing.zone == "routing.maps.tools." and routing.tools == len(load_zone(zonedir / "routing.maps.tools.yaml").tools)
+    maps = load_zone(zonedir / "maps.tools.yaml")
+    assert "zeppelin" not in dict(publish(maps).terms)  # maps' copy of routing is the hand-written one
+
+
+def test_which_copy_wins_pinned_then_serial_then_learned(tmp_path):
+    zonedir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    path = zonedir / "maps.tools.yaml"
+    store = ZoneStore(path)
+    routing = next(c for c in store.zone.children if c.label == "routing")
+    assert routing.summary.serial == 2026113001  # the shipped copy stands for the child's serial
+    first = store.serial
+    same = learned_summary(PublishedSummary("routing.maps.tools.", 2026113001, "routing", terms=(("route", 3),)))
+    assert store.learn({"routing.maps.tools.": same}) is False  # the file's copy stands for that serial
+    newer = learned_summary(PublishedSummary("routing.maps.tools.", 2026113002, "routing", terms=(("zeppelin", 3),)))
+    assert store.learn({"routing.maps.tools.": newer}) is True
+    assert store.serial == first + 1 and store.zone.soa.serial == first + 1
+    assert next(c for c in store.zone.children if c.label == "routing").summary.terms == (("zeppelin", 3),)
+    assert store.learn({"nothere.maps.tools.": newer}) is False  # not a child: ignored
+    # the operator pins the copy: it wins again after the reload, and the serial moves on
+    text = path.read_text(encoding="utf-8").replace("    serial: 2026113001\n    description: 'Routing",
+                                                    "    pin: true\n    description: 'Routing", 1)
+    path.write_text(text, encoding="utf-8")
+    assert wait_until(lambda: store.check() == "reloaded", timeout=5)
+    routing = next(c for c in store.zone.children if c.label == "routing")
+    assert routing.summary.pinned and not routing.summary.terms and store.serial == first + 2
+
+
+def test_the_summary_is_served_at_its_name_over_tcp(demo_tree):
+    address, port = demo_tree.root()
+    weather = demo_tree.tree.addresses["weather.tools."][0]
+    reply = _ask(weather, port, summary_name("weather.tools."), "TXT")
+    assert reply.rcode() == dns.rcode.NOERROR and reply.flags & dns.flags.AA
+    (rrset,) = reply.answer
+    summary = decode_summary(list(rrset[0].strings), "weather.tools.")
+    assert summary.serial == 2026113001 and summary.tools >= 4  # own tools; a copy counts at least one
+    assert {"weather", "forecast", "typhoon"} <= set(dict(summary.terms))
+    soa = _ask(weather, port, "weather.tools.", "SOA", tcp=False)
+    assert soa.answer[0][0].serial == summary.serial
+
+
+# -- live, on a running tree ------------------------------------------------------------------------
+
+def test_a_leaf_edit_is_findable_from_the_root_while_resolutions_run(demo_dir):
+    """The issue's example: a tool about airships added to routing.maps.tools., asked of the root with
+    K=1. Meanwhile another thread resolves in a loop (rate limiting off: it asks hundreds of times a
+    second from one address): every resolution succeeds."""
+    tree = start_tree(demo_dir, rate_limit=0)
+    errors, done, loops = [], threading.Event(), Counter()
+
+    def resolve_forever():
+        with Resolver(root=tree.root(), cache=False, timeout=REPLY_TIMEOUT) as r:
+            while not done.is_set():
+                try:
+                    tools = r.resolve("driving directions to the airport", k=2).tools
+                    loops["ok" if tools else "empty"] += 1
+                except Exception as exc:  # noqa: BLE001 - any failure is the test's finding
+                    errors.append(repr(exc))
+
+    worker = threading.Thread(target=resolve_forever)
+    worker.start()
+    try:
+        assert not _found(tree, AIRSHIP_INTENT, "Zeppelin Airship Route Planner")
+        _add_tool(demo_dir / "routing.maps.tools.yaml")
+        assert wait_until(lambda: _found(tree, AIRSHIP_INTENT, "Zeppelin Airship Route Planner")), \
+            "the new tool never became findable from the root"
+        stores = {s.index.origin: s for s in tree.tree.stores}
+        for origin in ("routing.maps.tools.", "maps.tools.", "tools."):
+            assert stores[origin].serial > 2026113001, origin  # each level serves a new serial
+        assert stores["weather.tools."].serial == 2026113001  # no other branch changed
+        counters = tree.tree.summaries.counters()
+        assert counters["notifies_sent"] >= 2 and counters["notifies_received"] >= 2
+        assert counters["summaries_learned"] >= 2 and counters["notifies_refused"] == 0
+    finally:
+        done.set()
+        worker.join(REPLY_TIMEOUT * 3)
+        tree.stop()
+    assert not errors, errors[:3]
+    assert loops["ok"] > 0 and loops["empty"] == 0
+
+
+def test_a_child_that_is_down_keeps_its_last_good_summary(demo_dir, caplog):
+    tree = start_tree(demo_dir, summary_refresh=0.2)
+    try:
+        _add_tool(demo_dir / "routing.maps.tools.yaml")
+        assert wait_until(lambda: _found(tree, AIRSHIP_INTENT, "Zeppelin Airship Route Planner"))
+        routing_address = tree.tree.addresses["routing.maps.tools."][0]
+        tree.call(tree.tree.stop_server("routing.maps.tools.", routing_address))
+        failures = tree.tree.summaries.counters()["summary_refresh_failures"]
+        assert wait_until(lambda: tree.tree.summaries.counters()["summary_refresh_failures"] > failures + 2)
+        maps = next(s for s in tree.tree.stores if s.index.origin == "maps.tools.")
+        routing = next(c for c in maps.zone.children if c.label == "routing")
+        assert "zeppelin" in dict(routing.summary.terms)  # the last good summary, still used
+        assert "cannot refresh the summary of routing.maps.tools." in caplog.text
+        # the root and maps still route there; the leaf itself is down, and the resolver says so
+        with Resolver(root=tree.root(), cache=False, timeout=0.5) as r:
+            with pytest.raises(NoServersReachable, match="routing.maps.tools.: no name server answered"):
+                r.resolve(AIRSHIP_INTENT, k=1)
+    finally:
+        tree.stop()
+
+
+def test_notify_from_an_address_that_is_not_the_childs_name_server_is_refused(demo_tree):
+    address, port = demo_tree.root()
+    weather = demo_tree.tree.addresses["weather.tools."][0]
+    notify = dns.message.make_query("weather.tools.", "SOA", use_edns=0)  # EDNS: room for the EDE text
+    notify.flags = dns.flags.AA
+    notify.set_opcode(dns.opcode.NOTIFY)
+    stranger = dns.query.udp(notify, address, port=port, timeout=REPLY_TIMEOUT)  # from 127.0.0.1
+    assert stranger.rcode() == dns.rcode.REFUSED and stranger.opcode() == dns.opcode.NOTIFY
+    assert "not one of its name servers" in stranger.options[0].text
+    # from the child's own address (another port, as a name server's NOTIFY may come): acknowledged
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind((weather, 0))
+        sock.settimeout(REPLY_TIMEOUT)
+        sock.sendto(notify.to_wire(), (address, port))
+        ack = dns.message.from_wire(sock.recv(4096))
+    assert ack.rcode() == dns.rcode.NOERROR and ack.opcode() == dns.opcode.NOTIFY and ack.flags & dns.flags.AA
+    again = dns.query.udp(notify, address, port=port, timeout=REPLY_TIMEOUT)
+    assert again.rcode() == dns.rcode.REFUSED  # never answered from the packet cache
+    notauth = dns.message.make_query("weather.tools.", "SOA")
+    notauth.set_opcode(dns.opcode.NOTIFY)
+    reply = dns.query.udp(notauth, weather, port=port, timeout=REPLY_TIMEOUT)  # weather has no such child
+    assert reply.rcode() == dns.rcode.NOTAUTH
+    counters = demo_tree.tree.summaries.counters()
+    assert counters["notifies_refused"] >= 2 and counters["notifies_received"] >= 3
+
+
+# -- a child that lies ------------------------------------------------------------------------------
+
+class LyingChild:
+    """A name server for liar.tools. on (address, port), answering SOA with a new serial each time and
+    ``_summary.liar.tools.`` TXT with whatever strings it is told to send."""
+
+    def __init__(self, address: str, port: int, strings: list[bytes]) -> None:
+        self.address, self.port, self.strings = address, port, strings
+        self.serial, self.asked = 100, Counter()
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind((address, port))
+        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.tcp.bind((address, port))
+        self.tcp.listen()
+        self.udp.settimeout(0.1)
+        self.tcp.settimeout(0.1)
+        self.running = True
+        self.threads = [threading.Thread(target=self._serve_udp), threading.Thread(target=self._serve_tcp)]
+        for t in self.threads:
+            t.start()
+
+    def _answer(self, query: dns.message.Message) -> dns.message.Message:
+        reply = dns.message.make_response(query)
+        reply.flags |= dns.flags.AA
+        q = query.question[0]
+        self.asked[dns.rdatatype.to_text(q.rdtype)] += 1
+        if q.rdtype == dns.rdatatype.SOA:
+            self.serial += 1
+            reply.answer.append(dns.rrset.from_text(q.name, 0, "IN", "SOA",
+                                                    f"ns1.liar.tools. h.liar.tools. {self.serial} 1 1 60 60"))
+        elif q.rdtype == dns.rdatatype.TXT:
+            text = " ".join('"' + "".join(f"\\{b:03d}" for b in s) + '"' for s in self.strings)
+            reply.answer.append(dns.rrset.from_text(q.name, 0, "IN", "TXT", text))
+        return reply
+
+    def _serve_udp(self):
+        while self.running:
+            try:
+                data, addr = self.udp.recvfrom(65535)
+            except OSError:
+                continue
+            self.udp.sendto(self._answer(dns.message.from_wire(data)).to_wire(), addr)
+
+    def _serve_tcp(self):
+        while self.running:
+            try:
+                conn, _ = self.tcp.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(REPLY_TIMEOUT)
+                try:
+                    query, _ = dns.query.receive_tcp(conn)
+                    dns.query.send_tcp(conn, self._answer(query))
+                except Exception:  # noqa: BLE001 - the parent hung up: fine
+                    pass
+
+    def close(self):
+        self.running = False
+        for t in self.threads:
+            t.join()
+        self.udp.close()
+        self.tcp.close()
+
+
+def _liar_tree(tmp_path: Path) -> tuple[Path, str]:
+    subnet = fresh_subnet()
+    zonedir = tmp_path / "zones"
+    zonedir.mkdir()
+    (zonedir / "tools.yaml").write_text(f"""\
+origin: tools.
+soa: {{contact: hostmaster@tools, serial: 1}}
+nameservers: [{{name: ns1.tools., address: {subnet}.1}}]
+children:
+- label: liar
+  summary: {{description: what the parent's operator wrote about it}}
+  nameservers: [{{name: ns1.liar.tools., address: {subnet}.2}}]
+- label: honest
+  summary: {{description: weather forecasts}}
+  nameservers: [{{name: ns1.honest.tools., address: {subnet}.3}}]
+""", encoding="utf-8")
+    return zonedir, subnet
+
+
+@pytest.mark.parametrize("strings, why", [
+    ([b"x" * 255] * (MAX_SUMMARY_BYTES // 255 + 2), "octets"),  # oversized
+    (encode_summary(PublishedSummary("honest.tools.", 101, "I am the honest one", terms=(("weather", 1),))),
+     "says it is 'honest.tools.'"),  # forged: another zone's
+    (encode_summary(PublishedSummary("liar.tools.", 101, "stuffed", tools=1, terms=(("weather", 5000),))),
+     "counted 5000"),  # stuffed
+])
+def test_a_parent_refuses_an_oversized_forged_or_stuffed_summary(tmp_path, caplog, strings, why):
+    zonedir, subnet = _liar_tree(tmp_path)
+    port = free_port(f"{subnet}.1")
+    liar = LyingChild(f"{subnet}.2", port, strings)
+    try:
+        from tooldns.serving.tree import TreeThread
+
+        with TreeThread(zonedir, port, summary_refresh=0.2) as tree:
+            keeper = tree.tree.summaries
+            assert wait_until(lambda: keeper.counters()["summaries_refused"] >= 2)
+            assert liar.asked["TXT"] >= 2
+            root = tree.tree.stores[0]
+            child = next(c for c in root.zone.children if c.label == "liar")
+            assert child.summary.description == "what the parent's operator wrote about it" and not child.summary.terms
+            assert root.serial == 1
+            assert why in caplog.text
+    finally:
+        liar.close()

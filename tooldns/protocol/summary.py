@@ -1,0 +1,158 @@
+"""Published summaries: what a zone tells its parent about itself, in DNS, as pure functions.
+
+A parent ranks its children by what it knows of them. Each zone publishes that at
+``_summary.<origin>`` as one TXT record, versioned by the zone's SOA serial: its hand-written
+description and keywords, and the index terms of everything beneath it (its tools' text and its
+own children's summaries) with their counts, so that a word a new tool brings becomes findable
+from the root. Parents fetch it over TCP when the child's serial changes (on a NOTIFY, or when
+their poll of the child's SOA sees a new serial); :mod:`tooldns.serving.summaries` does that.
+
+The record's strings, joined, are one UTF-8 JSON object (a long value split into 255-octet
+strings, as long DKIM keys are)::
+
+    {"format": "tooldns-summary/1", "zone": "routing.maps.tools.", "serial": 2026113002,
+     "description": "Routing: driving ...", "keywords": ["route", "directions"],
+     "tools": 4, "terms": {"route": 9, "airship": 2, ...}}
+
+A parent accepts only what :func:`decode_summary` accepts: the zone it asked for, at most
+:data:`MAX_SUMMARY_BYTES` octets, :data:`MAX_TERMS` terms that are index terms (lower-case
+letters and digits, at most 64 characters), each counted at most :data:`MAX_REPEATS` times per
+tool beneath (as zone files cap repeated words), printable description and keywords within the
+zone-file limits. Anything else is refused with a :class:`SummaryError` saying why.
+
+    >>> s = fit_summary("maps.tools.", 7, "Maps", ("map",), Counter({"map": 3, "route": 2}), tools=2)
+    >>> decode_summary(encode_summary(s), "maps.tools.") == s
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ..exceptions import SummaryError
+from .hygiene import MAX_REPEATS, printable
+
+#: the label under a zone's apex that owns its published summary (RFC 8552 style)
+SUMMARY_LABEL = "_summary"
+FORMAT = "tooldns-summary/1"
+#: the largest summary a parent accepts, in octets of JSON (the reply, over TCP, stays under 64 KiB)
+MAX_SUMMARY_BYTES = 60_000
+#: the most terms a parent accepts; a zone publishes its most frequent ones that fit
+MAX_TERMS = 8192
+MAX_TERM_CHARS = 64
+MAX_DESCRIPTION_BYTES = 4096
+MAX_KEYWORDS = 256
+MAX_KEYWORD_BYTES = 256
+MAX_TOOLS = 10_000_000
+_TERM = re.compile(r"^[^\W_A-Z]+$", re.UNICODE)
+_KEYS = {"format", "zone", "serial", "description", "keywords", "tools", "terms"}
+
+
+@dataclass(frozen=True)
+class PublishedSummary:
+    """One zone's summary as its parent sees it."""
+
+    zone: str
+    serial: int
+    description: str = ""
+    keywords: tuple[str, ...] = ()
+    #: tools in the zone and beneath it
+    tools: int = 0
+    #: index terms (:func:`tooldns.scoring.tokenize.tokenize`) and their counts, most frequent first
+    terms: tuple[tuple[str, int], ...] = ()
+
+
+def summary_name(origin: str) -> str:
+    """The owner name of *origin*'s published summary."""
+    return f"{SUMMARY_LABEL}.{origin}"
+
+
+def _payload(summary: PublishedSummary) -> bytes:
+    return json.dumps({"format": FORMAT, "zone": summary.zone, "serial": summary.serial,
+                       "description": summary.description, "keywords": list(summary.keywords),
+                       "tools": summary.tools, "terms": dict(summary.terms)},
+                      ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def encode_summary(summary: PublishedSummary) -> list[bytes]:
+    """The TXT strings of *summary*: its JSON in 255-octet pieces."""
+    data = _payload(summary)
+    return [data[i:i + 255] for i in range(0, len(data), 255)] or [b""]
+
+
+def fit_summary(zone: str, serial: int, description: str, keywords: tuple[str, ...], counts: Counter,
+                tools: int) -> PublishedSummary:
+    """A summary of *zone* that a parent accepts: the most frequent of *counts* (ties by term) that
+    fit :data:`MAX_TERMS` and :data:`MAX_SUMMARY_BYTES`, each capped as :func:`decode_summary` caps."""
+    cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
+    ranked = sorted(((t, min(n, cap)) for t, n in counts.items() if n > 0 and _TERM.match(t)
+                     and len(t) <= MAX_TERM_CHARS), key=lambda tn: (-tn[1], tn[0]))[:MAX_TERMS]
+    description = _clip(printable(description), MAX_DESCRIPTION_BYTES)
+    keywords = tuple(_clip(printable(k), MAX_KEYWORD_BYTES) for k in keywords[:MAX_KEYWORDS])
+    head = len(_payload(PublishedSummary(zone, serial, description, keywords, tools)))
+    size, kept = head, 0
+    for term, n in ranked:
+        size += len(term.encode("utf-8")) + len(str(n)) + 4  # "term":n,
+        if size > MAX_SUMMARY_BYTES:
+            break
+        kept += 1
+    return PublishedSummary(zone, serial, description, keywords, tools, tuple(ranked[:kept]))
+
+
+def _clip(text: str, limit: int) -> str:
+    raw = text.encode("utf-8")
+    return text if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
+
+
+def decode_summary(strings: list[bytes], zone: str) -> PublishedSummary:
+    """The summary in TXT *strings*, which must be *zone*'s; :class:`SummaryError` if anything is off."""
+    data = b"".join(strings)
+    if len(data) > MAX_SUMMARY_BYTES:
+        raise SummaryError(f"summary of {zone} is {len(data)} octets; at most {MAX_SUMMARY_BYTES} are accepted")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SummaryError(f"summary of {zone} is not UTF-8 JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SummaryError(f"summary of {zone} must be a JSON object")
+    unknown = set(doc) - _KEYS
+    if doc.get("format") != FORMAT:
+        raise SummaryError(f"summary of {zone}: format {doc.get('format')!r} is not {FORMAT!r}")
+    if unknown:
+        raise SummaryError(f"summary of {zone}: unknown keys {sorted(unknown)}")
+    if doc.get("zone") != zone:
+        raise SummaryError(f"summary of {zone} says it is {doc.get('zone')!r}'s")
+    serial, tools = doc.get("serial"), doc.get("tools", 0)
+    if not _count(serial, 2**32 - 1, 0):
+        raise SummaryError(f"summary of {zone}: serial must be a number from 0 to 2^32-1")
+    if not _count(tools, MAX_TOOLS, 0):
+        raise SummaryError(f"summary of {zone}: tools must be a number from 0 to {MAX_TOOLS}")
+    description = doc.get("description", "")
+    if not isinstance(description, str) or len(description.encode("utf-8")) > MAX_DESCRIPTION_BYTES:
+        raise SummaryError(f"summary of {zone}: description must be text of at most {MAX_DESCRIPTION_BYTES} octets")
+    keywords = doc.get("keywords", [])
+    if (not isinstance(keywords, list) or len(keywords) > MAX_KEYWORDS
+            or not all(isinstance(k, str) and len(k.encode("utf-8")) <= MAX_KEYWORD_BYTES for k in keywords)):
+        raise SummaryError(f"summary of {zone}: keywords must be a list of at most {MAX_KEYWORDS} texts "
+                           f"of at most {MAX_KEYWORD_BYTES} octets")
+    terms = doc.get("terms", {})
+    if not isinstance(terms, dict) or len(terms) > MAX_TERMS:
+        raise SummaryError(f"summary of {zone}: terms must be an object of at most {MAX_TERMS} terms")
+    cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
+    for term, n in terms.items():
+        if len(term) > MAX_TERM_CHARS or not _TERM.match(term):
+            raise SummaryError(f"summary of {zone}: {term[:40]!r} is not an index term "
+                               f"(lower-case letters and digits, at most {MAX_TERM_CHARS})")
+        if not _count(n, cap, 1):
+            raise SummaryError(f"summary of {zone}: term {term!r} counted {n!r} times; with {tools} tools "
+                               f"at most {cap} are accepted")
+    ranked = tuple(sorted(terms.items(), key=lambda tn: (-tn[1], tn[0])))
+    return PublishedSummary(zone, serial, printable(description), tuple(printable(k) for k in keywords),
+                            tools, ranked)
+
+
+def _count(value, most: int, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and least <= value <= most

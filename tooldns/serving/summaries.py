@@ -1,0 +1,366 @@
+"""Edits that travel up the tree: each zone publishes its summary, parents keep their copies fresh.
+
+A parent ranks its children by a summary of each. The copy in the parent's zone file is written
+once (by hand, or by ``tooldns build``); the child's own zone changes whenever its organisation
+edits it. So every zone publishes what its parent needs at ``_summary.<origin>``
+(:mod:`tooldns.protocol.summary`: its description and keywords, and the index terms of its tools
+and of its own children's summaries), versioned by its SOA serial, and parents keep their copies
+fresh the way DNS secondaries keep zones fresh:
+
+* **NOTIFY** (RFC 1996): when what a zone serves changes (its file was reloaded, or it learned a
+  new summary of one of its own children), its server sends NOTIFY from its own address to the
+  name servers of its parent zone (when this process loaded the parent's zone file; otherwise the
+  parent learns by polling). A parent accepts a NOTIFY only from an address its delegation names
+  (REFUSED otherwise) and then checks the child at once.
+* **Polling**: a parent asks each child's SOA at the child's refresh interval (``--summary-refresh``
+  caps it), and at its retry interval after a failure.
+* When the child's serial differs from the one the parent knows, the parent fetches the summary
+  over TCP from the child's name servers (the delegation's addresses, nothing else), checks it
+  (:func:`tooldns.protocol.summary.decode_summary`: size, shape, the zone's own name) and uses it
+  in place of its file's copy (:meth:`tooldns.serving.store.ZoneStore.learn`). That changes what
+  the parent itself publishes, and serves under a new serial, so the change goes on up, one level
+  at a time, to the root.
+
+Which copy wins: a delegation's ``summary`` with ``pin: true`` is the operator's and is never
+replaced; one with ``serial: N`` stands for the child as of serial N and is used while the child
+serves N (a tree ``tooldns build`` wrote starts without fetching anything); otherwise the child's
+published summary wins as soon as it is learned. A child that cannot be reached keeps its last good
+summary; the failure is logged and counted (``summary_refresh_failures``), and so is a summary
+refused (``summaries_refused``).
+
+    keeper = SummaryKeeper(stores, known_zones, port, sockets)
+    await keeper.start()          # inside the running event loop; Tree does this
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import dns.asyncquery
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.opcode
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+
+from ..exceptions import SummaryError
+from ..protocol import names
+from ..protocol.hygiene import MAX_REPEATS
+from ..protocol.summary import PublishedSummary, decode_summary, fit_summary, summary_name
+from ..scoring.tokenize import tokenize, tokens_of
+from ..zone.model import Delegation, NameServer, Summary, Zone
+
+log = logging.getLogger(__name__)
+
+#: seconds to wait for one reply of a child's name server
+QUERY_TIMEOUT = 2.0
+#: learned summaries arriving within this many seconds are applied to a parent in one rebuild
+BATCH_DELAY = 0.05
+#: NOTIFY is sent again after 1, 2, 4 ... seconds until acknowledged, at most this many times
+NOTIFY_TRIES = 4
+#: queries to children in flight at once (each holds a socket: a tree of thousands of zones polls
+#: them all at start, within the open-file budget's reserve, ``descriptors.RESERVE``)
+MAX_OUTSTANDING = 8
+
+
+def publish(zone: Zone) -> PublishedSummary:
+    """What *zone* tells its parent: its own description and keywords, and the terms of its own
+    summary, its tools and its children's summaries (learned ones as learned), most frequent first."""
+    counts = Counter(tokenize(zone.summary.text()))
+    tools = len(zone.tools)
+    for tool in zone.tools:
+        counts.update(tokenize(tool.text()))
+    for child in zone.children:
+        terms = Counter(tokens_of(child.summary.document()))
+        counts.update(terms)
+        # a copy from a zone file does not say how many tools it stands for: words count at most
+        # MAX_REPEATS times per tool there, so its most frequent word bounds them from below
+        tools += child.summary.tools or max(1, -(-max(terms.values(), default=0) // MAX_REPEATS))
+    return fit_summary(zone.origin, zone.soa.serial, zone.summary.description, zone.summary.keywords,
+                       counts, tools)
+
+
+def learned_summary(published: PublishedSummary) -> Summary:
+    """A delegation's summary made of what the child published."""
+    return Summary(published.description, published.keywords, serial=published.serial,
+                   terms=published.terms, tools=published.tools)
+
+
+@dataclass
+class _Child:
+    """What a parent follows of one child."""
+
+    parent: str
+    delegation: Delegation
+    #: the child's serial the parent's copy stands for (None: unknown, fetch it)
+    known: int | None
+    wake: asyncio.Event
+    task: asyncio.Task | None = None
+    failing: bool = False
+
+
+class SummaryKeeper:
+    """Keeps the summaries of the children of the zones served here fresh, and tells parents when
+    a zone served here changes (NOTIFY). One per :class:`~tooldns.serving.tree.Tree`.
+
+    *stores*: the zones served here; *zones*: every zone this process knows of (origin -> its name
+    servers), to find a changed zone's parent; *port*: the port of every name server of the tree;
+    *sockets*: address -> the :class:`~tooldns.serving.server.DNSServer` there (NOTIFY leaves from
+    the changed zone's own address); *refresh*: the most seconds between two polls of a child.
+    """
+
+    def __init__(self, stores, zones: dict[str, tuple[NameServer, ...]], port: int, sockets: dict,
+                 refresh: float | None = None, timeout: float = QUERY_TIMEOUT) -> None:
+        self.stores = {s.index.origin: s for s in stores}
+        self.zones = zones
+        self.port = port
+        self.sockets = sockets
+        self.refresh = refresh
+        self.timeout = timeout
+        self.children: dict[tuple[str, str], _Child] = {}
+        self.stats = Counter({"notifies_sent": 0, "notifies_acked": 0, "notifies_received": 0,
+                              "notifies_refused": 0, "summary_polls": 0, "summaries_learned": 0,
+                              "summaries_refused": 0, "summary_refresh_failures": 0})
+        self._pending: dict[str, dict[str, Summary]] = {}
+        self._notifying: dict[str, asyncio.Task] = {}
+        self._running = False
+        self._slots = asyncio.Semaphore(MAX_OUTSTANDING)
+
+    # -- life --
+    async def start(self) -> None:
+        self._running = True
+        for origin, store in self.stores.items():
+            store.listeners.append(lambda origin=origin: self._changed(origin))
+            self._follow(origin)
+
+    async def stop(self) -> None:
+        self._running = False
+        tasks = [c.task for c in self.children.values() if c.task is not None] + list(self._notifying.values())
+        for child in self.children.values():
+            child.wake.set()  # a watch whose cancellation a finishing wait swallowed ends on its own
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.children.clear()
+        self._notifying.clear()
+
+    def counters(self) -> dict[str, int]:
+        return dict(self.stats)
+
+    # -- the parent's side --
+    def _follow(self, origin: str) -> None:
+        """Follow the children of zone *origin* as its zone file has them now (new ones start,
+        removed ones stop, pinned ones are left alone)."""
+        zone = self.stores[origin].file_zone
+        wanted = {c.name: c for c in zone.children if not c.summary.pinned}
+        for key in [k for k in self.children if k[0] == origin and k[1] not in wanted]:
+            gone = self.children.pop(key)
+            gone.wake.set()
+            if gone.task is not None:
+                gone.task.cancel()
+        for name, delegation in wanted.items():
+            held = self.children.get((origin, name))
+            if held is not None and held.delegation.nameservers == delegation.nameservers:
+                held.delegation = delegation
+                continue
+            if held is not None and held.task is not None:
+                held.task.cancel()
+                held.wake.set()
+            learned = self.stores[origin].learned.get(name)
+            known = learned.serial if learned is not None else delegation.summary.serial
+            child = _Child(origin, delegation, known, asyncio.Event())
+            child.task = asyncio.create_task(self._watch(child), name=f"summary {name}")
+            self.children[(origin, name)] = child
+
+    def notified(self, parent: str, child: str, address: str) -> int:
+        """A NOTIFY for *child* reached zone *parent* from *address*: the rcode to answer with
+        (NOERROR, and the child is checked at once; REFUSED from an address the delegation does
+        not name; NOTAUTH for a name that is not a child of *parent*)."""
+        self.stats["notifies_received"] += 1
+        store = self.stores.get(parent)
+        delegation = next((c for c in store.file_zone.children if c.name == child), None) if store else None
+        if delegation is None:
+            self.stats["notifies_refused"] += 1
+            return dns.rcode.NOTAUTH
+        if address not in {ns.address for ns in delegation.nameservers}:
+            self.stats["notifies_refused"] += 1
+            log.warning("%s: NOTIFY for %s from %s refused: not one of its name servers", parent, child, address)
+            return dns.rcode.REFUSED
+        held = self.children.get((parent, child))
+        if held is not None:
+            held.wake.set()
+        return dns.rcode.NOERROR
+
+    async def _watch(self, child: _Child) -> None:
+        """Poll the child's SOA at its refresh interval (or at once when woken by a NOTIFY); fetch
+        and learn its summary whenever its serial is not the one known."""
+        await asyncio.sleep(random.uniform(0, 0.05))  # thousands of children: not all at once
+        while self._running and self.children.get((child.parent, child.delegation.name)) is child:
+            wait = await self._check(child)
+            if not self._running:
+                return
+            child.wake.clear()
+            try:
+                await asyncio.wait_for(child.wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _check(self, child: _Child) -> float:
+        """One poll of *child*; the seconds until the next."""
+        name = child.delegation.name
+        self.stats["summary_polls"] += 1
+        try:
+            serial, refresh, retry = await self._soa(child.delegation)
+            if serial != child.known:
+                published = await self._fetch(child.delegation)
+                child.known = published.serial
+                self._learn(child.parent, name, learned_summary(published))
+        except SummaryError as exc:
+            self.stats["summaries_refused"] += 1
+            log.warning("%s: summary of %s refused (%s); keeping the last good one", child.parent, name, exc)
+            return self._cap(600)
+        except Exception as exc:  # unreachable, refused, malformed replies: keep the last good copy
+            self.stats["summary_refresh_failures"] += 1
+            if not child.failing:
+                log.warning("%s: cannot refresh the summary of %s (%s); keeping the last good one",
+                            child.parent, name, exc or type(exc).__name__)
+            child.failing = True
+            return self._cap(getattr(exc, "retry", 600))
+        if child.failing:
+            log.info("%s: %s answers again", child.parent, name)
+        child.failing = False
+        return self._cap(refresh)
+
+    def _cap(self, seconds: float) -> float:
+        return max(0.1, min(seconds, self.refresh) if self.refresh is not None else seconds)
+
+    def _servers(self, delegation: Delegation) -> list[str]:
+        return [ns.address for ns in delegation.nameservers]
+
+    async def _ask(self, delegation: Delegation, qname: str, rdtype, tcp: bool) -> dns.message.Message:
+        """An authoritative answer to (*qname*, *rdtype*) from the first of the delegation's name
+        servers that gives one."""
+        query = dns.message.make_query(qname, rdtype)
+        query.flags &= ~dns.flags.RD
+        problems = []
+        for address in self._servers(delegation):
+            try:
+                send = dns.asyncquery.tcp if tcp else dns.asyncquery.udp
+                async with self._slots:
+                    reply = await send(query, address, timeout=self.timeout, port=self.port)
+            except (OSError, dns.exception.DNSException, EOFError) as exc:
+                problems.append(f"{address}: {exc or type(exc).__name__}")
+                continue
+            if reply.rcode() != dns.rcode.NOERROR or not reply.flags & dns.flags.AA:
+                problems.append(f"{address}: {dns.rcode.to_text(reply.rcode())}"
+                                f"{'' if reply.flags & dns.flags.AA else ', not authoritative'}")
+                continue
+            return reply
+        raise ConnectionError("; ".join(problems) or "no name servers")
+
+    async def _soa(self, delegation: Delegation) -> tuple[int, float, float]:
+        reply = await self._ask(delegation, delegation.name, dns.rdatatype.SOA, tcp=False)
+        rrset = reply.get_rrset(reply.answer, dns.name.from_text(delegation.name), dns.rdataclass.IN,
+                                dns.rdatatype.SOA)
+        if rrset is None or len(rrset) != 1:
+            raise ConnectionError(f"no SOA record for {delegation.name}")
+        soa = rrset[0]
+        return soa.serial, float(soa.refresh), float(soa.retry)
+
+    async def _fetch(self, delegation: Delegation) -> PublishedSummary:
+        owner = summary_name(delegation.name)
+        reply = await self._ask(delegation, owner, dns.rdatatype.TXT, tcp=True)
+        rrset = reply.get_rrset(reply.answer, dns.name.from_text(owner), dns.rdataclass.IN, dns.rdatatype.TXT)
+        if rrset is None or len(rrset) != 1:
+            raise SummaryError(f"{owner} must hold exactly one TXT record")
+        return decode_summary(list(rrset[0].strings), delegation.name)
+
+    def _learn(self, parent: str, child: str, summary: Summary) -> None:
+        """Apply *summary* to *parent* soon, with whatever else arrives meanwhile (one rebuild)."""
+        pending = self._pending.setdefault(parent, {})
+        first = not pending
+        pending[child] = summary
+        if first:
+            asyncio.get_running_loop().call_later(BATCH_DELAY, self._apply, parent)
+
+    def _apply(self, parent: str) -> None:
+        summaries = self._pending.pop(parent, {})
+        store = self.stores.get(parent)
+        if not summaries or store is None or not self._running:
+            return
+        try:
+            changed = store.learn(summaries)
+        except Exception:
+            log.exception("%s: cannot apply learned summaries of %s", parent, ", ".join(sorted(summaries)))
+            return
+        self.stats["summaries_learned"] += len(summaries)
+        if changed:
+            log.info("%s: learned the summaries of %s (now serial %d)", parent, ", ".join(sorted(summaries)),
+                     store.serial)
+
+    # -- the child's side --
+    def _changed(self, origin: str) -> None:
+        """Zone *origin* serves something new (a reload, or a learned summary): follow its children
+        as its file now has them, and NOTIFY its parent."""
+        if not self._running:
+            return
+        self._follow(origin)
+        parent = parent_zone(origin, self.zones)
+        servers = self.zones.get(parent) if parent else None
+        if not servers:
+            return
+        old = self._notifying.pop(origin, None)
+        if old is not None:
+            old.cancel()
+        self._notifying[origin] = asyncio.create_task(self._notify(origin, servers), name=f"notify {origin}")
+
+    def _sender(self, origin: str):
+        """The server of one of *origin*'s own addresses (NOTIFY leaves from there)."""
+        for ns in self.stores[origin].index.zone.nameservers:
+            server = self.sockets.get(ns.address)
+            if server is not None:
+                return server
+        return None
+
+    async def _notify(self, origin: str, servers: Iterable[NameServer]) -> None:
+        server = self._sender(origin)
+        if server is None:
+            return
+        targets = [(ns.address, self.port) for ns in servers]
+        for attempt in range(NOTIFY_TRIES):
+            message = dns.message.make_query(origin, dns.rdatatype.SOA)
+            message.flags = dns.flags.AA  # the opcode lives in the flags: set it after them
+            message.set_opcode(dns.opcode.NOTIFY)
+            acked = server.expect_reply(message.id)
+            for target in targets:
+                server.send(message.to_wire(), target)
+                self.stats["notifies_sent"] += 1
+            try:
+                await asyncio.wait_for(acked, 2.0 ** attempt)
+            except asyncio.TimeoutError:
+                continue
+            finally:
+                server.forget_reply(message.id)
+            self.stats["notifies_acked"] += 1
+            return
+        log.info("%s: NOTIFY to %s not acknowledged; the parent will see the change when it polls",
+                 origin, ", ".join(a for a, _ in targets))
+
+
+def parent_zone(origin: str, zones: Iterable[str]) -> str | None:
+    """The closest enclosing zone of *origin* among *zones* (its parent in the tree), if any."""
+    known = set(zones)
+    name = origin
+    while name != ".":
+        name = names.parent(name)
+        if name in known:
+            return name
+    return None
