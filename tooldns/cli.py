@@ -8,6 +8,7 @@
     tooldns check zones/                 validate zone files, print file:line errors
     tooldns demo "historical weather Hong Kong"   serve zones/, resolve one intent, stop
     tooldns build services.json --out built/       a catalog of tools to a tree of zone files
+    tooldns build --update services.json --out built/   the built tree changed in place to the catalog as it is
     tooldns embed built/                 fill in missing or stale tool vectors and centroids, in place
     tooldns mcp --root 127.0.0.1:5300    tool discovery for agents as an MCP server (docs/mcp.md)
 
@@ -34,6 +35,7 @@ from .exceptions import ToolDNSError, ZoneFileError
 SERVER_PACKAGES = ("dnslib", "yaml", "openai", "numpy", "sklearn", "prometheus_client")
 try:
     from .building.build import Embedded, add_build_command
+    from .building.update import add_update_options
     from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings
     from .embedding.registry import make_embedder
     from .serving.server import MAX_TCP, MAX_TCP_PER_CLIENT, TCP_IDLE, TCP_IDLE_BUSY
@@ -376,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--timeout", type=float, default=1.0, help="seconds the resolver waits for each reply (default 1)")
     d.set_defaults(func=_demo)
     add_build_command(sub)
+    add_update_options(sub.choices["build"])
     e = sub.add_parser("embed", help="fill in missing or stale tool vectors and centroids of a zone directory, "
                                      "in place")
     e.add_argument("zonedir")

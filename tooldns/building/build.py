@@ -6,8 +6,9 @@
 
 Steps: load and check the catalog (:mod:`.catalog`), build a category tree (:mod:`.trees`),
 then write one zone file per category through :mod:`tooldns.zone.zonefile` (the same schema the
-server reads), with loopback addresses and glue assigned, plus ``catalog-map.json`` (catalog id -> the tool's DNS names) and
-``build-report.json``. Decisions, measured on the ToolRet data (``docs/building.md``):
+server reads), with loopback addresses and glue assigned, plus ``catalog-map.json`` (catalog id -> the tool's DNS names),
+``build-report.json`` and ``build-state/`` (:mod:`.state`: what ``tooldns build --update``, :mod:`.update`, needs
+to change the tree in place). Decisions, measured on the ToolRet data (``docs/building.md``):
 
 * a child's summary, which its parent scores, is the text of every tool beneath it (short
   category names and descriptions route badly), scored with BM25 k1 = 10 (long documents);
@@ -22,10 +23,12 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -40,6 +43,7 @@ from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 from ..zone.zonefile import write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
+from .state import SELF, BuildState, ChildTerms, Totals, ZoneEntry, tool_digest
 from .trees import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
 
 DEFAULT_CHILD_K1 = 10.0
@@ -217,12 +221,12 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                 child_b: float = DEFAULT_CHILD_B,
                 tool_k1: float = DEFAULT_TOOL_K1, prune_ratio: float = DEFAULT_PRUNE_RATIO,
                 scorer: str | None = None, scorer_options: dict | None = None, embedded: "Embedded | None" = None,
-                progress=lambda s: None) -> BuildReport:
+                max_leaf: int | None = None, max_children: int | None = None, progress=lambda s: None) -> BuildReport:
     """Write one zone file per category of *root* into *out* (through :func:`write_zone`); return the report.
 
     With *embedded* (the catalog's vectors), every tool carries its vector and every delegation a
     few centroids of the tools beneath it, and the zones score with ``hybrid`` unless *scorer*
-    says otherwise."""
+    says otherwise; also ``build-state/`` for ``tooldns build --update`` (:func:`_write_state`)."""
     t0 = time.perf_counter()
     origin = names.normalize(origin)
     if service not in names.SERVICES or service == names.ANY_SERVICE:
@@ -267,10 +271,46 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
             progress(f"wrote {n}/{len(layout.order)} zones")
     report.warnings.extend(dict.fromkeys(label_warnings))  # a tool placed twice is warned once
     _account(report, mapping, layout)
-    report.seconds = time.perf_counter() - t0
     (outdir / "catalog-map.json").write_text(json.dumps(mapping, ensure_ascii=False, indent=0), encoding="utf-8")
+    _write_state(outdir, catalog, layout, tool_tokens, stats, settings, subnet, service, max_leaf, max_children)
+    report.seconds = time.perf_counter() - t0
     report.write(outdir)
     return report
+
+
+def _write_state(outdir: Path, catalog: Catalog, layout: _Layout, tool_tokens: list[list[str]], stats: CorpusStats,
+                 settings: Settings, subnet: str, service: str, max_leaf: int | None, max_children: int | None) -> None:
+    """``build-state/`` (:mod:`.state`): what ``tooldns build --update`` needs to change this tree in place.
+    *max_leaf* and *max_children* (the offline tree's; None for other trees) let an update split a
+    leaf that grows past twice *max_leaf*."""
+    child_k1, child_b = settings.child_scorer_options["k1"], settings.child_scorer_options["b"]
+    shutil.rmtree(BuildState.directory(outdir), ignore_errors=True)
+    (outdir / "update-report.json").unlink(missing_ok=True)  # the last update's, of the tree replaced
+    root_origin = layout.order[0][1]
+    parent_of = {id(child): origin for cat, origin, _ in layout.order for child in cat.children}
+    zones = {origin: ZoneEntry(("root" if origin == root_origin else origin.rstrip(".")) + ".yaml",
+                               parent_of.get(id(cat)), layout.address_of[id(cat)])
+             for cat, origin, _ in layout.order}
+    state = BuildState(root_origin, service, subnet,
+                       {"child_k1": child_k1, "child_b": child_b, "tool_k1": settings.scorer_options.get("k1"),
+                        "prune_ratio": settings.prune_ratio, "max_leaf": max_leaf, "max_children": max_children},
+                       zones, {t.id: tool_digest(t) for t in catalog.tools}, stats, Totals.of(tool_tokens))
+    for cat, origin, _ in layout.order:
+        if not cat.children:
+            continue
+        zone_settings = _settings(cat, settings, child_k1, child_b)
+        options = {**zone_settings.scorer_options, **zone_settings.child_scorer_options}  # as the zone's scorer
+        children = {}
+        for child in cat.children:
+            counts = Counter(tokenize(" ".join([_title(child), *child.keywords])))
+            for i in child.all_tools():
+                counts.update(tool_tokens[i])
+            children[child.label] = counts
+        if cat.tools:
+            children[SELF] = Counter(term for i in set(cat.tools) for term in tool_tokens[i])
+        state.write_terms(outdir, origin, ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)),
+                                                     children))
+    state.write(outdir)
 
 
 def _account(report: BuildReport, mapping: dict[str, list[str]], layout: _Layout) -> None:
@@ -369,7 +409,10 @@ def _build(services, out, taxonomy, builder, embed, tree_options, progress, opti
         builder = (A2XTreeBuilder(taxonomy) if taxonomy else
                    AutoTreeBuilder(**(tree_options or {}), vectors=embedded.clusters if embedded else None))
     root = builder.build(catalog, progress)
-    report = build_zones(catalog, root, out, progress=progress, embedded=embedded, **options)
+    offline = isinstance(builder, AutoTreeBuilder)
+    report = build_zones(catalog, root, out, progress=progress, embedded=embedded,
+                         max_leaf=builder.max_leaf if offline else None,
+                         max_children=builder.max_children if offline else None, **options)
     report.tools_unplaced_by_tree = getattr(builder, "unplaced", 0)
     cost = getattr(builder, "cost", None)
     report.llm_cost = dict(cost.__dict__) if cost is not None else {}

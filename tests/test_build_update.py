@@ -1,0 +1,337 @@
+"""``tooldns build --update``: a built tree changed in place, only along the changed tools' paths.
+
+Small trees (the 120-tool catalog of ``test_build.py``, leaves of about 10) built in seconds; the
+invariants of every updated tree are checked against the zone files themselves (each parent's copy
+of a child's summary is the text of every tool beneath it, under the child's serial, and the terms
+an update routes by are those of that text); new tools are resolved over real DNS from loopback
+servers, one of them running while the update is made. No timing assertions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import REPLY_TIMEOUT, fresh_subnet, start_tree, wait_until
+from resolver_client import Resolver
+from test_build import synthetic_catalog
+from tooldns.building.build import build, build_zones, zone_tool
+from tooldns.building.catalog import load_catalogs, parse_catalog
+from tooldns.building.state import SELF, BuildState, Totals, drift
+from tooldns.building.trees import AutoTreeBuilder, Category
+from tooldns.building.update import DRIFT_THRESHOLD, _header, dump_mapping, splice_zone, update, update_tree
+from tooldns.exceptions import BuildError
+from tooldns.scoring.bm25 import BM25, CorpusStats
+from tooldns.scoring.tokenize import tokenize
+from tooldns.serving.tree import load_tree
+from tooldns.zone.zonefile import dump_zone, load_zone, parse_zone
+
+ZEPPELIN = {"id": "zeppelin_1", "name": "getZeppelinAirshipRoute",
+            "description": "Zeppelin airship dirigible flight routes between hangars.",
+            "metadata": {"inputSchema": {"hangar": {"type": "string", "description": "the hangar to leave from"}}}}
+
+
+def _builder() -> AutoTreeBuilder:
+    return AutoTreeBuilder(max_children=4, max_leaf=10)
+
+
+def _build(tmp: Path, catalog: list[dict], name: str = "z", subnet: str = "127.0") -> Path:
+    (tmp / "c0.json").write_text(json.dumps(catalog))
+    build([tmp / "c0.json"], tmp / name, builder=_builder(), subnet=subnet)
+    return tmp / name
+
+
+def _update(tmp: Path, zones: Path, catalog: list[dict], threshold: float = 0.02, **kwargs):
+    """An update from *catalog*. One tool moves the statistics of a 120-tool catalog by about 0.6 %,
+    past the default threshold (measured on 1,839 tools); tests that are not about the statistics
+    use a threshold such a change stays under."""
+    path = tmp / "catalog.json"
+    path.write_text(json.dumps(catalog))
+    return update([path], zones, threshold=threshold, **kwargs)
+
+
+def _files(zones: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in zones.glob("*.yaml")}
+
+
+def _check(zones: Path, catalog: list[dict]) -> dict[str, object]:
+    """Every invariant an updated tree keeps; the zones by origin."""
+    cat = parse_catalog(catalog, "catalog")
+    index = {t.id: i for i, t in enumerate(cat.tools)}
+    state = BuildState.read(zones)
+    loaded = {origin: load_zone(zones / entry.file) for origin, entry in state.zones.items()}
+    load_tree(zones)  # what tooldns serve loads: every file valid
+
+    def beneath(origin: str) -> set[str]:
+        out = {t.id for t in loaded[origin].tools}
+        for child in loaded[origin].children:
+            out |= beneath(child.name)
+        return out
+
+    for origin, zone in loaded.items():
+        assert state.zones[origin].parent == (None if origin == state.origin else origin.split(".", 1)[1])
+        if not zone.children:
+            continue
+        terms = state.read_terms(zones, origin)
+        for child in zone.children:
+            ids = sorted(beneath(child.name), key=index.__getitem__)
+            assert child.summary.corpus == " ".join(zone_tool(cat.tools[index[i]], "x", "http").text() for i in ids)
+            assert child.summary.serial == loaded[child.name].soa.serial, (origin, child.label)
+            assert terms.children[child.label] == Counter(tokenize(child.summary.text())), (origin, child.label)
+            assert child.leaf == (not loaded[child.name].children)
+        if zone.tools:
+            assert terms.children[SELF] == Counter(t for tool in zone.tools for t in tokenize(tool.text()))
+    assert beneath(state.origin) == set(index)
+    mapping = json.loads((zones / "catalog-map.json").read_text())
+    placed = {}
+    for origin, zone in loaded.items():
+        for tool in zone.tools:
+            placed.setdefault(tool.id, []).append(tool.owner(origin))
+    assert {k: sorted(v) for k, v in mapping.items()} == {k: sorted(v) for k, v in placed.items()}
+    tokens = [tokenize(zone_tool(t, "x", "http").text()) for t in cat.tools]
+    assert dataclasses.asdict(state.current) == dataclasses.asdict(Totals.of(tokens))
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("built")
+    return _build(tmp, synthetic_catalog())
+
+
+@pytest.fixture
+def tree(built, tmp_path) -> Path:
+    """A copy of the module's built tree to change."""
+    return Path(shutil.copytree(built, tmp_path / "z"))
+
+
+def test_an_unchanged_catalog_rewrites_nothing(tree, tmp_path):
+    before = {p.relative_to(tree): p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    report = _update(tmp_path, tree, synthetic_catalog())
+    assert report.zones == [] and not (report.added or report.changed or report.removed) and not report.refreshed
+    assert {p.relative_to(tree): p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
+    assert "0 added, 0 changed, 0 removed; 0 of 15 zones rewritten" in report.text()
+
+
+def test_a_new_tool_goes_to_one_leaf_and_only_its_path_is_rewritten(tree, tmp_path):
+    catalog = synthetic_catalog() + [ZEPPELIN]
+    before = _files(tree)
+    state = BuildState.read(tree)
+    report = _update(tmp_path, tree, catalog)
+    loaded = _check(tree, catalog)
+    owners = json.loads((tree / "catalog-map.json").read_text())["zeppelin_1"]
+    assert len(owners) == 1 and report.added == ["zeppelin_1"]
+    leaf = owners[0].split(".", 3)[3]
+    path = state.path(leaf)
+    assert sorted(report.zones) == sorted(path) and len(path) <= max(state.depth(o) for o in state.zones) + 1
+    after = _files(tree)
+    rewritten = {state.zones[o].file for o in path}
+    assert {name for name in after if after[name] != before[name]} == rewritten
+    for origin in path:
+        assert loaded[origin].soa.serial > 1
+    # routed as a query of its own words would be: the leaf's summary ranks first at every step
+    for child, parent in zip(path, path[1:]):
+        ranked = state.read_terms(tree, parent).rank(tokenize("zeppelin airship dirigible flight route"))
+        assert ranked[0][0] == child.split(".", 1)[0]
+
+
+def test_a_changed_tool_is_rewritten_in_every_zone_that_holds_it(tmp_path):
+    catalog = synthetic_catalog()
+    (tmp_path / "c0.json").write_text(json.dumps(catalog))
+    cat = load_catalogs([tmp_path / "c0.json"])
+    placed = {0, 1, 2, 40, 80, 100}  # tool 0 in two leaves; the root keeps tools too
+    root = Category("", "root", tools=[i for i in range(len(cat.tools)) if i not in placed],
+                    children=[Category("left", "left", tools=[0, 1, 2]),
+                              Category("right", "right", tools=[0, 40, 80, 100])])
+    build_zones(cat, root, tmp_path / "z")
+    before = _files(tmp_path / "z")
+    catalog[0] = {**catalog[0], "description": "Rewritten: a barometer reading for a weather request.",
+                  "metadata": {"url": "https://api.weather.example/v2/barometer"}}
+    report = _update(tmp_path, tmp_path / "z", catalog)
+    assert report.changed == [catalog[0]["id"]] and sorted(report.zones) == ["left.tools.", "right.tools.", "tools."]
+    assert _files(tmp_path / "z").keys() == before.keys()
+    loaded = _check(tmp_path / "z", catalog)
+    for origin in ("left.tools.", "right.tools."):
+        tool = next(t for t in loaded[origin].tools if t.id == catalog[0]["id"])
+        assert tool.description.startswith("Rewritten: a barometer") and not tool.parameters
+        assert tool.endpoint == "https://api.weather.example/v2/barometer" and tool.target == "api.weather.example."
+        old = next(t for t in parse_zone((before[origin.rstrip('.') + '.yaml']).decode()).tools
+                   if t.id == catalog[0]["id"])
+        assert tool.label == old.label  # its DNS name stays
+    assert "barometer" in loaded["tools."].children[0].summary.corpus
+
+
+def test_a_removed_tool_is_gone(tree, tmp_path):
+    catalog = synthetic_catalog()
+    gone = catalog.pop(47)
+    owner = json.loads((tree / "catalog-map.json").read_text())[gone["id"]][0]
+    report = _update(tmp_path, tree, catalog)
+    assert report.removed == [gone["id"]]
+    loaded = _check(tree, catalog)
+    assert gone["id"] not in json.loads((tree / "catalog-map.json").read_text())
+    assert all(t.id != gone["id"] for zone in loaded.values() for t in zone.tools)
+    assert owner.split(".", 3)[3] in report.zones
+
+
+def test_the_new_tool_resolves_through_its_path_over_dns(tmp_path):
+    subnet = ".".join(fresh_subnet().split(".")[:2])
+    zones = _build(tmp_path, synthetic_catalog(), subnet=subnet)
+    catalog = synthetic_catalog() + [ZEPPELIN]
+    _update(tmp_path, zones, catalog)
+    owner = json.loads((zones / "catalog-map.json").read_text())["zeppelin_1"][0]
+    path = BuildState.read(zones).path(owner.split(".", 3)[3])
+    gone = synthetic_catalog()[3]
+    _update(tmp_path, zones, [t for t in catalog if t["id"] != gone["id"]])
+    tree = start_tree(zones)
+    try:
+        with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
+            res = r.resolve("zeppelin airship dirigible", k=1)
+            removed = r.resolve(gone["description"], k=4, top=50)
+    finally:
+        tree.stop()
+    assert res.tools and res.tools[0].id == "zeppelin_1"
+    assert [z.lower() for z in res.tools[0].path] == list(reversed(path))
+    assert removed.tools and gone["id"] not in {t.id for t in removed.tools}
+
+
+def test_a_running_tree_picks_the_update_up_live(tmp_path):
+    subnet = ".".join(fresh_subnet().split(".")[:2])
+    zones = _build(tmp_path, synthetic_catalog(), subnet=subnet)
+    tree = start_tree(zones)
+    try:
+        with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
+            def first() -> str:
+                res = r.resolve("zeppelin airship dirigible", k=1)
+                return res.tools[0].id if res.tools else ""
+
+            assert first() != "zeppelin_1"
+            report = _update(tmp_path, zones, synthetic_catalog() + [ZEPPELIN])
+            assert wait_until(lambda: first() == "zeppelin_1")
+        stores = {s.index.origin: s for s in tree.tree.stores}
+
+        def settled() -> bool:  # every rewritten zone serves its file's serial; parents use their file's copies
+            return all(stores[o].serial == stores[o].file_zone.soa.serial
+                       and stores[o].zone.children == stores[o].file_zone.children for o in report.zones)
+
+        assert wait_until(settled)
+    finally:
+        tree.stop()
+
+
+def test_statistics_are_kept_while_close_and_refreshed_past_the_threshold(tree, tmp_path):
+    catalog = synthetic_catalog() + [ZEPPELIN]
+    report = _update(tmp_path, tree, catalog)
+    assert not report.refreshed and 0 < report.drift["drift"] < 0.02
+    leaf = next(o for o in report.zones if not BuildState.read(tree).children_of()[o])
+    stats = load_zone(tree / BuildState.read(tree).zones[leaf].file).corpus_stats
+    assert stats.n_docs == 120 and stats.df["zeppelin"] == 1  # written ones, with the new terms
+    untouched = {name: data for name, data in _files(tree).items()}
+
+    more = catalog + [{**ZEPPELIN, "id": f"zeppelin_{i}", "name": f"getAirshipRoute{i}"} for i in range(2, 10)]
+    report = _update(tmp_path, tree, more)  # eight more: a drift of about 5 %
+    assert report.refreshed and len(report.zones) == 15
+    assert "statistics refreshed: all 15 zones rewritten" in report.text()
+    assert all(untouched[name] != data for name, data in _files(tree).items())
+    loaded = _check(tree, more)
+    fresh = CorpusStats.from_tokens([tokenize(zone_tool(t, "x", "http").text())
+                                     for t in parse_catalog(more, "c").tools])
+    for zone in loaded.values():
+        if zone.tools:
+            assert zone.corpus_stats.n_docs == 129 and zone.corpus_stats.avgdl == round(fresh.avgdl, 6)
+            assert all(zone.corpus_stats.df[t] == fresh.df[t] for t in zone.corpus_stats.df)
+    assert drift(BuildState.read(tree).written, BuildState.read(tree).current)["drift"] == 0
+    assert DRIFT_THRESHOLD < 0.02
+
+
+def test_forced_refresh_rewrites_every_zone(tree, tmp_path):
+    report = _update(tmp_path, tree, synthetic_catalog(), refresh_stats=True)
+    assert report.refreshed and len(report.zones) == 15
+    _check(tree, synthetic_catalog())
+
+
+def test_a_leaf_grown_past_twice_max_leaf_is_reported_or_split(tree, tmp_path):
+    storms = [{"id": f"storm_{i}", "name": f"getStormWarning{i}",
+               "description": f"Storm warning {i}: hurricane and storm alerts, storm tracking.", "metadata": {}}
+              for i in range(30)]
+    catalog = synthetic_catalog() + storms
+    report = _update(tmp_path, tree, catalog)
+    assert report.oversize and not report.split and "--split-leaves" in report.text()
+    (leaf, size), = report.oversize.items()
+    assert size > 20
+    report = _update(tmp_path, tree, catalog, split_leaves=True)  # the same catalog: only the split
+    assert report.split == [leaf] and len(report.new_zones) >= 2 and not report.oversize
+    loaded = _check(tree, catalog)
+    assert not loaded[leaf].tools and {c.name for c in loaded[leaf].children} == set(report.new_zones)
+    assert all(len(loaded[o].tools) <= 20 for o in report.new_zones)
+    subnet_tree = start_tree(tree)
+    try:
+        with Resolver(root=subnet_tree.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
+            res = r.resolve("hurricane storm warning alerts", k=2)
+    finally:
+        subnet_tree.stop()
+    assert res.tools and res.tools[0].id.startswith("storm_")
+
+
+def test_splicing_writes_what_a_full_dump_would(built):
+    text = (built / "root.yaml").read_text()
+    zone = parse_zone(text)
+    first, second = zone.children[0], zone.children[1]
+    spliced = splice_zone(text, 77, {first.label: ("new text", 5, None), second.label: (None, 6, False)})
+    children = [dataclasses.replace(first, summary=dataclasses.replace(first.summary, corpus="new text", serial=5)),
+                dataclasses.replace(second, summary=dataclasses.replace(second.summary, serial=6), leaf=False),
+                *zone.children[2:]]
+    expected = dataclasses.replace(zone, soa=dataclasses.replace(zone.soa, serial=77), children=tuple(children))
+    assert spliced == dump_zone(expected, _header(text))
+    assert splice_zone(text, 2, {"no-such-child": (None, 2, None)}) is None
+    assert splice_zone("origin: tools.\n", 2, {}) is None
+    mapping = json.loads((built / "catalog-map.json").read_text())
+    assert dump_mapping({**mapping, "é\"": []}) == json.dumps({**mapping, "é\"": []}, ensure_ascii=False, indent=0)
+
+
+def test_routing_scores_are_the_zone_scorers(built):
+    state = BuildState.read(built)
+    root = load_zone(built / "root.yaml")
+    terms = state.read_terms(built, state.origin)
+    options = root.settings.child_scorer_options
+    index = BM25([c.summary.text() for c in root.children], k1=options["k1"], b=options["b"])
+    for query in ("song lyrics album", "stock dividend currency", "weather storm"):
+        expected = dict(zip([c.label for c in root.children], index.scores(query)))
+        assert dict(terms.rank(tokenize(query))) == pytest.approx(expected)
+
+
+def test_drift_grows_with_the_catalog_changed():
+    docs = [tokenize(t["description"]) for t in synthetic_catalog()]
+    current = Totals.of(docs)
+    assert drift(current.stats(), current)["drift"] == 0
+    small = drift(Totals.of(docs[:-2]).stats(), current)["drift"]
+    large = drift(Totals.of(docs[:-30]).stats(), current)["drift"]
+    assert 0 < small < large
+    again = Totals.of(docs)
+    again.remove(docs[0])
+    again.add(docs[0])
+    assert again == current
+
+
+def test_bad_input_is_refused(tmp_path, built):
+    with pytest.raises(BuildError, match="no build-state"):
+        update_tree(parse_catalog(synthetic_catalog(), "c"), tmp_path)
+    with pytest.raises(BuildError, match="no tools"):
+        update_tree(parse_catalog([], "c"), built)
+
+
+def test_build_update_cli(tree, tmp_path, capsys):
+    from tooldns.cli import main
+
+    (tmp_path / "new.json").write_text(json.dumps(synthetic_catalog() + [ZEPPELIN]))
+    assert main(["build", "--update", str(tmp_path / "new.json"), "--out", str(tree)]) == 0
+    out = capsys.readouterr().out
+    assert "1 added, 0 changed, 0 removed" in out
+    assert "statistics refreshed: all 15 zones rewritten" in out  # one tool of 121 passes the default threshold
+    assert json.loads((tree / "update-report.json").read_text())["added"] == ["zeppelin_1"]
+    assert main(["build", "--update", str(tmp_path / "new.json"), "--out", str(tree), "--embed", "minilm"]) != 0
+    assert "cannot be given with it" in capsys.readouterr().err
