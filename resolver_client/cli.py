@@ -83,6 +83,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _print(res, args) -> None:
+    """The resolution on standard output (a table or JSON, with the trace if asked), warnings on standard error."""
+    if args.json:
+        data = res.to_dict()
+        if args.trace:
+            from dataclasses import asdict
+            data["trace"] = [asdict(h) for h in res.trace]
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        if args.trace:
+            print(format_trace(res))
+        print(format_table(res))
+    for err in res.errors:
+        print(f";; warning: {err}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = _parser()
     p.add_argument("intent", help="what the agent wants to do, in natural language")
@@ -101,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=None, help="print at most this many tools")
     p.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for each reply (default 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--details", action="store_true", help="tools with their descriptions (leaves answer without "
+                                                          "them unless asked; --html asks)")
     p.add_argument("--trace", action="store_true", help="show every hop, like dig +trace")
     p.add_argument("--embed", metavar="MODEL", help="embed the intent and send its vector (minilm, local:PATH, "
                    "openai:MODEL, hash), for trees built with tooldns build --embed")
@@ -117,25 +135,15 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--k and --leaf-k must be from 1 to 255")
     try:
         root = parse_server(args.root)
-        with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed)) as resolver:
+        with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed),
+                      details=args.details or bool(args.html)) as resolver:
             res = resolver.resolve(args.intent, k=ks if ks is None or len(ks) > 1 else ks[0],
                                    service=args.service.lower(), trust=_split(args.trust), exclude=_split(args.exclude),
                                    top=args.top, leaf_k=args.leaf_k, split=args.split, mode=args.mode)
     except ResolverError as exc:
         print(f"tooldns-resolve: {exc}", file=sys.stderr)
         return 3
-    if args.json:
-        data = res.to_dict()
-        if args.trace:
-            from dataclasses import asdict
-            data["trace"] = [asdict(h) for h in res.trace]
-        print(json.dumps(data, ensure_ascii=False, indent=2))
-    else:
-        if args.trace:
-            print(format_trace(res))
-        print(format_table(res))
-    for err in res.errors:
-        print(f";; warning: {err}", file=sys.stderr)
+    _print(res, args)
     if args.html:
         try:
             write_walk_page(res, args.html)

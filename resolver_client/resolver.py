@@ -55,7 +55,8 @@ def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple
 class _BaseResolver:
     def __init__(self, root=DEFAULT_ROOT, *, root_zone: str = "tools.", timeout: float = 1.0,
                  cache: ReplyCache | bool = True, max_depth: int = 8, max_queries: int = 256,
-                 intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT) -> None:
+                 intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT,
+                 details: bool = False) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
@@ -68,6 +69,10 @@ class _BaseResolver:
         #: vector sent with every query, for zones that score vectors; None: no vector is sent
         self.embedder = embedder
         self.fusion = fusion
+        #: tools come back with their descriptions (cut to 120 bytes); by default leaves answer without
+        #: them (the brief option: half the bytes, twice the tools per datagram), and a caller that shows
+        #: or calls a tool reads its own TXT record for the whole text (:mod:`.describe`)
+        self.details = details
 
     def _embed(self, intent: str) -> tuple[bytes | None, float]:
         """The intent's vector option data and the milliseconds embedding it took."""
@@ -86,7 +91,7 @@ class _BaseResolver:
                     trust=list(trust) if trust is not None else None,
                     exclude=list(exclude) if exclude else None,
                     max_depth=self.max_depth, max_queries=self.max_queries, intent_code=self.intent_code,
-                    vector=vector, fusion=self.fusion)
+                    vector=vector, fusion=self.fusion, brief=not self.details)
         walk.stats.embed_ms = ms
         return walk
 

@@ -48,6 +48,7 @@ from tooldns.protocol.fusion import DEFAULT_WEIGHT, fuse
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent, shorten_intent
 from tooldns.protocol.meta import META_OPTION_CODE, Meta, decode_meta
 from tooldns.protocol.txt import decode_pairs
+from tooldns.protocol.brief import BRIEF_OPTION_CODE, encode_brief
 from tooldns.protocol.vector import VECTOR_OPTION_CODE
 
 from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
@@ -57,6 +58,9 @@ from .results import Hop, Referral, Resolution, Stats, Tool
 UDP_PAYLOAD = 1232
 #: tools whose SRV and metadata fit one UDP reply, about (descriptions are cut to 120 bytes)
 TOOLS_PER_DATAGRAM = 4
+#: the same without descriptions (the brief option); a reply that does not fit comes back truncated
+#: and is asked again over TCP
+BRIEF_TOOLS_PER_DATAGRAM = 6
 
 
 def _number(pairs: dict[str, str], key: str) -> float | None:
@@ -64,6 +68,13 @@ def _number(pairs: dict[str, str], key: str) -> float | None:
         return float(pairs[key]) if pairs.get(key) else None
     except ValueError:
         return None
+
+
+def _owner_service(owner: str) -> str:
+    """The service of a tool's own name ``<label>._<service>._<transport>.<zone>`` (brief answers
+    leave ``service=`` out of the TXT record: the name says it)."""
+    parts = owner.split(".", 3)
+    return parts[1][1:] if len(parts) > 2 and parts[1].startswith("_") and parts[2].startswith("_") else ""
 
 
 def _server_text(q: "Query") -> str:
@@ -138,6 +149,8 @@ class Walk:
     #: the intent's vector option data (:func:`tooldns.protocol.vector.encode_vector`), sent with
     #: every query so that hybrid zones compare vectors without running a model; None: no vector
     vector: bytes | None = None
+    #: ask leaves for their tools without descriptions (the brief option, :mod:`tooldns.protocol.brief`)
+    brief: bool = False
     #: share of BM25 when tools of hybrid zones are fused over every leaf's answer
     fusion: float = DEFAULT_WEIGHT
     #: relevance floor: only tools scoring at least ``floor`` x the best score are returned (tools
@@ -154,6 +167,8 @@ class Walk:
         if sent != self.intent:
             self.stats.intent_shortened = len(self.intent.encode("utf-8", "surrogatepass"))
         extra = [dns.edns.GenericOption(VECTOR_OPTION_CODE, self.vector)] if self.vector else []
+        if self.brief:
+            extra.append(dns.edns.GenericOption(BRIEF_OPTION_CODE, encode_brief()))
         try:
             self._opts = {k: opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(sent, k)), *extra],
                                         UDP_PAYLOAD) for k in {*self._ks, self.leaf_k}}
@@ -184,7 +199,7 @@ class Walk:
         if self._tcp_only:
             return True
         cur = names.parse_cursor(qname)
-        return k > TOOLS_PER_DATAGRAM and cur is not None and cur.expanded
+        return k > (BRIEF_TOOLS_PER_DATAGRAM if self.brief else TOOLS_PER_DATAGRAM) and cur is not None and cur.expanded
 
     def _query(self, qname: str, zone: str, servers, path, depth, k: int | None = None) -> Query:
         k = k or self.k_at(depth)
@@ -361,7 +376,7 @@ class Walk:
             label = owner.split(".", 1)[0] if owner else ""
             tool = Tool(
                 name=printable(pairs.get("name", label or rd.target.to_text())),
-                service=printable(pairs.get("service", self.service)),
+                service=printable(pairs.get("service") or _owner_service(owner) or self.service),
                 target=rd.target.to_text(), port=rd.port, weight=rd.weight,
                 zone=q.zone, score=_number(pairs, "score"), rank=rd.priority, label=label,
                 endpoint=printable(pairs.get("endpoint", "")),

@@ -157,6 +157,9 @@ def parse_args() -> argparse.Namespace:
                    "depth, the last repeating (default 5,3,2)")
     p.add_argument("--ks", default="1,2,3,4,5", help="uniform K values for the sweep and plot (default 1,2,3,4,5)")
     p.add_argument("--top", type=int, default=10, help="tools kept from each resolution (default 10)")
+    p.add_argument("--leaf-k", type=int, default=6,
+                   help="tools asked of each leaf (default 6: chosen on one half of ToolRet's dev queries, the "
+                        "smallest within half a point of 10; without descriptions, 6 fit one UDP datagram)")
     p.add_argument("--json", help="write the figures here (also .md report and .png plot beside it)")
     p.add_argument("--port", type=int, default=6355, help="port of every zone server (0: any free one)")
     p.add_argument("--subnet", default="127.0")
@@ -297,7 +300,8 @@ def mode_metrics(ranked: list[str], correct: set[str]) -> dict:
             "returned": float(len(ranked))}
 
 
-def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: bool = False, mode: str | None = None) -> dict:
+def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: bool = False, mode: str | None = None,
+                leaf_k: int | None = None) -> dict:
     """One query's figures: its metrics, what the resolution cost, and whether routing reached a correct tool.
     With *mode*, the search mode's own settings (*k* and *top* unused) and every tool it returns."""
     correct = {c["id"] for c in q["correct_tools"]}
@@ -307,7 +311,7 @@ def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: boo
         if mode:
             res = resolver.resolve(q["query"], service="any", split=split, mode=mode)
         else:
-            res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=top, split=split)
+            res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=leaf_k or top, split=split)
     except Exception as exc:  # counted, never hidden
         print(f"  query {q['id']}: {exc}", file=sys.stderr)
         return {"metrics": score([], correct), "failed": True, "reached": False, "drop": None}
@@ -325,8 +329,8 @@ def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: boo
 
 
 def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: int, split: bool = False,
-                mode: str | None = None) -> dict:
-    per = [resolve_one(resolver, q, k, top, tree, split, mode) for q in queries]
+                mode: str | None = None, leaf_k: int | None = None) -> dict:
+    per = [resolve_one(resolver, q, k, top, tree, split, mode, leaf_k) for q in queries]
     ok = [p for p in per if not p["failed"]]
 
     def mean(key: str) -> float:
@@ -351,10 +355,10 @@ def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: i
 
 
 def measure_k(resolver: Resolver, endpoints: list[tuple[str, int]], queries, k, top: int, tree: Tree,
-              n_tools: int, split: bool = False) -> dict:
+              n_tools: int, split: bool = False, leaf_k: int | None = None) -> dict:
     """The figures of one K, with the LLM scorer's work per resolution read off the servers' counters."""
     before = server_counters(endpoints)
-    s = run_queries(resolver, queries, k, top, tree, n_tools, split)
+    s = run_queries(resolver, queries, k, top, tree, n_tools, split, leaf_k=leaf_k)
     after = server_counters(endpoints)
     n = max(1, s["queries"])
     for key in LLM_COUNTERS:
@@ -389,7 +393,8 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         vectors = embedder if args.scorer == "hybrid" else None
         with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion) as resolver:
             resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up (or model load)
-            sweep = {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split) for k in ks}
+            sweep = {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split, args.leaf_k)
+                     for k in ks}
             modes = {m: measure_mode(resolver, queries, m, tree, n_tools, args.split) for m in args.modes}
             return sweep, modes
     finally:
@@ -470,7 +475,7 @@ def result_json(run: Run) -> dict:
     return {
         **{k: head[k] for k in HEADLINE_METRICS + copied},
         "scorer": args.scorer, "embed": args.embed, "fusion": args.fusion, "half": args.half,
-        "k": k_text(run.head_k), "top": args.top, "queries": len(run.queries),
+        "k": k_text(run.head_k), "top": args.top, "leaf_k": args.leaf_k, "queries": len(run.queries),
         "failures": head["failures"], "correct_ids_not_in_catalog": run.missing,
         **{f"flat_{name}": {k: means[k] for k in HEADLINE_METRICS} for name, means in run.flat.items()},
         "recall_by_correct": recall_by_correct(run),
@@ -495,7 +500,7 @@ def markdown_intro(run: Run) -> list[str]:
         f"Catalog: {', '.join(args.services)} ({run.n_tools} tools); queries: {', '.join(args.queries)} "
         f"({len(run.queries)}; {half}); tree: {tree}; "
         f"{report.zones} zones, depth {report.depth}; scorer: {scorer}. K = {k_text(run.head_k)} (per depth, "
-        f"from the root), {args.top} tools asked of each leaf and kept"
+        f"from the root), {args.leaf_k} tools asked of each leaf, {args.top} kept"
         + ("; intents that ask for several things also walked part by part (--split)." if args.split else "."),
         "",
     ]

@@ -35,6 +35,7 @@ from tooldns.building.trees import AutoTreeBuilder
 from tooldns.embedding.registry import make_embedder
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 from tooldns.protocol.meta import META_OPTION_CODE
+from tooldns.protocol.brief import BRIEF_OPTION_CODE
 from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector
 from tooldns.serving.index import ZoneIndex
 from tooldns.serving.resolver import StaticSource, ZoneResolver
@@ -111,8 +112,8 @@ def _indexes(zonedir: Path) -> list[ZoneIndex]:
 
 
 def _query(name: str, rdtype: str, intent: str | None, k: int, payload: int, rd: bool,
-           vector: bytes | None = None) -> bytes:
-    options = []
+           vector: bytes | None = None, brief: bool = False) -> bytes:
+    options = [dns.edns.GenericOption(BRIEF_OPTION_CODE, b"")] if brief else []
     if intent is not None:
         options.append(dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent(intent, k)))
     if vector is not None:
@@ -152,7 +153,7 @@ def _queries(ix: ZoneIndex, n: int, seed: int, vectors: bool) -> list[tuple[byte
         if vectors and intent is not None and rng.random() < 0.6:
             vector = encode_vector(HASH.model, HASH.embed_one(intent))
         out.append((_query(name, rng.choice(QTYPES), intent, rng.choice(KS), rng.choice(PAYLOADS),
-                           rng.random() < 0.3, vector), rng.random() < 0.7))
+                           rng.random() < 0.3, vector, brief=rng.random() < 0.4), rng.random() < 0.7))
     return out
 
 
@@ -283,6 +284,8 @@ def _odd_messages() -> list[bytes]:
         # the question name as a pointer into the header: read by the full path only
         bytes(head) + b"\xc0\x00\x00\x21\x00\x01" + good[good.index(b"\x00\x00\x29"):],
         _query("_any._tcp._tools.", "SRV", "weather", 3, 1232, False, vector=b"\x00"),  # bad vector
+        bare + b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00\x00" + bytes([len(intent) + 5]) + intent
+        + b"\xff\x18\x00\x01\x00",  # a brief option with data
         bytes(head) + b"\x04_any\x04_tcp\x40_" + b"x" * 63 + b"\x05tools\x00" + good[len(bare) - 4:],  # 64 octets
     ]
 

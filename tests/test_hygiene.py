@@ -84,7 +84,7 @@ def test_resolver_returns_and_prints_clean_text(demo_dir, capsys):
                 "--k", "3", "--trust", "hko"]
         assert resolve_main(args) == 0
         table = capsys.readouterr().out
-        assert resolve_main([*args, "--json"]) == 0
+        assert resolve_main([*args, "--json", "--details"]) == 0  # with the descriptions
         data = json.loads(capsys.readouterr().out)
     finally:
         tree.stop()

@@ -61,7 +61,7 @@ def test_async_resolver_same_answer(demo_tree):
 
 
 def test_truncation_then_tcp_retry(demo_tree):
-    with resolver_for(demo_tree, cache=False) as r:
+    with resolver_for(demo_tree, cache=False, details=True) as r:  # descriptions: 8 tools need more than a datagram
         res = r.resolve("create and edit documents: pdf, docx, xlsx, pptx, notes and files", k=8)
     assert res.stats.tcp_retries >= 1
     assert any(h.transport == "tcp" for h in res.trace)

@@ -60,6 +60,8 @@ _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\
 
 def printable(text: str) -> str:
     """*text* without control characters (newlines and tabs become spaces) or bidi overrides."""
+    if text.isascii() and text.isprintable():  # most text, checked in C: nothing to drop
+        return text
     out = []
     for ch in text:
         if ch in "\n\t\r":

@@ -49,6 +49,9 @@ class Intent:
     text: str
     k: int
     version: int = VERSION
+    #: set by a server from the query's brief option (:mod:`.brief`), not part of this option: the
+    #: ranked tool answers leave the descriptions out
+    brief: bool = False
 
 
 def _check_text(text: str) -> bytes:

@@ -246,10 +246,12 @@ class PackedZone:
             candidate.alone = inside and all(seen[suffix] == 1 for suffix in candidate.suffixes() - shared)
             if candidate.alone:
                 candidate.make_later(self.zone)
-        #: per tool: weight, port and target of its SRV record; owner and strings of its TXT record
-        self.tools: dict[int, tuple[bytes, Name, bytes]] = {
+        #: per tool: weight, port and target of its SRV record; owner and strings of its TXT record, and
+        #: the strings without the description (the brief option)
+        self.tools: dict[int, tuple[bytes, Name, bytes, bytes]] = {
             id(tool): (struct.pack("!HH", tool.weight, tool.port) + _uncompressed(packed_name(tool.target)),
-                       packed_name(tool.owner(ix.origin)), _zone_strings(ix.ranked_tool_txt[id(tool)]))
+                       packed_name(tool.owner(ix.origin)), _zone_strings(ix.ranked_tool_txt[id(tool)]),
+                       _zone_strings(ix.brief_tool_txt[id(tool)]))
             for tool in ix.zone.tools}
         self._opt: dict[tuple[int, int, str] | None, bytes] = {}
 
@@ -367,14 +369,16 @@ class PackedZone:
         if route.cname is not None:
             _put(out, seen, route.cname)
             answer = 1
-        for rank, (srv, _, _) in enumerate(pieces, 1):  # priority = rank, then weight, port, target
+        for rank, (srv, _, _, _) in enumerate(pieces, 1):  # priority = rank, then weight, port, target
             _put_name(out, seen, route.owner)
             out += _SRV_HEAD
             out += _U16.pack(len(srv) + 2)
             out += _U16.pack(rank)
             out += srv
-        for rank, ((i, score), (_, owner, strings)) in enumerate(zip(ranked.chosen, pieces), 1):
-            _put_txt(out, seen, owner, _RANK_HEADS[rank] + _strings(score_strings(score, ranked.parts.get(i))) + strings)
+        brief = ranked.brief
+        for rank, ((i, score), (_, owner, strings, short)) in enumerate(zip(ranked.chosen, pieces), 1):
+            _put_txt(out, seen, owner, _RANK_HEADS[rank] + _strings(score_strings(score, ranked.parts.get(i)))
+                     + (short if brief else strings))
         return answer + len(pieces), 0, len(pieces)
 
     def _opt_record(self, meta: tuple[int, int, str] | None) -> bytes:

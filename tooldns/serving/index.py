@@ -49,13 +49,16 @@ class Candidates:
     scorer: Scorer
 
 
-def tool_metadata(tool: Tool, full: bool) -> list[tuple[str, object]]:
-    pairs: list[tuple[str, object]] = [("name", tool.name), ("service", tool.service)]
+def tool_metadata(tool: Tool, full: bool, brief: bool = False) -> list[tuple[str, object]]:
+    """The ``key=value`` pairs of a tool's TXT record: *full* adds the parameters (the tool's own
+    name); *brief* leaves out the description and the service (which the record's owner name says)."""
+    pairs: list[tuple[str, object]] = [("name", tool.name)] + ([] if brief else [("service", tool.service)])
     if tool.endpoint:
         pairs.append(("endpoint", tool.endpoint))
     if tool.id:
         pairs.append(("id", tool.id))
-    pairs.append(("desc", tool.description))
+    if not brief:
+        pairs.append(("desc", tool.description))
     if full:
         for p in tool.parameters:
             text = f"{p.name}:{p.type}:{'required' if p.required else 'optional'}:{p.description}"
@@ -86,6 +89,11 @@ class ZoneIndex:
         # children then fits one datagram instead of being retried over TCP.
         self.ranked_tool_txt = {
             id(t): encode_pairs(tool_metadata(t, full=False), clip=MAX_RANKED_TEXT)[1:]
+            for t in zone.tools
+        }
+        #: the same without descriptions, for queries with the brief option (:mod:`tooldns.protocol.brief`)
+        self.brief_tool_txt = {
+            id(t): encode_pairs(tool_metadata(t, full=False, brief=True), clip=MAX_RANKED_TEXT)[1:]
             for t in zone.tools
         }
         self.child_txt = {
@@ -175,12 +183,17 @@ class ZoneIndex:
         self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, child_briefs,
                                                                        child_vectors, **child_options))
                                  if zone.children else None)
-        self.tool_candidates = {
-            key: Candidates(tools, make_scorer(settings.scorer, [t.text() for t in tools],
-                                               [f"{t.name}: {t.description}" for t in tools],
-                                               [(t.vector,) if t.vector else () for t in tools], **tool_options))
-            for key, tools in self.tools.items()
-        }
+        # one scorer per distinct tool list: a zone whose tools are all of one service has the same list
+        # under that service and under the wildcard "any" (most leaves: half their indexing time and memory)
+        shared: dict[tuple[int, ...], Candidates] = {}
+        self.tool_candidates = {}
+        for key, tools in self.tools.items():
+            same = tuple(map(id, tools))
+            if same not in shared:
+                shared[same] = Candidates(tools, make_scorer(
+                    settings.scorer, [t.text() for t in tools], [f"{t.name}: {t.description}" for t in tools],
+                    [(t.vector,) if t.vector else () for t in tools], **tool_options))
+            self.tool_candidates[key] = shared[same]
 
     def intent_vector(self, text: str, sent: Vector | None) -> tuple[Vector | None, bool, bool]:
         """The vector to rank *text* with; whether the one the query *sent* was left unused; and
@@ -213,7 +226,7 @@ class ZoneIndex:
     def scorers(self) -> list[Scorer]:
         """Every scorer this index built (for counters and for closing)."""
         out = [self.child_candidates.scorer] if self.child_candidates else []
-        return out + [c.scorer for c in self.tool_candidates.values()]
+        return out + list({id(c.scorer): c.scorer for c in self.tool_candidates.values()}.values())  # each once
 
     def close(self) -> None:
         for scorer in self.scorers():

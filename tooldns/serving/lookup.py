@@ -79,6 +79,8 @@ class Ranked:
     parts: dict[int, tuple[float, float | None]]
     #: the meta option's content (flags, cache TTL, scorer); None without an intent
     meta: tuple[int, int, str] | None
+    #: tools' ranking TXT records without their descriptions (the query's brief option)
+    brief: bool = False
 
 
 _TXT_HEAD = [b"tooldns=" + FORMAT.encode()]
@@ -309,15 +311,16 @@ def _rank_tools(ix: ZoneIndex, candidates, asked: _Asked) -> Ranked:
     k = min(asked.intent.k, ix.zone.settings.max_k)
     ranking = asked.rank(candidates.scorer, k)
     chosen, pruned = select(ranking, k, ix.zone.settings.prune_ratio)
-    return Ranked(Kind.ANSWER, candidates.entries, chosen, ranking.parts or {}, _meta(ix, ranking, pruned, asked))
+    return Ranked(Kind.ANSWER, candidates.entries, chosen, ranking.parts or {}, _meta(ix, ranking, pruned, asked),
+                  asked.intent.brief)
 
 
 def _answer(ix: ZoneIndex, owner: str, ranked: Ranked, answer: list) -> Result:
     additional = []
+    texts = ix.brief_tool_txt if ranked.brief else ix.ranked_tool_txt
     for rank, (i, score) in enumerate(ranked.chosen, 1):
         tool = ranked.entries[i]
         # priority = rank, so an ordinary SRV client takes the best first; TTL 0: intent-specific
         answer.append(RR(owner, QTYPE.SRV, ttl=0, rdata=SRV(rank, tool.weight, tool.port, tool.target)))
-        additional.append(_rank_txt(tool.owner(ix.origin), rank, score, ix.ranked_tool_txt[id(tool)],
-                                    ranked.parts.get(i)))
+        additional.append(_rank_txt(tool.owner(ix.origin), rank, score, texts[id(tool)], ranked.parts.get(i)))
     return Result(Kind.ANSWER, answer=answer, additional=additional, meta=ranked.meta)

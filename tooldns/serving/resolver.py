@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from dataclasses import replace
 from typing import Protocol
 
 from dnslib import CLASS, OPCODE, QTYPE, RCODE, RR, TXT, DNSRecord
@@ -29,6 +30,7 @@ from dnslib.server import BaseResolver
 from ..exceptions import IntentError
 from .index import ZoneIndex
 from ..protocol.intent import INTENT_OPTION_CODE, decode_intent
+from ..protocol.brief import BRIEF_OPTION_CODE, decode_brief
 from ..protocol.vector import VECTOR_OPTION_CODE, decode_vector
 from .fastreply import PackedZone
 from .lookup import Kind, Result, lookup, ranked
@@ -112,6 +114,9 @@ class ZoneResolver(BaseResolver):
                 return None
             intent = _decoded(query.option_data(self.intent_code), self.intent_code, decode_intent, "intent")
             vector = _decoded(query.option_data(VECTOR_OPTION_CODE), VECTOR_OPTION_CODE, decode_vector, "vector")
+            if intent is not None and _decoded(query.option_data(BRIEF_OPTION_CODE), BRIEF_OPTION_CODE, decode_brief,
+                                               "brief"):
+                intent = replace(intent, brief=True)
             result = ranked(index, route.cursor, query.qtype, intent, vector)
             wire = packed.pack(data, query, route, result, query.udp_size if udp else 65535) if result else None
         except IntentError:
@@ -191,6 +196,8 @@ class ZoneResolver(BaseResolver):
         try:
             intent = _option(opt, self.intent_code, decode_intent, "intent")
             vector = _option(opt, VECTOR_OPTION_CODE, decode_vector, "vector")
+            if intent is not None and _option(opt, BRIEF_OPTION_CODE, decode_brief, "brief"):
+                intent = replace(intent, brief=True)  # ranked tool answers without descriptions
         except IntentError as exc:
             return self._formerr(request, str(exc))
         q = request.q
