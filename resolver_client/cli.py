@@ -44,6 +44,10 @@ def format_table(res: Resolution) -> str:
     s = res.stats
     lines.append(f";; {s.queries} queries, {s.nodes_visited} zones, {s.bytes_sent + s.bytes_received} bytes, "
                  f"{s.packets} packets, {s.ms:.1f} ms")
+    if any(t.dnssec for t in res.tools) or s.bogus:
+        states = [t.dnssec for t in res.tools]
+        lines.append(f";; DNSSEC: {states.count('secure')} secure, {states.count('insecure')} insecure, "
+                     f"{s.bogus} bogus dropped")
     return "\n".join(lines)
 
 
@@ -99,6 +103,15 @@ def _print(res, args) -> None:
         print(f";; warning: {err}", file=sys.stderr)
 
 
+def _add_dnssec_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--validate", action="store_true", help="check every answer with DNSSEC from the trust anchor "
+                   "down; bogus tools are dropped, the others show secure or insecure (docs/dnssec.md)")
+    p.add_argument("--anchor", metavar="FILE", help="the trust anchor for --validate: the root zone's DNSKEY or DS "
+                   "lines, as 'tooldns dnssec show ZONEDIR --anchor' or 'dig DNSKEY tools. +norec' print them")
+    p.add_argument("--require-secure", action="store_true", help="with --validate: return only secure tools "
+                   "(insecure ones, below delegations without DS, are dropped and named in the warnings)")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = _parser()
     p.add_argument("intent", help="what the agent wants to do, in natural language")
@@ -126,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                    "things, and share the results fairly")
     p.add_argument("--html", metavar="FILE", help="also write a picture of the walk to FILE: one self-contained "
                    "HTML page (the zones asked, scores and ranks, branches not followed, tools, timings)")
+    _add_dnssec_flags(p)
     args = p.parse_args(argv)
+    if (args.validate or args.require_secure) and not args.anchor:
+        p.error("--validate and --require-secure need --anchor FILE (the root zone's DNSKEY or DS)")
     try:
         ks = tuple(int(x) for x in str(args.k).split(",")) if args.k is not None else None
     except ValueError:
@@ -136,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         root = parse_server(args.root)
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed),
-                      details=args.details or bool(args.html)) as resolver:
+                      details=args.details or bool(args.html), validate=args.validate or args.require_secure,
+                      trust_anchor=args.anchor, require_secure=args.require_secure) as resolver:
             res = resolver.resolve(args.intent, k=ks if ks is None or len(ks) > 1 else ks[0],
                                    service=args.service.lower(), trust=_split(args.trust), exclude=_split(args.exclude),
                                    top=args.top, leaf_k=args.leaf_k, split=args.split, mode=args.mode)

@@ -53,10 +53,10 @@ class Reply:
     edns: bool = False
 
 
-def opt_record(options: list[dns.edns.Option], payload: int = 1232) -> bytes:
-    """The OPT pseudo-record (EDNS version 0) carrying *options*, as wire bytes."""
+def opt_record(options: list[dns.edns.Option], payload: int = 1232, dnssec: bool = False) -> bytes:
+    """The OPT pseudo-record (EDNS version 0) carrying *options*, as wire bytes; *dnssec* sets DO."""
     data = b"".join(struct.pack("!HH", int(o.otype), len(w)) + w for o in options for w in [o.to_wire()])
-    return b"\x00" + struct.pack("!HHIH", _OPT, payload, 0, len(data)) + data
+    return b"\x00" + struct.pack("!HHIH", _OPT, payload, 0x8000 if dnssec else 0, len(data)) + data
 
 
 def make_query(qname: str, opt: bytes, qtype: int = _SRV, msg_id: int | None = None) -> bytes:

@@ -10,6 +10,9 @@ arrives.
     >>> [(t.name, t.zone, round(t.score, 2)) for t in res.tools[:2]]
 
     >>> res = await AsyncResolver().resolve("send a slack message", service="mcp", trust=["hko"])
+
+    >>> Resolver(validate=True, trust_anchor="root.key").resolve("typhoon warning").tools[0].dnssec
+    'secure'
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .exceptions import ResolverError
 from .modes import GET_IMPORTANT, settings_for
 from .results import Resolution
 from .split import WalkGroup, split_intent
+from .validate import TrustAnchor, Validator, load_anchor
 from .walk import Query, Walk
 
 DEFAULT_ROOT = ("127.0.0.1", 5300)
@@ -56,6 +60,7 @@ class _BaseResolver:
     def __init__(self, root=DEFAULT_ROOT, *, root_zone: str = "tools.", timeout: float = 1.0,
                  cache: ReplyCache | bool = True, max_depth: int = 8, max_queries: int = 256,
                  intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT,
+                 validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
                  details: bool = False) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
@@ -69,6 +74,13 @@ class _BaseResolver:
         #: vector sent with every query, for zones that score vectors; None: no vector is sent
         self.embedder = embedder
         self.fusion = fusion
+        #: DNSSEC (docs/dnssec.md): validate every reply from *trust_anchor* (a TrustAnchor or the path of
+        #: a file of the root zone's DNSKEY or DS lines) down; *require_secure*: return secure tools only
+        if validate and trust_anchor is None:
+            raise ResolverError("validation needs a trust anchor: the root zone's DNSKEY or DS (trust_anchor=...)")
+        anchor = load_anchor(trust_anchor) if isinstance(trust_anchor, str) else trust_anchor
+        self.trust_anchor = anchor if validate else None
+        self.require_secure = require_secure
         #: tools come back with their descriptions (cut to 120 bytes); by default leaves answer without
         #: them (the brief option: half the bytes, twice the tools per datagram), and a caller that shows
         #: or calls a tool reads its own TXT record for the whole text (:mod:`.describe`)
@@ -91,7 +103,8 @@ class _BaseResolver:
                     trust=list(trust) if trust is not None else None,
                     exclude=list(exclude) if exclude else None,
                     max_depth=self.max_depth, max_queries=self.max_queries, intent_code=self.intent_code,
-                    vector=vector, fusion=self.fusion, brief=not self.details)
+                    vector=vector, fusion=self.fusion, brief=not self.details, require_secure=self.require_secure,
+                    validator=Validator(self.trust_anchor) if self.trust_anchor is not None else None)
         walk.stats.embed_ms = ms
         return walk
 

@@ -29,6 +29,10 @@ class Tool:
     #: every leaf's tools (:mod:`tooldns.protocol.fusion`)
     bm25: float | None = None
     cosine: float | None = None
+    #: DNSSEC status when the resolution validated (``Resolver(validate=True)``): "secure" (chained to
+    #: the trust anchor) or "insecure" (below a delegation proven unsigned); "" when not validated.
+    #: Bogus tools are never returned
+    dnssec: str = ""
 
     @property
     def key(self) -> str:
@@ -84,6 +88,7 @@ class Stats:
     fallbacks: int = 0  # answers flagged as produced by a fallback scorer
     embed_ms: float = 0.0  # time spent embedding the intent (once per resolution)
     intent_shortened: int = 0  # the intent's length in bytes, when it was cut to fit the option
+    bogus: int = 0  # DNSSEC: RRsets, delegations or zone keys that failed validation (their data dropped)
 
 
 @dataclass

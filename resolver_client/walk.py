@@ -24,7 +24,11 @@ Rules it follows (``docs/protocol.md``):
 * FORMERR ends the walk with :class:`IntentRejected`, carrying the server's EDE text;
 * depth and total queries are bounded;
 * with a relevance ``floor`` (search mode ``get_all``, :mod:`.modes`), only tools scoring at least
-  ``floor`` x the best score found are returned.
+  ``floor`` x the best score found are returned;
+* with a ``validator`` (:mod:`.validate`), queries set DO, each zone visited is also asked for its
+  DNSKEY RRset (its search replies wait for it), and the chain of trust is checked from the anchor
+  down to every tool: each tool says ``dnssec`` secure or insecure; bogus data is dropped, counted
+  (``stats.bogus``) and explained in ``errors``; with ``require_secure``, insecure tools are dropped too.
 
 How wide the walk is (K per depth, ``leaf_k``, the floor) is the search mode's choice, made by the
 drivers (:mod:`resolver_client.modes`); the walk only carries it out.
@@ -54,6 +58,7 @@ from tooldns.protocol.vector import VECTOR_OPTION_CODE
 from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
 from .message import Reply, is_reply_to, make_query, opt_record, parse_reply
 from .results import Hop, Referral, Resolution, Stats, Tool
+from .validate import BOGUS, INSECURE, SECURE, Bogus, Validator
 
 UDP_PAYLOAD = 1232
 #: tools whose SRV and metadata fit one UDP reply, about (descriptions are cut to 120 bytes)
@@ -100,6 +105,7 @@ class Query:
     attempts: int = 0
     k: int = 3  # K carried by this query's intent option
     cache_key: tuple = ()
+    qtype: int = dns.rdatatype.SRV  # DNSKEY for the key queries of a validating walk
     #: set by Walk.take: how long the reply to this query may be cached (0: not at all)
     cache_ttl: float = 0.0
     #: set by Walk.take: the parsed reply (what a cache keeps)
@@ -110,7 +116,7 @@ class Query:
     def wire(self) -> bytes:
         """The query message; built when a driver first sends it, so a cache hit never pays for it."""
         if self._wire is None:
-            self._wire = make_query(self.qname, self.opt)
+            self._wire = make_query(self.qname, self.opt, self.qtype)
         return self._wire
 
     @wire.setter
@@ -121,7 +127,7 @@ class Query:
         """The same question again, to another server or over TCP (a new message ID)."""
         fields = dict(qname=self.qname, zone=self.zone, servers=self.servers, path=self.path, depth=self.depth,
                       opt=self.opt, k=self.k, server_index=self.server_index, tcp=self.tcp,
-                      attempts=self.attempts + 1, cache_key=self.cache_key)
+                      attempts=self.attempts + 1, cache_key=self.cache_key, qtype=self.qtype)
         fields.update(changes)
         return Query(**fields)
 
@@ -156,6 +162,10 @@ class Walk:
     #: relevance floor: only tools scoring at least ``floor`` x the best score are returned (tools
     #: without a score are kept); None: every tool found (search modes, :mod:`.modes`)
     floor: float | None = None
+    #: DNSSEC: the chain of trust to check every reply against (None: no validation, no DO bit)
+    validator: Validator | None = None
+    #: with a validator: return only secure tools (insecure ones are dropped and counted)
+    require_secure: bool = False
 
     def __post_init__(self) -> None:
         self._ks = tuple(self.k) if isinstance(self.k, (tuple, list)) else (self.k,)
@@ -171,7 +181,7 @@ class Walk:
             extra.append(dns.edns.GenericOption(BRIEF_OPTION_CODE, encode_brief()))
         try:
             self._opts = {k: opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(sent, k)), *extra],
-                                        UDP_PAYLOAD) for k in {*self._ks, self.leaf_k}}
+                                        UDP_PAYLOAD, dnssec=self.validator is not None) for k in {*self._ks, self.leaf_k}}
             self._cursor = names.cursor(self.service, self.root_zone, self.transport)
         except (IntentError, NameError_) as exc:
             raise ResolverError(str(exc)) from exc
@@ -187,6 +197,10 @@ class Walk:
         self.limited = False
         #: zones none of whose name servers answered: their tools may be the ones missing
         self.unreachable: list[str] = []
+        #: validating: replies waiting for their zone's keys, and the zones whose keys were asked for
+        self._parked: dict[str, list] = {}
+        self._keys_asked: set[str] = set()
+        self._keys_opt = opt_record([], UDP_PAYLOAD, dnssec=True)
 
     # -- building queries --
     def k_at(self, depth: int) -> int:
@@ -210,7 +224,7 @@ class Walk:
     def start(self) -> list[Query]:
         if not self.root:
             raise NoServersReachable("no root name server given")
-        return [self._query(self._cursor.to_text(), self.root_zone, self.root, (self.root_zone,), 0)]
+        return self._with_keys([self._query(self._cursor.to_text(), self.root_zone, self.root, (self.root_zone,), 0)])
 
     # -- taking results --
     def take(self, q: Query, wire: bytes | None, error: Exception | None = None, ms: float = 0.0,
@@ -244,7 +258,60 @@ class Walk:
         if meta is not None and meta.fallback:
             hop.fallback = True
             self.stats.fallbacks += 1
-        return self._follow(q, resp, hop, meta)
+        if self.validator is not None:
+            if q.qtype == dns.rdatatype.DNSKEY:
+                return self._with_keys(self._take_keys(q, resp))
+            if not self.validator.status(q.zone):  # its keys are on their way
+                self._parked.setdefault(q.zone, []).append((q, resp, hop, meta))
+                return []
+        return self._with_keys(self._follow(q, resp, hop, meta))
+
+    # -- DNSSEC (with a validator) --
+    def _with_keys(self, queries: list[Query]) -> list[Query]:
+        """*queries*, and a DNSKEY query for each zone among them whose keys were not asked for yet."""
+        if self.validator is None:
+            return queries
+        out = list(queries)
+        for q in queries:
+            if q.zone not in self._keys_asked and q.qtype != dns.rdatatype.DNSKEY:
+                self._keys_asked.add(q.zone)
+                out.append(Query(qname=q.zone, zone=q.zone, servers=q.servers, path=q.path, depth=q.depth,
+                                 opt=self._keys_opt, qtype=dns.rdatatype.DNSKEY, k=0,
+                                 cache_key=(q.zone, dns.rdatatype.DNSKEY)))
+        return out
+
+    def _take_keys(self, q: Query, resp: Reply) -> list[Query]:
+        """A zone's DNSKEY reply: the zone's keys validated, then its replies that waited for them."""
+        if resp.flags & dns.flags.TC and not q.tcp:
+            return [q.retry(tcp=True)]
+        if resp.rcode != dns.rcode.NOERROR or resp.flags & dns.flags.TC:
+            return self._next_server(q, f"{_server_text(q)}: {dns.rcode.to_text(resp.rcode)} to DNSKEY")
+        q.cache_ttl = self._ttl(resp, None)
+        if self.validator.take_dnskey(q.zone, resp.answer) == BOGUS:
+            self._bogus(q.zone, self.validator.reason(q.zone))
+        return self._release(q.zone)
+
+    def _release(self, zone: str) -> list[Query]:
+        out = []
+        for q, resp, hop, meta in self._parked.pop(zone, []):
+            out.extend(self._follow(q, resp, hop, meta))
+        return out
+
+    def _bogus(self, zone: str, why: str) -> None:
+        self.stats.bogus += 1
+        self.errors.append(f"{zone}: bogus: {why}")
+
+    def _check(self, q: Query, section, wanted: list[tuple[str, int]]) -> str:
+        """Validate *wanted* RRsets of *section* with the keys of the zone asked: SECURE or INSECURE
+        (or "" without a validator); BOGUS after counting it."""
+        if self.validator is None:
+            return ""
+        try:
+            self.validator.check(q.zone, section, wanted)
+        except Bogus as exc:
+            self._bogus(q.zone, str(exc))
+            return BOGUS
+        return self.validator.status(q.zone)
 
     def _receive(self, q: Query, wire: bytes | None, error: Exception | None,
                  ms: float) -> tuple[Reply | None, list[Query]]:
@@ -297,7 +364,13 @@ class Walk:
         return []  # NODATA
 
     def _take_answer(self, q: Query, resp: Reply, hop: Hop, meta: Meta | None) -> list[Query]:
-        hop.tools = self._take_tools(q, resp)
+        wanted = list(dict.fromkeys((r.name, r.rdtype) for r in resp.answer
+                                    if r.rdtype in (dns.rdatatype.SRV, dns.rdatatype.CNAME)))
+        status = self._check(q, resp.answer, wanted)
+        if status == BOGUS:
+            hop.note = "bogus answer: its tools are dropped"
+            return []
+        hop.tools = self._take_tools(q, resp, status)
         cur = names.parse_cursor(q.qname)
         if (cur is not None and not cur.expanded and self.leaf_k > q.k and len(hop.tools) >= q.k
                 and not (meta is not None and meta.pruned)):
@@ -308,7 +381,11 @@ class Walk:
 
     def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
         if q.server_index + 1 < len(q.servers):
-            return [q.retry(server_index=q.server_index + 1, tcp=self._wants_tcp(q.qname, q.k))]
+            return [q.retry(server_index=q.server_index + 1, tcp=q.tcp if q.qtype == dns.rdatatype.DNSKEY
+                            else self._wants_tcp(q.qname, q.k))]
+        if q.qtype == dns.rdatatype.DNSKEY:  # no keys: the zone's replies cannot be validated
+            self.validator.fail_keys(q.zone, why)
+            return self._release(q.zone)
         self.errors.append(f"{q.zone}: no name server answered ({why})")
         self.unreachable.append(q.zone)
         if q.depth == 0:
@@ -361,7 +438,7 @@ class Walk:
                     out[r.name] = pairs
         return out
 
-    def _take_tools(self, q: Query, resp) -> list[Tool]:
+    def _take_tools(self, q: Query, resp, status: str = "") -> list[Tool]:
         meta = self._txt_by_owner(resp)
         by_rank = {}
         for owner, pairs in meta.items():
@@ -373,6 +450,11 @@ class Walk:
         srv = sorted((r.rdata for r in resp.answer if r.rdtype == dns.rdatatype.SRV), key=lambda rd: rd.priority)
         for rd in srv:
             owner, pairs = by_rank.get(rd.priority, ("", {}))
+            if status and self._check(q, resp.additional, [(owner, dns.rdatatype.TXT)]) == BOGUS:
+                continue  # its endpoint and name cannot be trusted
+            if self.require_secure and status == INSECURE:
+                self.errors.append(f"{q.zone}: insecure: tool {rd.target.to_text()} dropped (secure tools required)")
+                continue
             label = owner.split(".", 1)[0] if owner else ""
             tool = Tool(
                 name=printable(pairs.get("name", label or rd.target.to_text())),
@@ -382,6 +464,7 @@ class Walk:
                 endpoint=printable(pairs.get("endpoint", "")),
                 description=neutralise(pairs.get("desc", ""), limit=None),  # zone text, shown to agents' models
                 id=printable(pairs.get("id", "")), path=list(q.path), bm25=_number(pairs, "bm25"), cosine=_number(pairs, "cos"),
+                dnssec=status,
             )
             found.append(tool)
             old = self._tools.get(tool.key)
@@ -417,12 +500,28 @@ class Walk:
                            pairs.get("kind", "functional"), pairs.get("summary", ""))
             hop.referrals.append(ref)
             servers = [(addr, q.server[1]) for n in ns_names for addr in glue.get(n, [])]
+            why = self._check_referral(q, resp, zone)
+            if why:
+                ref.followed, ref.why_not = False, why
+                continue
             child, why = self._child_query(q, ref, pairs.get("leaf") == "1", servers, len(out))
             if child is None:
                 ref.followed, ref.why_not = False, why
             else:
                 out.append(child)
         return out
+
+    def _check_referral(self, q: Query, resp: Reply, zone: str) -> str:
+        """Validating: why the referral to *zone* is not followed ("" when it is): its ranking TXT (the
+        parent signs it) or its DS proof is bogus."""
+        if self.validator is None or not names.is_subdomain(zone, q.zone):
+            return ""
+        if self._check(q, resp.additional, [(zone, dns.rdatatype.TXT)]) == BOGUS:
+            return "bogus ranking record"
+        if zone != q.zone and self.validator.delegate(q.zone, zone, resp.authority) == BOGUS:
+            self._bogus(zone, self.validator.zones[zone].delegation[1])
+            return "bogus delegation"
+        return ""
 
     def _child_query(self, q: Query, ref: Referral, leaf: bool, servers: list[tuple[str, int]],
                      pending: int) -> tuple[Query | None, str]:

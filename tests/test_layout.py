@@ -3,7 +3,7 @@
 Folders, from the bottom up (each may import only those below it):
 
     tooldns.exceptions < tooldns.protocol < tooldns.chat < tooldns.scoring < tooldns.embedding
-        < tooldns.zone < tooldns.serving < tooldns.building < tooldns.cli
+        < tooldns.zone < tooldns.dnssec < tooldns.serving < tooldns.building < tooldns.cli
 
 (``tooldns.embedding`` sits above ``tooldns.scoring`` because its hashing embedder uses the
 tokenizer), and ``resolver_client`` imports ``tooldns.protocol``, ``tooldns.embedding`` (when an
@@ -25,7 +25,7 @@ import pytest
 from conftest import ROOT
 
 LAYERS = ["tooldns.exceptions", "tooldns.protocol", "tooldns.chat", "tooldns.scoring", "tooldns.embedding",
-          "tooldns.zone", "tooldns.serving", "tooldns.building", "tooldns.cli"]
+          "tooldns.zone", "tooldns.dnssec", "tooldns.serving", "tooldns.building", "tooldns.cli"]
 HEAVY = ("dnslib", "yaml", "numpy", "sklearn", "openai")
 MAX_FUNCTION_LINES = 60
 

@@ -11,6 +11,7 @@
     tooldns build --update services.json --out built/   the built tree changed in place to the catalog as it is
     tooldns embed built/                 fill in missing or stale tool vectors and centroids, in place
     tooldns mcp --root 127.0.0.1:5300    tool discovery for agents as an MCP server (docs/mcp.md)
+    tooldns dnssec keygen zones/         DNSSEC keys for every zone, DS into parents; serve then signs (docs/dnssec.md)
 
 Exit status: 0 ok, 1 invalid zone files, 2 bad usage, 3 cannot bind or serve (or the server
 extra, ``pip install 'tooldns[server]'``, is not installed).
@@ -35,6 +36,7 @@ from .exceptions import ToolDNSError, ZoneFileError
 SERVER_PACKAGES = ("dnslib", "yaml", "openai", "numpy", "sklearn", "prometheus_client")
 try:
     from .building.build import Embedded, add_build_command
+    from .dnssec.command import add_dnssec_command, add_serve_flags, signing_from_args
     from .building.update import add_update_options
     from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings
     from .embedding.registry import make_embedder
@@ -137,6 +139,7 @@ def _serve_workers(args, tree) -> int:
 def _serve(args) -> int:
     try:
         tree = Tree(args.zonedir, args.port, answer_cache=args.answer_cache, only=args.only, listen=args.listen,
+                    signing=signing_from_args(args),
                     summaries=args.summaries, summary_refresh=args.summary_refresh,
                     **_report_options(args), **_server_options(args))
         if args.workers > 1 and args.port == 0:
@@ -362,9 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on every zone's address (default {DEFAULT_PORT})")
     s.add_argument("--answer-cache", type=int, default=4096, metavar="N",
                    help="replies kept per server for repeated identical queries (0: off; default 4096)")
-    _add_scale_flags(s)
-    _add_limit_flags(s)
-    _add_report_flags(s)
+    for add_flags in (_add_scale_flags, _add_limit_flags, _add_report_flags, add_serve_flags):
+        add_flags(s)
     s.set_defaults(func=_serve)
     c = sub.add_parser("check", help="validate a zone file or a directory of them")
     c.add_argument("path")
@@ -392,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
                         "vectors or carry some are embedded; scorers stay)")
     e.set_defaults(func=_embed)
     _add_mcp_command(sub)
+    add_dnssec_command(sub)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

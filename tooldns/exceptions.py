@@ -10,6 +10,8 @@
     │                      weights, the embedding endpoint failed)
     ├── BuildError         a tool catalog cannot be turned into a zone tree
     ├── SummaryError       a child's published summary is malformed, too large or not its own
+    ├── DNSSECError        a zone's signing keys cannot be made, read or trusted (a private key
+    │                      others may read, a key file that is not one)
     └── ServeError         the zones cannot be served here: too few open files allowed, or a
                            worker process cannot start (an OSError too)
 
@@ -66,3 +68,7 @@ class SummaryError(ToolDNSError):
 
 class ServeError(ToolDNSError, OSError):
     """The zones cannot be served."""
+
+
+class DNSSECError(ToolDNSError):
+    """The zone's DNSSEC keys cannot be used."""

@@ -70,6 +70,10 @@ def tool_metadata(tool: Tool, full: bool, brief: bool = False) -> list[tuple[str
 class ZoneIndex:
     """Everything :func:`tooldns.serving.lookup.lookup` needs about one zone."""
 
+    #: the zone's online signer (:class:`tooldns.dnssec.signer.ZoneSigner`), set by its store when the
+    #: zone has keys; None: the zone is not signed
+    signer = None
+
     def __init__(self, zone: Zone) -> None:
         self.zone = zone
         self.origin = zone.origin

@@ -49,6 +49,8 @@ class ZoneGroup:
     and ``zone``, the topmost zone, whose settings (the rate limit) apply to the server. A new group
     is made whenever a zone reloads, which empties the server's answer cache."""
 
+    signer = None  # the group signs nothing itself: each zone's resolver signs its own replies
+
     def __init__(self, indexes: list[ZoneIndex], top: ZoneIndex) -> None:
         self.indexes = indexes
         self.zone = top.zone
@@ -166,7 +168,10 @@ class MultiZoneResolver(BaseResolver):
         if request.header.opcode == OPCODE.NOTIFY:  # about a child: its parent zone hears it
             return next((m for m in self.members.values()
                          if any(c.name == name for c in m.source.index.zone.children)), self.top)
-        return self.member_for(name)
+        member = self.member_for(name)
+        if q.qtype == QTYPE.DS and member is not self.top and member.source.index.origin == name:
+            return self.member_for(names.parent(name))  # a DS lives at the parent's side of the cut
+        return member
 
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         try:

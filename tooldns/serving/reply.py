@@ -44,20 +44,21 @@ def _skeleton(request: DNSRecord | None, header: DNSHeader | None = None, answer
                      rr=answer, auth=authority, ar=additional)
 
 
-def _opt(rcode: int, options: list[EDNSOption]) -> RR:
-    # OPT TTL: extended rcode (upper 8 bits) | version 0 | flags 0 (no DNSSEC here)
-    return RR(".", QTYPE.OPT, rclass=SERVER_UDP_SIZE, ttl=((rcode >> 4) & 0xFF) << 24, rdata=options)
+def _opt(rcode: int, options: list[EDNSOption], dnssec: bool = False) -> RR:
+    # OPT TTL: extended rcode (upper 8 bits) | version 0 | flags: DO copied from a query a signed zone answers
+    return RR(".", QTYPE.OPT, rclass=SERVER_UDP_SIZE, ttl=((rcode >> 4) & 0xFF) << 24 | (0x8000 if dnssec else 0),
+              rdata=options)
 
 
-def _finish(reply: DNSRecord, rcode: int, edns: bool, options: list[EDNSOption]) -> DNSRecord:
+def _finish(reply: DNSRecord, rcode: int, edns: bool, options: list[EDNSOption], dnssec: bool = False) -> DNSRecord:
     reply.header.rcode = rcode & 0xF
     if edns:
-        reply.add_ar(_opt(rcode, options))
+        reply.add_ar(_opt(rcode, options, dnssec))
     return reply
 
 
-def reply_for(request: DNSRecord, result: Result) -> DNSRecord:
-    """The reply to *request* carrying *result*."""
+def reply_for(request: DNSRecord, result: Result, dnssec: bool = False) -> DNSRecord:
+    """The reply to *request* carrying *result*; *dnssec*: the DO bit is set in its OPT record (RFC 3225)."""
     reply = _skeleton(request, answer=list(result.answer), authority=list(result.authority),
                       additional=list(result.additional))
     reply.header.aa = _AA[result.kind]
@@ -67,7 +68,7 @@ def reply_for(request: DNSRecord, result: Result) -> DNSRecord:
         options.append(EDNSOption(META_OPTION_CODE, encode_meta(flags, ttl, scorer)))
     if result.ede:
         options.append(EDNSOption(EDE_OPTION_CODE, encode_ede(result.ede)))
-    return _finish(reply, _RCODE[result.kind], request_opt(request) is not None, options)
+    return _finish(reply, _RCODE[result.kind], request_opt(request) is not None, options, dnssec)
 
 
 def error_reply(request: DNSRecord | None, rcode: int, ede: str | None = None,

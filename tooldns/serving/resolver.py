@@ -107,6 +107,8 @@ class ZoneResolver(BaseResolver):
         if query is None:
             return None
         index = self.source.index
+        if index.signer is not None and data[query.question_end + 7] & 0x80:
+            return None  # DO set on a signed zone: resolve() adds the DNSSEC records
         try:
             packed = self._packed_zone(index)
             route = packed.route(data, query) if packed is not None else None
@@ -213,4 +215,10 @@ class ZoneResolver(BaseResolver):
             qname = "\x00invalid."  # non-ASCII octets: names no zone holds; lookup refuses or NXDOMAINs
         if qname == ".." or not q.qname.label:
             qname = "."
-        return reply_for(request, lookup(self.source.index, qname, q.qtype, intent, vector))
+        index = self.source.index
+        if index.signer is not None:  # a signed zone (tooldns.dnssec): DNSKEY, DS, and RRSIGs for DO queries
+            from .signing import signed_lookup
+
+            do = opt is not None and bool(opt.ttl & 0x8000)
+            return reply_for(request, signed_lookup(index, qname, q.qtype, intent, vector, do), dnssec=do)
+        return reply_for(request, lookup(index, qname, q.qtype, intent, vector))

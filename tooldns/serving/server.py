@@ -118,6 +118,8 @@ class DNSServer:
         self._cache_bytes = 0
         self.cache_bytes = cache_bytes
         self._cache_index = None
+        #: signed zones: when cached replies (their RRSIGs) are to be made afresh (time.monotonic); None: never
+        self._cache_until: float | None = None
         self._rrl: RateLimiter | None = None
         self._rrl_source: RateLimit | None = None  # the zone setting self._rrl was made from
         self._udp = None
@@ -162,10 +164,11 @@ class DNSServer:
         index = self._index()
         cacheable = self.cache_size > 0 and index is not None and index.cacheable
         if cacheable:
-            if index is not self._cache_index:
+            if index is not self._cache_index or (self._cache_until is not None and time.monotonic() >= self._cache_until):
                 self._cache.clear()
                 self._cache_bytes = 0
                 self._cache_index = index
+                self._cache_until = _signed_until(index)
             key = (data[2:], udp)
             hit = self._cache.get(key)
             if hit is not None:
@@ -473,3 +476,10 @@ class DNSServer:
 
 
 _DEFAULT_RATE_LIMIT = RateLimit()
+
+
+def _signed_until(index) -> float | None:
+    """For an index whose zones sign their replies (tooldns.dnssec): until when (time.monotonic) a
+    reply it answered may be served from the packet cache, before its signatures are renewed."""
+    signers = [ix.signer for ix in getattr(index, "indexes", [index]) if getattr(ix, "signer", None) is not None]
+    return time.monotonic() + min(s.refresh for s in signers) if signers else None

@@ -11,6 +11,9 @@ The zone served is the file's with what was learned from the children put in
 at each change served since the start (a reload, a learned summary), so that parents see the change.
 Each callable in ``listeners`` is called after a swap: a server hosting several zones
 (:mod:`.multizone`) then renews what it holds of them.
+Zones with DNSSEC keys are signed (*signing*, :class:`tooldns.dnssec.signer.Signing`: the key directory,
+``keys/`` beside the zone file unless told); keys added, removed or changed there are picked up like
+an edit of the file (a key that cannot be used is logged and the last good signer kept).
 Every load is bounded by *limits* (:class:`tooldns.zone.limits.ZoneLimits`, the defaults unless
 given): a file over them is refused like any invalid file.
 
@@ -27,7 +30,8 @@ from collections.abc import Callable
 
 from dataclasses import replace
 
-from ..exceptions import ZoneFileError
+from ..dnssec.signer import Signing
+from ..exceptions import DNSSECError, ZoneFileError
 from .index import ZoneIndex
 from ..zone.limits import ZoneLimits
 from ..zone.model import Summary, Zone
@@ -45,17 +49,21 @@ def _stamp(path: str):
 
 
 class ZoneStore:
-    def __init__(self, path: str | os.PathLike, limits: ZoneLimits | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, limits: ZoneLimits | None = None, signing: Signing | None = None) -> None:
         self.path = os.fspath(path)
         self.limits = limits
         self._stamp = _stamp(self.path)
         #: the zone as its file says; what is served (:attr:`zone`) has learned summaries in it
         self.file_zone = load_zone(self.path, limits)
+        #: where the zone's keys are and how it signs; its signer (None: the zone has no keys)
+        self.signing = signing if signing is not None else Signing.beside(self.path)
+        self._keys_stamp = self.signing.stamp(self.file_zone.origin)
+        self.signer = self.signing.signer_for(self.file_zone.origin)
         #: child name -> the summary learned from the child (:mod:`.summaries`)
         self.learned: dict[str, Summary] = {}
         #: the SOA serial served: the file's, raised by one at each change served since the start
         self.serial = self.file_zone.soa.serial
-        self.index = ZoneIndex(self._served(self.file_zone))
+        self.index = self._new_index(self._served(self.file_zone))
         self.last_error: str | None = None
         self.reloads = 0
         #: reloads refused (a bad edit, a scorer that cannot be built): the last good version kept serving
@@ -66,6 +74,30 @@ class ZoneStore:
     @property
     def zone(self):
         return self.index.zone
+
+    def _new_index(self, zone: Zone) -> ZoneIndex:
+        index = ZoneIndex(zone)
+        index.signer = self.signer
+        return index
+
+    def _check_keys(self) -> str | None:
+        """Take the zone's keys again if they changed: 'reloaded', 'kept' (a key that cannot be used) or None."""
+        stamp = self.signing.stamp(self.index.origin)
+        if stamp == self._keys_stamp:
+            return None
+        self._keys_stamp = stamp
+        try:
+            signer = self.signing.signer_for(self.index.origin)
+        except DNSSECError as exc:
+            self.last_error = str(exc)
+            self.reload_errors += 1
+            log.error("%s: %s; kept the last good keys", self.path, exc)
+            return "kept"
+        self.signer = signer
+        self.serial = self._next_serial(self.file_zone)
+        self._swap(self._new_index(self._served(self.file_zone)))
+        log.info("%s: %s", self.path, f"signing with keys {[k.key_tag for k in signer.keys]}" if signer else "unsigned")
+        return "reloaded"
 
     def _served(self, zone: Zone) -> Zone:
         """*zone* as served: each child's learned summary where it wins over the file's copy (the copy
@@ -93,7 +125,7 @@ class ZoneStore:
         if self._served(self.file_zone).children == self.index.zone.children:
             return False
         self.serial = self._next_serial(self.file_zone)
-        self._swap(ZoneIndex(self._served(self.file_zone)))
+        self._swap(self._new_index(self._served(self.file_zone)))
         return True
 
     def _swap(self, index: ZoneIndex) -> None:
@@ -106,7 +138,7 @@ class ZoneStore:
         """Reload if the file changed. Returns 'reloaded', 'kept' (bad edit), 'missing' or None."""
         stamp = _stamp(self.path)
         if stamp == self._stamp:
-            return None
+            return self._check_keys()
         self._stamp = stamp
         if stamp is None:
             log.warning("%s: file is gone; still serving its last version", self.path)
@@ -120,7 +152,7 @@ class ZoneStore:
             serial, self.serial = self.serial, self._next_serial(zone)
             self.learned, before = learned, self.learned
             try:
-                index = ZoneIndex(self._served(zone))
+                index = self._new_index(self._served(zone))
             except Exception:
                 self.serial, self.learned = serial, before
                 raise

@@ -36,6 +36,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..dnssec.signer import Signing
 from ..exceptions import ZoneFileError
 from ..protocol import names
 from ..zone.limits import ZoneLimits
@@ -55,13 +56,14 @@ _SERVER_OPTIONS = {"rate_limit", "rate_limit_exempt", "max_tcp", "max_tcp_per_cl
 _POLICY_COUNTERS = ("rate_limited", "slipped", "tcp_refused", "tcp_evicted")
 
 
-def load_tree(zonedir: str | os.PathLike, limits: ZoneLimits | None = None) -> list[ZoneStore]:
+def load_tree(zonedir: str | os.PathLike, limits: ZoneLimits | None = None, signing: Signing | None = None) -> list[ZoneStore]:
     """Load and check every zone file (within *limits*, the defaults when None); raise one
-    :class:`ZoneFileError` listing all problems."""
+    :class:`ZoneFileError` listing all problems. Zones with keys are signed (*signing*: the key
+    directory, ``keys/`` beside the files unless told; :mod:`tooldns.dnssec`)."""
     stores, errors = [], []
     for path in zone_files(zonedir):
         try:
-            stores.append(ZoneStore(path, limits=limits))
+            stores.append(ZoneStore(path, limits=limits, signing=signing))
         except ZoneFileError as exc:
             errors.extend(exc.errors)
     by_origin: dict[str, ZoneStore] = {}
@@ -136,7 +138,8 @@ class Tree:
                  stores: list[ZoneStore] | None = None, answer_cache: int = 4096,
                  only: Sequence[str] | None = None, listen: Sequence[str] | None = None,
                  metrics: tuple[str, int] | None = None, query_log: str | None = None, log_intents: bool = False,
-                 summaries: bool = True, summary_refresh: float | None = None, **server_options) -> None:
+                 summaries: bool = True, summary_refresh: float | None = None, signing: Signing | None = None,
+                 **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
         ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``."""
         unknown = set(server_options) - _SERVER_OPTIONS
@@ -148,7 +151,7 @@ class Tree:
         self.server_options = server_options
         self.watch_interval = watch_interval
         self.listen = _listen_addresses(listen)
-        loaded = stores if stores is not None else load_tree(zonedir)
+        loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
         #: every zone of the directory (served here or not) -> its name servers: where NOTIFY goes
         self.known_zones = {store.index.origin: store.file_zone.nameservers for store in loaded}
         self.stores = select_zones(loaded, only)

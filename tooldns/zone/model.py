@@ -99,6 +99,10 @@ class Delegation:
     #: a few vectors standing for every tool beneath the child (centroids), each in the vector
     #: option's encoding (:mod:`tooldns.protocol.vector`); what the hybrid scorer compares intents with
     vectors: tuple[bytes, ...] = ()
+    #: DNSSEC: the child's DS records (RDATA text, ``"12345 15 2 3f5a..."``), handed over by the child's
+    #: operator (``tooldns dnssec keygen`` writes them for a tree signed here, ``docs/dnssec.md``); a
+    #: signed parent serves them in referrals, signed. Empty: the delegation is insecure
+    ds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

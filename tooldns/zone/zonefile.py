@@ -632,7 +632,7 @@ def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
     out: list[Delegation] = []
     seen: dict[str, int] = {}
     for item, line in c.seq(top, "children", "the zone", limit="max_children"):
-        m = c.mapping(item, line, "child", {"label", "summary"}, {"kind", "nameservers", "leaf", "vectors"})
+        m = c.mapping(item, line, "child", {"label", "summary"}, {"kind", "nameservers", "leaf", "vectors", "ds"})
         if m is None or "label" not in m:
             continue
         label = c.label(m["label"], c.lineof(m, "label"), "child label")
@@ -656,7 +656,9 @@ def _children(c: _Checker, top: _Map, origin: str) -> tuple[Delegation, ...]:
             leaf = False
         vectors = tuple(v for v in (c.vector(item, vline, f"vector of child '{label}'")
                                     for item, vline in c.seq(m, "vectors", f"child '{label}'", limit="max_vectors")) if v)
-        out.append(Delegation(label, child_name, kind, summary, ns, leaf, vectors))
+        ds = tuple(d for d in (_ds(c, item, dline, label)
+                               for item, dline in c.seq(m, "ds", f"child '{label}'", limit="max_nameservers")) if d)
+        out.append(Delegation(label, child_name, kind, summary, ns, leaf, vectors, ds))
     return tuple(out)
 
 
@@ -734,6 +736,23 @@ def _corpus_stats(c: _Checker, top: _Map) -> CorpusStats | None:
 
 
 # -- writing --
+
+def _ds(c: _Checker, value: Any, line: int, label: str) -> str | None:
+    """A DS record's RDATA text (``key-tag algorithm digest-type digest``) in dnspython's form, or None
+    after reporting what is wrong with it."""
+    import dns.exception
+    import dns.rdata
+
+    if not isinstance(value, str) or len(value) > 1024:
+        c.err(line, f"DS of child '{label}' must be text such as '12345 15 2 3f5a...', got {_show(value)}")
+        return None
+    try:
+        return dns.rdata.from_text("IN", "DS", value).to_text()
+    except (dns.exception.DNSException, ValueError) as exc:
+        c.err(line, f"DS of child '{label}' is not a DS record ({exc}); write 'key-tag algorithm digest-type "
+                    "digest' as 'tooldns dnssec ds' prints it")
+        return None
+
 
 def dump_zone(zone: Zone, header: str = "") -> str:
     """The zone-file text of *zone*: what :func:`parse_zone` reads back as an equal zone.
@@ -828,6 +847,8 @@ def _dump_child(child: Delegation) -> dict[str, Any]:
     out["nameservers"] = _dump_nameservers(child.nameservers)
     if child.vectors:
         out["vectors"] = [base64.b64encode(v).decode("ascii") for v in child.vectors]
+    if child.ds:
+        out["ds"] = list(child.ds)
     return out
 
 

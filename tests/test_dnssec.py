@@ -1,0 +1,368 @@
+"""DNSSEC: keys, online signing, validation in the resolver, BIND's delv, and what an attacker cannot do.
+
+Every test signs a copy of the shipped tree (``tooldns dnssec keygen``'s library function), serves it
+on loopback and speaks real DNS: replies to DO queries parse and validate with dnspython; a query
+without DO gets the bytes an unsigned zone sends; the resolver returns secure tools and drops what a
+proxy alters in flight, what an expired signature or a wrong anchor covers, and tells insecure
+delegations (no DS at the parent) from bogus ones (a DS that matches no key); a child signed while
+served becomes secure; a key rollover (pre-publish, DS swapped, old key retired) validates at every
+step; ``delv`` validates a signed answer with the root zone's key as its only anchor.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import dns.dnssec
+import dns.flags
+import dns.message
+import dns.name
+import dns.query
+import dns.rdatatype
+import pytest
+
+from tooldns.dnssec.keys import generate, load_keys
+from tooldns.dnssec.manage import keygen_tree, retire, roll, write_ds
+from tooldns.dnssec.signer import Signing
+from tooldns.exceptions import DNSSECError
+from tooldns.serving.resolver import StaticSource, ZoneResolver
+from tooldns.serving.server import DNSServer
+from tooldns.serving.store import ZoneStore
+from tooldns.serving.tree import TreeThread
+from tooldns.zone.zonefile import load_zone, write_zone
+
+from resolver_client import AsyncResolver, Resolver
+from resolver_client.validate import read_anchor
+
+from conftest import ZONES, copy_tree, free_port, fresh_subnet, start_tree, wait_until
+
+HKO = "hko.weather.tools."
+INTENT = "typhoon warning"  # answered by hko.weather.tools.
+
+
+def _signed_copy(tmp_path: Path, zones: list[str] | None = None) -> Path:
+    zdir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    keygen_tree(zdir, zones=zones)
+    return zdir
+
+
+def _anchor(zdir: Path):
+    return read_anchor("\n".join(k.dnskey_text() for k in load_keys(zdir / "keys", "tools.")))
+
+
+def _resolve(tree, zdir: Path, **kwargs):
+    kwargs.setdefault("trust_anchor", _anchor(zdir))
+    return Resolver(root=tree.root(), validate=True, cache=False, **kwargs).resolve(INTENT)
+
+
+def _ask(address: str, port: int, name: str, rdtype: str, do: bool = True) -> dns.message.Message:
+    query = dns.message.make_query(name, rdtype, want_dnssec=do, flags=0)
+    return dns.query.tcp(query, address, port=port, timeout=10)
+
+
+def _validate_all(msg: dns.message.Message, keys: dict) -> int:
+    """Validate every signed RRset of *msg* with *keys*; how many."""
+    n = 0
+    for section in (msg.answer, msg.authority):
+        for rrset in section:
+            if rrset.rdtype == dns.rdatatype.RRSIG:
+                continue
+            sig = msg.find_rrset(section, rrset.name, rrset.rdclass, dns.rdatatype.RRSIG, rrset.rdtype)
+            dns.dnssec.validate(rrset, sig, keys)
+            n += 1
+    return n
+
+
+def _zone_address(zdir: Path, origin: str) -> str:
+    return next(s for s in [load_zone(p) for p in zdir.glob("*.yaml")] if s.origin == origin).nameservers[0].address
+
+
+def test_signed_replies_validate_with_dnspython(tmp_path):
+    zdir = _signed_copy(tmp_path)
+    tree = start_tree(zdir)
+    try:
+        port, root, hko = tree.tree.port, _zone_address(zdir, "tools."), _zone_address(zdir, HKO)
+        keys = _ask(root, port, "tools.", "DNSKEY")
+        dnskey = keys.find_rrset(keys.answer, dns.name.from_text("tools."), 1, dns.rdatatype.DNSKEY)
+        assert _validate_all(keys, {dnskey.name: dnskey}) == 1 and keys.ednsflags & dns.flags.DO
+        assert _validate_all(_ask(root, port, "tools.", "SOA"), {dnskey.name: dnskey}) == 1
+        denied = _ask(root, port, "no-such-name.tools.", "A")  # compact denial: NSEC + SOA, both signed
+        assert _validate_all(denied, {dnskey.name: dnskey}) == 2
+        assert any(r.rdtype == dns.rdatatype.NSEC for r in denied.authority)
+        # a leaf's tool, validated with the leaf's keys
+        leaf = _ask(hko, port, HKO, "DNSKEY")
+        leaf_keys = leaf.find_rrset(leaf.answer, dns.name.from_text(HKO), 1, dns.rdatatype.DNSKEY)
+        srv = _ask(hko, port, f"hko-climate._http._tcp.{HKO}", "SRV")
+        assert _validate_all(srv, {leaf_keys.name: leaf_keys}) == 1
+        # without DO: no DNSSEC record at all
+        plain = _ask(hko, port, f"hko-climate._http._tcp.{HKO}", "SRV", do=False)
+        assert not any(r.rdtype == dns.rdatatype.RRSIG for r in plain.answer)
+    finally:
+        tree.stop()
+
+
+def test_queries_without_do_get_the_bytes_of_an_unsigned_zone(tmp_path):
+    zdir = _signed_copy(tmp_path)
+    path = zdir / "weather.tools.yaml"
+    signed = DNSServer(ZoneResolver(ZoneStore(path)), cache_size=0)
+    plain = DNSServer(ZoneResolver(ZoneStore(path, signing=Signing(None))), cache_size=0)
+    assert signed.resolver.source.index.signer is not None and plain.resolver.source.index.signer is None
+    for name, rdtype in [("weather.tools.", "SOA"), ("_any._tcp._weather.tools.", "SRV"), ("nothing.weather.tools.", "A"),
+                         ("_any._tcp._hko.weather.tools.", "SRV"), ("weather.tools.", "NS")]:
+        wire = dns.message.make_query(name, rdtype, use_edns=0, flags=0).to_wire()
+        assert signed.handle(wire, True) == plain.handle(wire, True), (name, rdtype)
+        do = dns.message.make_query(name, rdtype, want_dnssec=True, flags=0).to_wire()
+        assert b"\x00\x2e" in signed.handle(do, False)  # RRSIG's type code somewhere in the signed reply
+
+
+def test_a_private_key_others_may_read_is_refused(tmp_path):
+    zdir = _signed_copy(tmp_path, zones=["tools."])
+    pem = next((zdir / "keys").glob("*.pem"))
+    assert pem.stat().st_mode & 0o777 == 0o600
+    os.chmod(pem, 0o644)
+    with pytest.raises(DNSSECError, match="chmod 600"):
+        ZoneStore(zdir / "tools.yaml")
+
+
+def test_the_resolver_validates_the_chain_down_to_every_tool(tmp_path):
+    zdir = _signed_copy(tmp_path)
+    tree = start_tree(zdir)
+    try:
+        res = _resolve(tree, zdir)
+        assert res.tools and {t.dnssec for t in res.tools} == {"secure"} and res.stats.bogus == 0
+        assert any(t.zone == HKO for t in res.tools)
+        import asyncio
+        ares = asyncio.run(AsyncResolver(root=tree.root(), validate=True, trust_anchor=_anchor(zdir)).resolve(INTENT))
+        assert [t.name for t in ares.tools] == [t.name for t in res.tools] and ares.tools[0].dnssec == "secure"
+        plain = Resolver(root=tree.root()).resolve(INTENT)  # without validation: same tools, no status
+        assert [t.name for t in plain.tools] == [t.name for t in res.tools] and plain.tools[0].dnssec == ""
+    finally:
+        tree.stop()
+
+
+def test_an_expired_signature_or_a_wrong_anchor_is_bogus(tmp_path):
+    zdir = _signed_copy(tmp_path)
+    past = Signing(zdir / "keys", validity=14 * 86400, clock=lambda: time.time() - 30 * 86400)
+    tree = start_tree(zdir, signing=past)
+    try:
+        res = _resolve(tree, zdir)
+        assert not res.tools and res.stats.bogus >= 1 and any("expired" in e for e in res.errors), res.errors
+    finally:
+        tree.stop()
+    tree = start_tree(zdir)
+    try:
+        other = generate("tools.")
+        res = _resolve(tree, zdir, trust_anchor=read_anchor(other.dnskey_text()))
+        assert not res.tools and any("matches the trust anchor" in e for e in res.errors), res.errors
+        assert _resolve(tree, zdir).tools  # the right anchor
+    finally:
+        tree.stop()
+
+
+def _set_ds(zdir: Path, child: str, ds: tuple[str, ...]) -> None:
+    path = zdir / "weather.tools.yaml"
+    zone = load_zone(path)
+    write_zone(replace(zone, children=tuple(replace(c, ds=ds) if c.name == child else c for c in zone.children)), path)
+
+
+def test_a_missing_ds_is_insecure_and_a_wrong_one_bogus(tmp_path):
+    zdir = _signed_copy(tmp_path)
+    _set_ds(zdir, HKO, ())  # the child is signed, but its parent holds no DS: an insecure delegation
+    tree = start_tree(zdir)
+    try:
+        res = _resolve(tree, zdir)
+        hko = [t for t in res.tools if t.zone == HKO]
+        assert hko and {t.dnssec for t in hko} == {"insecure"} and res.stats.bogus == 0
+        assert {t.dnssec for t in res.tools if t.zone != HKO} <= {"secure"}
+        strict = _resolve(tree, zdir, require_secure=True)
+        assert not [t for t in strict.tools if t.zone == HKO] and any("insecure" in e for e in strict.errors)
+        _set_ds(zdir, HKO, (generate(HKO).ds_text(),))  # a DS that matches none of the child's keys
+        assert wait_until(lambda: any("bogus" in e and HKO in e for e in _resolve(tree, zdir).errors))
+        res = _resolve(tree, zdir)
+        assert not [t for t in res.tools if t.zone == HKO] and res.stats.bogus >= 1
+    finally:
+        tree.stop()
+
+
+def test_a_child_signed_while_served_becomes_secure(tmp_path):
+    zdir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    others = [load_zone(p).origin for p in zdir.glob("*.yaml") if load_zone(p).origin != HKO]
+    keygen_tree(zdir, zones=others)
+    tree = start_tree(zdir)
+    try:
+        res = _resolve(tree, zdir)
+        assert {t.dnssec for t in res.tools if t.zone == HKO} == {"insecure"}
+        keygen_tree(zdir, zones=[HKO])  # keys for the child, its DS into weather.tools.yaml
+        assert wait_until(lambda: {t.dnssec for t in _resolve(tree, zdir).tools if t.zone == HKO} == {"secure"})
+    finally:
+        tree.stop()
+
+
+def test_a_key_rollover_validates_at_every_step(tmp_path):
+    zdir = _signed_copy(tmp_path)
+    tree = start_tree(zdir)
+    port, hko = tree.tree.port, _zone_address(zdir, HKO)
+
+    def keys_served() -> int:
+        msg = _ask(hko, port, HKO, "DNSKEY")
+        return sum(len(r) for r in msg.answer if r.rdtype == dns.rdatatype.DNSKEY)
+
+    def secure() -> bool:
+        res = _resolve(tree, zdir)
+        return bool([t for t in res.tools if t.zone == HKO]) and {t.dnssec for t in res.tools} == {"secure"}
+
+    try:
+        old = load_keys(zdir / "keys", HKO)[0].key_tag
+        assert secure()
+        new = roll(zdir, HKO)  # 1: the new key published beside the old one
+        assert wait_until(lambda: keys_served() == 2) and secure()
+        assert write_ds(zdir, [HKO], tags=[new.key_tag])  # 2: the parent's DS swapped to the new key
+        weather = _zone_address(zdir, "weather.tools.")
+
+        def ds_served() -> set[int]:
+            msg = _ask(weather, port, HKO, "DS")
+            return {rd.key_tag for r in msg.answer if r.rdtype == dns.rdatatype.DS for rd in r}
+
+        assert wait_until(lambda: ds_served() == {new.key_tag}) and secure()
+        retire(zdir, HKO, old)  # 3: the old key retired, the new one signs alone
+        assert wait_until(lambda: keys_served() == 1) and secure()
+    finally:
+        tree.stop()
+
+
+class _Tamper:
+    """A UDP forwarder on loopback in front of one zone's server that may alter replies in flight."""
+
+    def __init__(self, address: str, port: int, upstream: tuple[str, int]) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((address, port))
+        self.sock.settimeout(0.2)
+        self.upstream, self.alter, self.running = upstream, None, True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while self.running:
+            try:
+                data, client = self.sock.recvfrom(65535)
+            except OSError:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as up:
+                up.settimeout(5)
+                up.sendto(data, self.upstream)
+                try:
+                    reply = up.recv(65535)
+                except OSError:
+                    continue
+            if self.alter is not None:
+                reply = self.alter(reply)
+            self.sock.sendto(reply, client)
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join(5)
+        self.sock.close()
+
+
+def _endpoint_to_evil(wire: bytes) -> bytes:
+    msg = dns.message.from_wire(wire)
+    for rrset in msg.additional:
+        if rrset.rdtype == dns.rdatatype.TXT:
+            for rd in list(rrset):
+                if any(s.startswith(b"endpoint=") for s in rd.strings):
+                    rrset.remove(rd)
+                    rrset.add(rd.replace(strings=[b"endpoint=https://evil.example/" if s.startswith(b"endpoint=")
+                                                  else s for s in rd.strings]))
+    return msg.to_wire()
+
+
+def _target_to_evil(wire: bytes) -> bytes:
+    msg = dns.message.from_wire(wire)
+    for rrset in msg.answer:
+        if rrset.rdtype == dns.rdatatype.SRV:
+            for rd in list(rrset):
+                rrset.remove(rd)
+                rrset.add(rd.replace(target=dns.name.from_text("evil.example.")))
+    return msg.to_wire()
+
+
+def test_a_proxy_that_alters_an_answer_in_flight_is_caught(tmp_path):
+    zdir = _signed_copy(tmp_path)
+    hko = _zone_address(zdir, HKO)
+    others = [load_zone(p).origin for p in zdir.glob("*.yaml") if load_zone(p).origin != HKO]
+    port = free_port(hko)
+    real = hko.rsplit(".", 1)[0] + ".250"  # the leaf's real server; the proxy takes its published address
+    trees = [TreeThread(zdir, port, only=others, watch_interval=0.2).start(),
+             TreeThread(zdir, port, only=[HKO], listen=[real], watch_interval=0.2).start()]
+    proxy = _Tamper(hko, port, (real, port))
+    try:
+        ask = {"k": 3, "leaf_k": 1}
+        assert {t.dnssec for t in _resolve(trees[0], zdir, **{}).tools if t.zone == HKO} == {"secure"}
+        for alter, field in [(_endpoint_to_evil, "endpoint"), (_target_to_evil, "target")]:
+            proxy.alter = alter
+            plain = Resolver(root=trees[0].root(), cache=False).resolve(INTENT, **ask)
+            assert any("evil.example" in getattr(t, field) for t in plain.tools)  # the alteration works
+            res = Resolver(root=trees[0].root(), cache=False, validate=True, trust_anchor=_anchor(zdir)).resolve(
+                INTENT, **ask)
+            assert not any("evil.example" in getattr(t, field) for t in res.tools)
+            assert not [t for t in res.tools if t.zone == HKO] and res.stats.bogus >= 1
+            assert any(e.startswith(f"{HKO}: bogus") for e in res.errors), res.errors
+            proxy.alter = None
+    finally:
+        proxy.close()
+        for tree in trees:
+            tree.stop()
+
+
+@pytest.mark.skipif(shutil.which("delv") is None, reason="BIND's delv is not installed (bind9-dnsutils)")
+def test_delv_validates_a_signed_answer_with_the_root_key_as_anchor(tmp_path):
+    zdir = _signed_copy(tmp_path)
+    key = load_keys(zdir / "keys", "tools.")[0]
+    flags, protocol, algorithm, public = key.dnskey.to_text().split(" ", 3)
+    anchor = tmp_path / "anchor.conf"
+    anchor.write_text(f'trust-anchors {{ tools. static-key {flags} {protocol} {algorithm} "{public.replace(" ", "")}"; }};\n')
+    address = _zone_address(zdir, "tools.").rsplit(".", 1)[0] + ".200"  # every zone on one address: delv asks one server
+    port = free_port(address)
+    tree = TreeThread(zdir, port, listen=[address]).start()
+    try:
+        for name, rdtype, expect in [("tools.", "SOA", "fully validated"),
+                                     (f"hko-climate._http._tcp.{HKO}", "SRV", "fully validated"),
+                                     (f"no-such-tool._http._tcp.{HKO}", "SRV", "negative response, fully validated")]:
+            out = subprocess.run(["delv", "-a", str(anchor), f"@{address}", "-p", str(port), "+root=tools.", name, rdtype],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0 and f"; {expect}" in out.stdout, (name, out.stdout, out.stderr)
+        dig = shutil.which("dig")
+        if dig:  # dig +dnssec shows the records
+            out = subprocess.run([dig, f"@{address}", "-p", str(port), "+dnssec", "+norec", "tools.", "DNSKEY"],
+                                 capture_output=True, text=True, timeout=30).stdout
+            assert "DNSKEY\t257 3 15" in out and "RRSIG\tDNSKEY 15" in out
+    finally:
+        tree.stop()
+
+
+def test_the_commands_make_keys_print_the_anchor_and_validate(tmp_path, capsys):
+    from resolver_client.cli import main as resolve_main
+    from tooldns.cli import main as tooldns_main
+
+    zdir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    assert tooldns_main(["dnssec", "keygen", str(zdir)]) == 0
+    assert "DS of hko.weather.tools. written into" in capsys.readouterr().out
+    assert tooldns_main(["dnssec", "show", str(zdir), "--anchor"]) == 0
+    anchor = tmp_path / "root.key"
+    anchor.write_text(capsys.readouterr().out)
+    assert "IN DNSKEY 257 3 15" in anchor.read_text()
+    tree = start_tree(zdir)
+    try:
+        address, port = tree.root()
+        code = resolve_main([INTENT, "--root", f"{address}:{port}", "--validate", "--anchor", str(anchor)])
+        out = capsys.readouterr().out
+        assert code == 0 and ";; DNSSEC:" in out and "0 bogus" in out, out
+    finally:
+        tree.stop()

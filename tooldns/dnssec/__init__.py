@@ -1,0 +1,14 @@
+"""DNSSEC for ToolDNS zones: keys on disk, online signing of replies, denial of existence.
+
+:mod:`.keys` (one combined signing key per zone, in a key directory beside the zone files, files
+checked for permissions), :mod:`.signer` (RRSIGs with dnspython's ``dns.dnssec``, cached),
+:mod:`.manage` (keygen, DS written into parents' zone files,
+rollover steps: what ``tooldns dnssec`` runs). What a reply to a DO query carries (RRSIGs, DS or an
+NSEC proving there is none in referrals, compact NSEC denial) is decided in
+:mod:`tooldns.serving.signing`, above this package. ``docs/dnssec.md`` tells the whole story.
+
+Needs ``cryptography`` (the ``dnssec`` extra): ``pip install 'tooldns[server,dnssec]'``.
+
+    >>> from tooldns.dnssec import keygen_tree
+    >>> keygen_tree("zones")        # a key for every zone without one; each child's DS into its parent
+"""
