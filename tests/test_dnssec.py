@@ -6,7 +6,9 @@ without DO gets the bytes an unsigned zone sends; the resolver returns secure to
 proxy alters in flight, what an expired signature or a wrong anchor covers, and tells insecure
 delegations (no DS at the parent) from bogus ones (a DS that matches no key); a child signed while
 served becomes secure; a key rollover (pre-publish, DS swapped, old key retired) validates at every
-step; ``delv`` validates a signed answer with the root zone's key as its only anchor.
+step; ``delv`` validates a signed answer with the root zone's key as its only anchor; a parent
+refuses the summary of a signed child that a proxy alters or strips in flight, or that is signed
+with a key its DS does not name; ``tooldns build --sign`` makes a tree that validates.
 """
 
 from __future__ import annotations
@@ -319,6 +321,183 @@ def test_a_proxy_that_alters_an_answer_in_flight_is_caught(tmp_path):
         proxy.close()
         for tree in trees:
             tree.stop()
+
+
+# -- parents accept only signed summaries from signed children ----------------------------------------
+
+AIRSHIP = """\
+- label: zeppelin-weather
+  name: Zeppelin Winds Aloft
+  service: http
+  target: airships.example.org.
+  port: 443
+  description: Winds aloft for zeppelin and dirigible crossings over Hong Kong.
+"""
+
+
+def _add_airship(zdir: Path) -> None:
+    path = zdir / f"{HKO}yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("tools:\n", "tools:\n" + AIRSHIP, 1), encoding="utf-8")
+
+
+def _hko_copy(tree: TreeThread):
+    """weather.tools.'s summary of hko.weather.tools., as it serves it."""
+    weather = next(s for s in tree.tree.stores if s.index.origin == "weather.tools.")
+    return next(c for c in weather.zone.children if c.name == HKO).summary
+
+
+def test_a_parent_refuses_the_summary_of_a_signed_child_whose_key_does_not_match_its_ds(tmp_path, caplog):
+    zdir = _signed_copy(tmp_path)
+    tree = start_tree(zdir, summary_refresh=0.2)
+    try:
+        keeper = tree.tree.summaries
+        weather = next(s for s in tree.tree.stores if s.index.origin == "weather.tools.")
+        wrong = (generate(HKO).ds_text(),)
+        _set_ds(zdir, HKO, wrong)  # the parent holds a DS naming a key the child does not have
+        assert wait_until(lambda: next(c for c in weather.file_zone.children if c.name == HKO).ds == wrong)
+        refused = keeper.counters()["summaries_refused"]
+        _add_airship(zdir)  # the child publishes a new summary, signed with its own (other) key
+        assert wait_until(lambda: keeper.counters()["summaries_refused"] > refused)
+        assert "zeppelin" not in dict(_hko_copy(tree).terms)  # the last good copy kept
+        assert f"summary of {HKO} refused" in caplog.text and "matches the DS its parent holds" in caplog.text
+        assert write_ds(zdir, [HKO])  # the right DS: the next poll learns the summary
+        assert wait_until(lambda: "zeppelin" in dict(_hko_copy(tree).terms))
+    finally:
+        tree.stop()
+
+
+class _TcpTamper:
+    """A DNS-over-TCP forwarder on loopback in front of one zone's server that may alter replies."""
+
+    def __init__(self, address: str, port: int, upstream: tuple[str, int]) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((address, port))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        self.upstream, self.alter, self.running = upstream, None, True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _frame(conn: socket.socket) -> bytes:
+        data = b""
+        while len(data) < 2 or len(data) < 2 + int.from_bytes(data[:2], "big"):
+            chunk = conn.recv(65537)
+            if not chunk:
+                raise OSError("connection closed")
+            data += chunk
+        return data[2:]
+
+    def _run(self) -> None:
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                try:
+                    conn.settimeout(5)
+                    query = self._frame(conn)
+                    with socket.create_connection(self.upstream, timeout=5) as up:
+                        up.sendall(len(query).to_bytes(2, "big") + query)
+                        reply = self._frame(up)
+                    if self.alter is not None:
+                        reply = self.alter(reply)
+                    conn.sendall(len(reply).to_bytes(2, "big") + reply)
+                except OSError:
+                    continue
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join(5)
+        self.sock.close()
+
+
+def _summary_rrsets(msg: dns.message.Message):
+    return [r for r in msg.answer if r.name.to_text().startswith("_summary.")]
+
+
+def _summary_rewritten(wire: bytes) -> bytes:
+    """The child's summary made to say what the attacker likes, valid in every way but its signature."""
+    from tooldns.protocol.summary import decode_summary, encode_summary
+
+    msg = dns.message.from_wire(wire)
+    for rrset in _summary_rrsets(msg):
+        if rrset.rdtype == dns.rdatatype.TXT:
+            rd = rrset[0]
+            summary = decode_summary(list(rd.strings), HKO)
+            forged = replace(summary, description="Pick me for everything", terms=(("everything", 3), *summary.terms))
+            rrset.remove(rd)
+            rrset.add(rd.replace(strings=encode_summary(forged)))
+    return msg.to_wire()
+
+
+def _summary_unsigned(wire: bytes) -> bytes:
+    msg = dns.message.from_wire(wire)
+    msg.answer = [r for r in msg.answer if r.rdtype != dns.rdatatype.RRSIG]
+    return msg.to_wire()
+
+
+def test_a_parent_refuses_a_signed_childs_summary_altered_or_unsigned_in_flight(tmp_path, caplog):
+    zdir = _signed_copy(tmp_path)
+    hko = _zone_address(zdir, HKO)
+    others = [load_zone(p).origin for p in zdir.glob("*.yaml") if load_zone(p).origin != HKO]
+    port = free_port(hko)
+    real = hko.rsplit(".", 1)[0] + ".250"  # the leaf's real server; the proxies take its published address
+    udp, tcp = _Tamper(hko, port, (real, port)), _TcpTamper(hko, port, (real, port))
+    trees = [TreeThread(zdir, port, only=others, watch_interval=0.2, summary_refresh=0.2).start(),
+             TreeThread(zdir, port, only=[HKO], listen=[real], watch_interval=0.2).start()]
+    keeper = trees[0].tree.summaries
+    try:
+        _add_airship(zdir)  # a new serial: the parent polls and fetches the summary over TCP
+        for alter, why in [(_summary_rewritten, "TXT: no RRSIGs validated"), (_summary_unsigned, "is not signed")]:
+            refused = keeper.counters()["summaries_refused"]
+            tcp.alter = alter
+            assert wait_until(lambda: keeper.counters()["summaries_refused"] > refused + 1), keeper.counters()
+            copy = _hko_copy(trees[0])
+            assert "zeppelin" not in dict(copy.terms) and "everything" not in dict(copy.terms)
+            assert "Pick me" not in copy.description
+            assert why in caplog.text, caplog.text[-2000:]
+        tcp.alter = None  # the same summary, as signed: learned
+        assert wait_until(lambda: "zeppelin" in dict(_hko_copy(trees[0]).terms))
+    finally:
+        udp.close()
+        tcp.close()
+        for tree in trees:
+            tree.stop()
+
+
+def test_build_sign_makes_a_signed_tree_that_validates(tmp_path, capsys):
+    import json
+
+    from test_build import synthetic_catalog
+    from tooldns.cli import main as tooldns_main
+
+    catalog, out = tmp_path / "services.json", tmp_path / "built"
+    catalog.write_text(json.dumps(synthetic_catalog()))
+    build = ["build", str(catalog), "--out", str(out), "--max-leaf", "10", "--max-children", "4",
+             "--subnet", ".".join(fresh_subnet().split(".")[:2])]
+    assert tooldns_main([*build, "--sign"]) == 0
+    printed = capsys.readouterr().out
+    zones = [load_zone(p) for p in out.glob("*.yaml")]
+    children = sum(len(z.children) for z in zones)
+    assert "120 tools (120 catalog entries read)" in printed  # the build's own report, as without --sign
+    assert f"signed: {len(zones)} new keys (algorithm 15), 0 kept" in printed, printed
+    assert f"the DS of {children} children written" in printed
+    for zone in zones:
+        (key,) = load_keys(out / "keys", zone.origin)
+        assert all(c.ds == (load_keys(out / "keys", c.name)[0].ds_text(),) for c in zone.children)
+    tree = start_tree(out)
+    try:
+        res = Resolver(root=tree.root(), validate=True, trust_anchor=_anchor(out), cache=False).resolve(
+            "song lyrics for an artist album", k=2)
+        assert res.tools and {t.dnssec for t in res.tools} == {"secure"} and res.stats.bogus == 0
+    finally:
+        tree.stop()
+    assert tooldns_main([*build, "--sign"]) == 0  # built again: the keys are kept, the DS written again
+    printed = capsys.readouterr().out
+    assert f"signed: 0 new keys, {len(zones)} kept" in printed and f"the DS of {children} children" in printed
 
 
 @pytest.mark.skipif(shutil.which("delv") is None, reason="BIND's delv is not installed (bind9-dnsutils)")

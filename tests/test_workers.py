@@ -97,6 +97,30 @@ def test_workers_need_a_fixed_port(zonedir):
     assert proc.returncode == 2 and "--workers needs a fixed --port" in proc.stderr
 
 
+def test_workers_sign_with_the_keys_and_validity_they_are_given(zonedir, tmp_path):
+    """--keys (a directory other than ZONEDIR/keys) and --signature-validity reach every worker."""
+    import dns.message
+    import dns.query
+    import dns.rdatatype
+
+    from tooldns.dnssec.manage import keygen_tree
+
+    directory, subnet = zonedir
+    keygen_tree(directory, keydir=tmp_path / "elsewhere")
+    port = free_port(f"{subnet}.1")
+    proc, _ = serve(str(directory), "--port", str(port), "--workers", "2", "--no-rate-limit",
+                    "--keys", str(tmp_path / "elsewhere"), "--signature-validity", "2")
+    try:
+        for _ in range(8):  # each query from a new source port: the kernel spreads them over the workers
+            query = dns.message.make_query("tools.", "SOA", want_dnssec=True, flags=0)
+            reply = dns.query.udp(query, f"{subnet}.1", port=port, timeout=REPLY_TIMEOUT)
+            (sig,) = [rd for r in reply.answer if r.rdtype == dns.rdatatype.RRSIG for rd in r]
+            assert abs(sig.expiration - sig.inception - (2 * 86400 + 3600)) <= 1  # 2 days, an hour's slack before
+    finally:
+        code, _, err = stop(proc)
+    assert code == 0 and "Traceback" not in err
+
+
 def _second_name_server(directory: Path, subnet: str) -> str:
     """Give weather.tools. a second name server, ns2 on subnet.26, in its file and in the glue."""
     second = f"{subnet}.26"

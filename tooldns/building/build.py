@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
+from ..dnssec.command import add_build_flags, sign_built
 from ..embedding.registry import make_embedder
 from ..exceptions import BuildError, EmbeddingError
 from ..protocol import names
@@ -467,6 +468,7 @@ def _run(args) -> int:
     if len(report.warnings) > 20:
         print(f"warning: ... and {len(report.warnings) - 20} more (build-report.json has them all)", file=sys.stderr)
     print(report.text())
+    sign_built(args)
     return 0
 
 
@@ -507,4 +509,5 @@ def add_build_command(sub) -> None:
     b.add_argument("--llm-refine-rounds", type=int, default=3, help="assign-and-refine rounds (default 3)")
     b.add_argument("--llm-min-category", type=int, default=2,
                    help="categories with this many tools or fewer go back to the parent (default 2)")
+    add_build_flags(b)
     b.set_defaults(func=_run)

@@ -51,6 +51,7 @@ from pathlib import Path
 
 import yaml
 
+from ..dnssec.command import sign_built
 from ..exceptions import BuildError, ZoneFileError
 from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
@@ -704,6 +705,7 @@ def add_update_options(build_parser) -> None:
         report = update(args.services, args.out, refresh_stats=args.refresh_stats, split_leaves=args.split_leaves,
                         progress=lambda msg: print(f"[update] {msg}", file=sys.stderr, flush=True))
         print(report.text())
+        sign_built(args)  # --sign: keys for new zones (split leaves), their DS into their parents
         return 0
 
     build_parser.set_defaults(func=run)

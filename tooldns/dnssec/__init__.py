@@ -2,10 +2,12 @@
 
 :mod:`.keys` (one combined signing key per zone, in a key directory beside the zone files, files
 checked for permissions), :mod:`.signer` (RRSIGs with dnspython's ``dns.dnssec``, cached),
-:mod:`.manage` (keygen, DS written into parents' zone files,
-rollover steps: what ``tooldns dnssec`` runs). What a reply to a DO query carries (RRSIGs, DS or an
-NSEC proving there is none in referrals, compact NSEC denial) is decided in
-:mod:`tooldns.serving.signing`, above this package. ``docs/dnssec.md`` tells the whole story.
+:mod:`.manage` (keygen, DS written into parents' zone files, rollover steps: what ``tooldns
+dnssec`` and ``tooldns build --sign`` run), :mod:`.verify` (a child's data checked against the DS
+its parent holds: what a parent requires of a signed child's ``_summary.`` record). What a reply
+to a DO query carries (RRSIGs, DS or an NSEC proving there is none in referrals, compact NSEC
+denial) is decided in :mod:`tooldns.serving.signing`, above this package.
+``docs/dnssec.md`` tells the whole story.
 
 Needs ``cryptography`` (the ``dnssec`` extra): ``pip install 'tooldns[server,dnssec]'``.
 

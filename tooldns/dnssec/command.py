@@ -8,7 +8,9 @@
     tooldns dnssec retire zones/ hko.weather.tools. OLDTAG   rollover step 3: the old key retired
 
 ``tooldns dnssec show zones/ --anchor`` prints only the root zone's DNSKEY line, ready for
-``tooldns-resolve --validate --anchor FILE``.
+``tooldns-resolve --validate --anchor FILE``. ``tooldns build --sign`` runs ``keygen`` on the tree it
+writes (:func:`add_build_flags`, :func:`sign_built`); ``tooldns serve`` takes ``--keys`` and
+``--signature-validity`` (:func:`add_serve_flags`, :func:`signing_from_args`).
 """
 
 from __future__ import annotations
@@ -101,6 +103,28 @@ def add_dnssec_command(sub) -> None:
     t.add_argument("zone")
     t.add_argument("tag", type=int)
     t.set_defaults(func=_retire)
+
+
+def add_build_flags(b: argparse.ArgumentParser) -> None:
+    """``build``'s DNSSEC flags: ``--sign`` makes keys for the tree it writes."""
+    b.add_argument("--sign", "--dnssec", dest="sign", action="store_true",
+                   help="DNSSEC: a key for every zone of the tree without one (in OUT/keys) and each child's DS "
+                        "in its parent's zone file, as tooldns dnssec keygen OUT does (docs/dnssec.md)")
+    b.add_argument("--sign-algorithm", choices=list(ALGORITHMS), default=DEFAULT_ALGORITHM,
+                   help=f"key algorithm of --sign (default {DEFAULT_ALGORITHM})")
+
+
+def sign_built(args) -> None:
+    """After ``tooldns build --sign``: keys for the zones of ``args.out`` without one, DS into parents;
+    one line said (a built tree may have thousands of zones)."""
+    if not args.sign:
+        return
+    report = keygen_tree(args.out, algorithm=args.sign_algorithm)
+    made = sorted({k.algorithm for k in report.made})
+    algorithms = f" (algorithm {', '.join(map(str, made))})" if made else ""
+    print(f"signed: {len(report.made)} new keys{algorithms}, {len(report.kept)} kept, in {key_dir(args.out)}; "
+          f"the DS of {len(report.ds_written)} children written into their parents; the trust anchor: "
+          f"tooldns dnssec show {args.out} --anchor")
 
 
 def signing_from_args(args):

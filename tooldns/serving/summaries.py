@@ -17,7 +17,10 @@ fresh the way DNS secondaries keep zones fresh:
 * When the child's serial differs from the one the parent knows, the parent fetches the summary
   over TCP from the child's name servers (the delegation's addresses, nothing else), checks it
   (:func:`tooldns.protocol.summary.decode_summary`: size, shape, the zone's own name) and uses it
-  in place of its file's copy (:meth:`tooldns.serving.store.ZoneStore.learn`). That changes what
+  in place of its file's copy (:meth:`tooldns.serving.store.ZoneStore.learn`). From a child its
+  delegation holds a DS for (DNSSEC), the summary is asked with the DO bit and accepted only when
+  its RRSIG validates with the child's DNSKEY RRset, itself validated by that DS
+  (:mod:`tooldns.dnssec.verify`); unsigned or badly signed, it is refused. That changes what
   the parent itself publishes, and serves under a new serial, so the change goes on up, one level
   at a time, to the root.
 
@@ -51,7 +54,8 @@ import dns.rcode
 import dns.rdataclass
 import dns.rdatatype
 
-from ..exceptions import SummaryError
+from ..dnssec.verify import trusted_keys, verify_rrset
+from ..exceptions import DNSSECError, SummaryError
 from ..protocol import names
 from ..protocol.hygiene import MAX_REPEATS
 from ..protocol.summary import PublishedSummary, decode_summary, fit_summary, summary_name
@@ -245,10 +249,11 @@ class SummaryKeeper:
     def _servers(self, delegation: Delegation) -> list[str]:
         return [ns.address for ns in delegation.nameservers]
 
-    async def _ask(self, delegation: Delegation, qname: str, rdtype, tcp: bool) -> dns.message.Message:
+    async def _ask(self, delegation: Delegation, qname: str, rdtype, tcp: bool,
+                   dnssec: bool = False) -> dns.message.Message:
         """An authoritative answer to (*qname*, *rdtype*) from the first of the delegation's name
-        servers that gives one."""
-        query = dns.message.make_query(qname, rdtype)
+        servers that gives one (with *dnssec*, asked with the DO bit)."""
+        query = dns.message.make_query(qname, rdtype, want_dnssec=dnssec)
         query.flags &= ~dns.flags.RD
         problems = []
         for address in self._servers(delegation):
@@ -276,9 +281,21 @@ class SummaryKeeper:
         return soa.serial, float(soa.refresh), float(soa.retry)
 
     async def _fetch(self, delegation: Delegation) -> PublishedSummary:
+        """The child's published summary; from a child the parent holds a DS for, only signed by a
+        key that DS names (its DNSKEY RRset asked of the same name servers; SummaryError otherwise)."""
         owner = summary_name(delegation.name)
-        reply = await self._ask(delegation, owner, dns.rdatatype.TXT, tcp=True)
-        rrset = reply.get_rrset(reply.answer, dns.name.from_text(owner), dns.rdataclass.IN, dns.rdatatype.TXT)
+        if not delegation.ds:
+            reply = await self._ask(delegation, owner, dns.rdatatype.TXT, tcp=True)
+            rrset = reply.get_rrset(reply.answer, dns.name.from_text(owner), dns.rdataclass.IN, dns.rdatatype.TXT)
+        else:
+            reply, keys = await asyncio.gather(
+                self._ask(delegation, owner, dns.rdatatype.TXT, tcp=True, dnssec=True),
+                self._ask(delegation, delegation.name, dns.rdatatype.DNSKEY, tcp=True, dnssec=True))
+            try:
+                rrset = verify_rrset(reply, owner, dns.rdatatype.TXT,
+                                     trusted_keys(delegation.name, delegation.ds, keys))
+            except DNSSECError as exc:
+                raise SummaryError(f"not signed by the key of its DS: {exc}") from None
         if rrset is None or len(rrset) != 1:
             raise SummaryError(f"{owner} must hold exactly one TXT record")
         return decode_summary(list(rrset[0].strings), delegation.name)

@@ -85,8 +85,9 @@ def _add(total: dict[str, dict[str, int]], counters: dict[str, dict[str, int]]) 
 class Workers:
     """*count* worker processes serving the tree of *zonedir* on *port* (not 0: they must agree).
 
-    *tree_options* go to each worker's :class:`Tree` (``only``, ``listen``, ``answer_cache`` and the
-    servers' options); they must pickle.
+    *tree_options* go to each worker's :class:`Tree` (``only``, ``listen``, ``answer_cache``,
+    ``signing`` (a :class:`~tooldns.dnssec.signer.Signing`: ``--keys``, ``--signature-validity``) and
+    the servers' options); they must pickle.
     """
 
     def __init__(self, zonedir, port: int, count: int, *, log_level: int = logging.WARNING, **tree_options) -> None:
