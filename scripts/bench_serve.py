@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""What serving a tree costs: ``tooldns serve`` start time and memory, then resolutions against it.
+
+Starts ``tooldns serve ZONES`` in its own process (rate limiting off) and prints the seconds until
+it answers (the "root zone on ..." line) and its resident memory (VmRSS), then resolves --count
+queries of a queries file with the resolver library (client cache off, K = 5,3,2 from the root,
+--leaf-k tools asked of each leaf, the defaults of ``scripts/bench_retrieval.py``) and prints the
+p50 and p99 milliseconds, DNS queries, bytes and TCP queries per resolution, and the memory after.
+--settle waits before resolving, so that a large tree's parents finish their first polls of their
+children's serials (docs/summaries.md) before the clock runs::
+
+    python scripts/bench_serve.py /tmp/b100k --queries /tmp/synth100k.queries.json --settle 25
+    python scripts/bench_serve.py built-en --queries ../shared/data/toolret/queries.dev.en.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from resolver_client import Resolver  # noqa: E402
+
+
+def rss_mib(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        return int(next(line for line in fh if line.startswith("VmRSS:")).split()[1]) // 1024
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("zones")
+    ap.add_argument("--queries", required=True, help="queries JSON: [{query: ...}, ...]")
+    ap.add_argument("--count", type=int, default=200)
+    ap.add_argument("--port", type=int, default=5390)
+    ap.add_argument("--leaf-k", type=int, default=6)
+    ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after start before resolving")
+    args = ap.parse_args()
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", args.zones, "--port", str(args.port),
+                             "--no-rate-limit"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        root = None
+        for line in proc.stdout:
+            match = re.search(r"root zone on (\S+):(\d+);", line)
+            if match:
+                root = (match.group(1), int(match.group(2)))
+                break
+        if root is None:
+            raise SystemExit("tooldns serve did not start")
+        print(f"serving after {time.monotonic() - t0:.1f} s, RSS {rss_mib(proc.pid)} MiB", flush=True)
+        time.sleep(args.settle)
+        texts = [q["query"] for q in json.load(open(args.queries, encoding="utf-8"))][:args.count]
+        ms, queries, size, tcp = [], [], [], []
+        with Resolver(root=root, cache=False, timeout=5) as resolver:
+            for text in texts:
+                res = resolver.resolve(text, k=(5, 3, 2), leaf_k=args.leaf_k, top=10)
+                ms.append(res.stats.ms)
+                queries.append(res.stats.queries)
+                size.append(res.stats.bytes_sent + res.stats.bytes_received)
+                tcp.append(sum(1 for hop in res.trace if hop.transport == "tcp"))
+        ms.sort()
+        print(f"{len(texts)} resolutions: p50 {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms; "
+              f"per resolution {statistics.mean(queries):.2f} DNS queries, {statistics.mean(size):.0f} bytes, "
+              f"{statistics.mean(tcp):.2f} over TCP; RSS {rss_mib(proc.pid)} MiB after")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
