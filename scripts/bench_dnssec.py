@@ -42,16 +42,19 @@ from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent  # noqa: E
 from tooldns.protocol.names import Cursor  # noqa: E402
 from tooldns.serving.resolver import ZoneResolver  # noqa: E402
 from tooldns.serving.server import DNSServer  # noqa: E402
+from tooldns.protocol.brief import BRIEF_OPTION_CODE  # noqa: E402
 from tooldns.serving.store import ZoneStore  # noqa: E402
 from tooldns.serving.tree import TreeThread  # noqa: E402
 
 UDP = 1232
 
 
-def query(zone: str, intent: str, k: int, do: bool, expanded: bool = False) -> bytes:
+def query(zone: str, intent: str, k: int, do: bool, expanded: bool = False, brief: bool = False) -> bytes:
+    """A search query; *brief*: with the brief option, as resolver_client sends it by default."""
     q = DNSRecord.question(Cursor("any", "tcp", zone, expanded=expanded).to_text(), "SRV")
     q.header.rd = 0
-    q.add_ar(EDNS0(udp_len=UDP, flags="do" if do else "", opts=[EDNSOption(INTENT_OPTION_CODE, encode_intent(intent, k))]))
+    opts = [EDNSOption(INTENT_OPTION_CODE, encode_intent(intent, k))] + ([EDNSOption(BRIEF_OPTION_CODE, b"")] if brief else [])
+    q.add_ar(EDNS0(udp_len=UDP, flags="do" if do else "", opts=opts))
     return bytes(q.pack())
 
 
@@ -84,11 +87,13 @@ def sizes(zdir: Path, k: int, intent: str) -> None:
     for zone, expanded in [("tools.", False), ("weather.tools.", False), ("hko.weather.tools.", True)]:
         path = zdir / ("tools.yaml" if zone == "tools." else f"{zone.rstrip('.')}.yaml")
         server = DNSServer(ZoneResolver(ZoneStore(path)), cache_size=0)
-        plain = server.handle(query(zone, intent, k, False, expanded), False)
-        signed = server.handle(query(zone, intent, k, True, expanded), False)
-        fits = "fits" if len(signed) <= UDP else "does NOT fit (TCP)"
-        print(f"  {zone:24} {'answer' if expanded else 'referral':8} K={k}: {len(plain):5d} bytes unsigned, "
-              f"{len(signed):5d} bytes with DO: {fits} one {UDP}-byte datagram")
+        for brief in ((False, True) if expanded else (False,)):
+            plain = server.handle(query(zone, intent, k, False, expanded, brief), False)
+            signed = server.handle(query(zone, intent, k, True, expanded, brief), False)
+            fits = "fits" if len(signed) <= UDP else "does NOT fit (TCP)"
+            what = ("answer, brief" if brief else "answer") if expanded else "referral"
+            print(f"  {zone:24} {what:14} K={k}: {len(plain):5d} bytes unsigned, "
+                  f"{len(signed):5d} bytes with DO: {fits} one {UDP}-byte datagram")
 
 
 def resolutions(zdir: Path, k: int, n: int, intents: list[str]) -> None:
