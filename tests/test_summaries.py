@@ -354,3 +354,56 @@ def test_a_parent_refuses_an_oversized_forged_or_stuffed_summary(tmp_path, caplo
             assert why in caplog.text
     finally:
         liar.close()
+
+
+# -- vectors: what a hybrid parent scores a child with ---------------------------------------------
+
+def _hash_vector(text: str) -> bytes:
+    from tooldns.embedding.registry import make_embedder
+    from tooldns.protocol.vector import encode_vector
+
+    embedder = make_embedder("hash")
+    return encode_vector(embedder.model, embedder.embed_one(text))
+
+
+def test_a_zone_publishes_centroids_of_its_vectors_and_a_parent_uses_them(tmp_path):
+    import dataclasses
+
+    from tooldns.protocol.vector import decode_vector
+
+    zonedir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    routing = load_zone(zonedir / "routing.maps.tools.yaml")
+    tools = tuple(dataclasses.replace(t, vector=_hash_vector(t.embedding_text())) for t in routing.tools)
+    published = publish(dataclasses.replace(routing, tools=tools))
+    assert 1 <= len(published.vectors) <= 4 and len(tools) >= 4
+    models = {decode_vector(v).model for v in published.vectors}
+    assert models == {decode_vector(tools[0].vector).model}
+    assert decode_summary(encode_summary(published), "routing.maps.tools.") == published  # survives the wire
+    store = ZoneStore(zonedir / "maps.tools.yaml")
+    learned = learned_summary(dataclasses.replace(published, serial=2026113002))
+    assert store.learn({"routing.maps.tools.": learned})
+    child = next(c for c in store.zone.children if c.label == "routing")
+    assert child.vectors == published.vectors  # the hybrid scorer's centroids of the child
+    assert publish(store.zone).vectors  # and maps publishes centroids of them in turn
+
+
+@pytest.mark.parametrize("vectors, why", [
+    (["not base64!"], "not a valid vector"),
+    (["AAAA"] * 9, "at most 8"),
+    ("AAAA", "list"),
+])
+def test_a_parent_refuses_malformed_vectors(vectors, why):
+    doc = json.dumps({"format": "tooldns-summary/1", "zone": "maps.tools.", "serial": 1, "vectors": vectors}).encode()
+    with pytest.raises(SummaryError, match=why):
+        decode_summary([doc[i:i + 255] for i in range(0, len(doc), 255)], "maps.tools.")
+
+
+def test_vectors_of_two_models_are_refused():
+    import base64
+
+    from tooldns.protocol.vector import encode_vector
+
+    two = [base64.b64encode(encode_vector(m, [0.1, 0.2, 0.3])).decode() for m in ("model-a", "model-b")]
+    doc = json.dumps({"format": "tooldns-summary/1", "zone": "maps.tools.", "serial": 1, "vectors": two}).encode()
+    with pytest.raises(SummaryError, match="several models"):
+        decode_summary([doc], "maps.tools.")

@@ -27,13 +27,16 @@ zone-file limits. Anything else is refused with a :class:`SummaryError` saying w
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections import Counter
 from dataclasses import dataclass
 
-from ..exceptions import SummaryError
+from ..exceptions import SummaryError, VectorError
 from .hygiene import MAX_REPEATS, printable
+from .vector import decode_vector
 
 #: the label under a zone's apex that owns its published summary (RFC 8552 style)
 SUMMARY_LABEL = "_summary"
@@ -47,8 +50,10 @@ MAX_DESCRIPTION_BYTES = 4096
 MAX_KEYWORDS = 256
 MAX_KEYWORD_BYTES = 256
 MAX_TOOLS = 10_000_000
+#: centroids of the vectors beneath a zone (the hybrid scorer's), in the vector option's encoding
+MAX_VECTORS = 8
 _TERM = re.compile(r"^[^\W_A-Z]+$", re.UNICODE)
-_KEYS = {"format", "zone", "serial", "description", "keywords", "tools", "terms"}
+_KEYS = {"format", "zone", "serial", "description", "keywords", "tools", "terms", "vectors"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,9 @@ class PublishedSummary:
     tools: int = 0
     #: index terms (:func:`tooldns.scoring.tokenize.tokenize`) and their counts, most frequent first
     terms: tuple[tuple[str, int], ...] = ()
+    #: a few centroids of the vectors of the tools beneath (one model, the vector option's encoding),
+    #: for parents that score with the hybrid scorer; none when the zone has no vectors
+    vectors: tuple[bytes, ...] = ()
 
 
 def summary_name(origin: str) -> str:
@@ -73,7 +81,9 @@ def summary_name(origin: str) -> str:
 def _payload(summary: PublishedSummary) -> bytes:
     return json.dumps({"format": FORMAT, "zone": summary.zone, "serial": summary.serial,
                        "description": summary.description, "keywords": list(summary.keywords),
-                       "tools": summary.tools, "terms": dict(summary.terms)},
+                       "tools": summary.tools, "terms": dict(summary.terms),
+                       **({"vectors": [base64.b64encode(v).decode("ascii") for v in summary.vectors]}
+                          if summary.vectors else {})},
                       ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -84,7 +94,7 @@ def encode_summary(summary: PublishedSummary) -> list[bytes]:
 
 
 def fit_summary(zone: str, serial: int, description: str, keywords: tuple[str, ...], counts: Counter,
-                tools: int) -> PublishedSummary:
+                tools: int, vectors: tuple[bytes, ...] = ()) -> PublishedSummary:
     """A summary of *zone* that a parent accepts: the most frequent of *counts* (ties by term) that
     fit :data:`MAX_TERMS` and :data:`MAX_SUMMARY_BYTES`, each capped as :func:`decode_summary` caps."""
     cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
@@ -92,14 +102,15 @@ def fit_summary(zone: str, serial: int, description: str, keywords: tuple[str, .
                      and len(t) <= MAX_TERM_CHARS), key=lambda tn: (-tn[1], tn[0]))[:MAX_TERMS]
     description = _clip(printable(description), MAX_DESCRIPTION_BYTES)
     keywords = tuple(_clip(printable(k), MAX_KEYWORD_BYTES) for k in keywords[:MAX_KEYWORDS])
-    head = len(_payload(PublishedSummary(zone, serial, description, keywords, tools)))
+    vectors = tuple(vectors[:MAX_VECTORS])
+    head = len(_payload(PublishedSummary(zone, serial, description, keywords, tools, (), vectors)))
     size, kept = head, 0
     for term, n in ranked:
         size += len(term.encode("utf-8")) + len(str(n)) + 4  # "term":n,
         if size > MAX_SUMMARY_BYTES:
             break
         kept += 1
-    return PublishedSummary(zone, serial, description, keywords, tools, tuple(ranked[:kept]))
+    return PublishedSummary(zone, serial, description, keywords, tools, tuple(ranked[:kept]), vectors)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -151,7 +162,24 @@ def decode_summary(strings: list[bytes], zone: str) -> PublishedSummary:
                                f"at most {cap} are accepted")
     ranked = tuple(sorted(terms.items(), key=lambda tn: (-tn[1], tn[0])))
     return PublishedSummary(zone, serial, printable(description), tuple(printable(k) for k in keywords),
-                            tools, ranked)
+                            tools, ranked, _vectors(doc.get("vectors", []), zone))
+
+
+def _vectors(items, zone: str) -> tuple[bytes, ...]:
+    """The centroids of a summary: base64 vector options, at most :data:`MAX_VECTORS`, of one model."""
+    if not isinstance(items, list) or len(items) > MAX_VECTORS or not all(isinstance(v, str) for v in items):
+        raise SummaryError(f"summary of {zone}: vectors must be a list of at most {MAX_VECTORS} base64 texts")
+    out, models = [], set()
+    for text in items:
+        try:
+            data = base64.b64decode(text.encode("ascii"), validate=True)
+            models.add(decode_vector(data).model)
+        except (ValueError, binascii.Error, UnicodeEncodeError, VectorError) as exc:
+            raise SummaryError(f"summary of {zone}: a vector is not a valid vector option: {exc}") from None
+        out.append(data)
+    if len(models) > 1:
+        raise SummaryError(f"summary of {zone}: vectors of several models ({', '.join(sorted(models))})")
+    return tuple(out)
 
 
 def _count(value, most: int, least: int) -> bool:

@@ -107,7 +107,7 @@ class ZoneStore:
         for child in zone.children:
             learned = self.learned.get(child.name)
             if learned is not None and not child.summary.pinned and child.summary.serial != learned.serial:
-                child = replace(child, summary=learned)
+                child = replace(child, summary=learned, vectors=learned.vectors or child.vectors)
             children.append(child)
         return replace(zone, children=tuple(children), soa=replace(zone.soa, serial=self.serial))
 

@@ -59,6 +59,7 @@ from ..exceptions import DNSSECError, SummaryError
 from ..protocol import names
 from ..protocol.hygiene import MAX_REPEATS
 from ..protocol.summary import PublishedSummary, decode_summary, fit_summary, summary_name
+from ..protocol.vector import decode_vector
 from ..scoring.tokenize import tokenize, tokens_of
 from ..zone.model import Delegation, NameServer, Summary, Zone
 
@@ -89,13 +90,40 @@ def publish(zone: Zone) -> PublishedSummary:
         # MAX_REPEATS times per tool there, so its most frequent word bounds them from below
         tools += child.summary.tools or max(1, -(-max(terms.values(), default=0) // MAX_REPEATS))
     return fit_summary(zone.origin, zone.soa.serial, zone.summary.description, zone.summary.keywords,
-                       counts, tools)
+                       counts, tools, centroids([t.vector for t in zone.tools if t.vector]
+                                                + [v for c in zone.children for v in c.vectors]))
+
+
+#: centroids a zone publishes, as ``tooldns build`` gives each delegation (``docs/building.md``)
+CENTROIDS = 4
+
+
+def centroids(vectors: list[bytes], n: int = CENTROIDS) -> tuple[bytes, ...]:
+    """At most *n* unit-length centroids of encoded *vectors* (its tools' and its children's), of the
+    model most of them are of, clustered as ``tooldns build`` clusters a child's tools (k-means)."""
+    if not vectors:
+        return ()
+    import numpy as np
+
+    from ..protocol.vector import encode_vector
+    from ..scoring.hybrid import as_array
+
+    decoded = [decode_vector(v) for v in vectors]
+    model, dim = Counter((v.model, v.dim) for v in decoded).most_common(1)[0][0]
+    x = np.array([as_array(v) for v in decoded if (v.model, v.dim) == (model, dim)])
+    if len(x) > n:
+        from sklearn.cluster import KMeans
+
+        labels = KMeans(n_clusters=n, random_state=0, n_init=3, max_iter=100).fit_predict(x)
+        x = np.array([x[labels == c].mean(axis=0) for c in range(n) if (labels == c).any()])
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return tuple(encode_vector(model, row.tolist()) for row in x)
 
 
 def learned_summary(published: PublishedSummary) -> Summary:
     """A delegation's summary made of what the child published."""
     return Summary(published.description, published.keywords, serial=published.serial,
-                   terms=published.terms, tools=published.tools)
+                   terms=published.terms, tools=published.tools, vectors=published.vectors)
 
 
 @dataclass

@@ -47,6 +47,8 @@ class Summary:
     terms: tuple[tuple[str, int], ...] = ()
     #: learned: how many tools the child says are in it and beneath it
     tools: int = 0
+    #: learned: the child's centroids (the delegation's ``vectors`` while this summary is used)
+    vectors: tuple[bytes, ...] = ()
 
     def display(self) -> str:
         """What referrals show: description and keywords."""
