@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..exceptions import BuildError
 from ..scoring.bm25 import CorpusStats
-from .catalog import CatalogTool
+from .catalog import CatalogTool, json_loads
 
 STATE_DIR = "build-state"
 FORMAT = "tooldns-build-state/1"
@@ -179,7 +179,7 @@ class BuildState:
     def read(cls, outdir: str | os.PathLike) -> "BuildState":
         path = cls.directory(outdir) / "state.json"
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json_loads(path.read_bytes())
         except FileNotFoundError:
             raise BuildError(f"{outdir}: no {STATE_DIR}/state.json: not a tree tooldns build made, or made before "
                              "tooldns build --update existed; build it again once") from None
@@ -211,7 +211,7 @@ class BuildState:
     def read_terms(self, outdir: str | os.PathLike, origin: str) -> "ChildTerms":
         path = self.terms_path(outdir, origin)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json_loads(path.read_bytes())
             return ChildTerms(float(data["k1"]), float(data["b"]),
                               {label: Counter(counts) for label, counts in data["children"].items()})
         except FileNotFoundError:

@@ -58,7 +58,7 @@ from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
 from ..zone.zonefile import dump_zone, parse_zone
 from .build import _addresses, _tool_labels, zone_tool
-from .catalog import Catalog, load_catalogs
+from .catalog import Catalog, load_catalogs, json_loads
 from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest, write_atomically
 from .trees import LEAF_SLACK, AutoTreeBuilder
 
@@ -393,7 +393,7 @@ class _Update:
     def _read_mapping(self) -> dict[str, list[str]]:
         path = self.outdir / "catalog-map.json"
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return json_loads(path.read_bytes())
         except (OSError, json.JSONDecodeError) as exc:
             raise BuildError(f"{path}: cannot read: {exc}") from None
 
