@@ -156,12 +156,16 @@ class ZoneIndex:
         self.tools: dict[tuple[str, str], list[Tool]] = {}
         for tool in self.zone.tools:
             self.tools.setdefault((tool.service, tool.transport), []).append(tool)
-        for tools in list(self.tools.values()):
-            for tool in tools:
-                owner = tool.owner(self.origin)
-                self._add(RR(owner, QTYPE.SRV, ttl=self.ttl,
-                             rdata=SRV(tool.priority, tool.weight, tool.port, tool.target)))
-                self._add(RR(owner, QTYPE.TXT, ttl=self.ttl, rdata=TXT(encode_pairs(tool_metadata(tool, full=True)))))
+        # a tool's own records (SRV and full TXT) are made when its name is asked for (rrsets()): a
+        # leaf's tools are asked for by intent nearly always, and dnslib records cost time and memory
+        self.tool_owners: dict[str, Tool] = {}
+        for tool in self.zone.tools:
+            owner = tool.owner(self.origin).lower()
+            self.tool_owners[owner] = tool
+            n = names.parent(owner)  # _svc._tcp.<origin> and _tcp.<origin> exist (empty non-terminals)
+            while n != self.origin and names.is_subdomain(n, self.origin) and n not in self.ents:
+                self.ents.add(n)
+                n = names.parent(n)
         for tool in self.zone.tools:
             self.tools.setdefault((names.ANY_SERVICE, tool.transport), []).append(tool)
 
@@ -218,6 +222,19 @@ class ZoneIndex:
         except EmbeddingError as exc:
             log.warning("%s: cannot embed an intent (%s); BM25 alone answers", self.origin, exc)
             return None, ignored, True
+
+    def rrsets(self, name: str) -> dict[int, list[RR]] | None:
+        """The records of *name* (lower-case, absolute) by type, None when it holds none; a tool's
+        own SRV and TXT records are made here, on demand."""
+        found = self.records.get(name)
+        if found is not None:
+            return found
+        tool = self.tool_owners.get(name)
+        if tool is None:
+            return None
+        return {QTYPE.SRV: [RR(name, QTYPE.SRV, ttl=self.ttl, rdata=SRV(tool.priority, tool.weight, tool.port,
+                                                                        tool.target))],
+                QTYPE.TXT: [RR(name, QTYPE.TXT, ttl=self.ttl, rdata=TXT(encode_pairs(tool_metadata(tool, full=True))))]}
 
     def published_rr(self) -> RR:
         """The TXT record of the summary this zone publishes for its parent (``_summary.<origin>``,

@@ -153,7 +153,7 @@ def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None, vector:
     child = ix.child_for(qname)
     if child is not None:
         return _delegation(ix, child)
-    rrsets = ix.records.get(qname)
+    rrsets = ix.rrsets(qname)
     if qname == ix.summary_name:  # what the zone tells its parent, made when first asked for
         rrsets = {QTYPE.TXT: [ix.published_rr()]}
     if rrsets is not None:
@@ -207,7 +207,7 @@ def ranked(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None,
 def _addresses(ix: ZoneIndex, ns_names) -> list:
     out = []
     for n in ns_names:
-        rrsets = ix.records.get(str(n).lower(), {})
+        rrsets = ix.rrsets(str(n).lower()) or {}
         out.extend(rrsets.get(QTYPE.A, []) + rrsets.get(QTYPE.AAAA, []))
     return out
 

@@ -94,7 +94,7 @@ def types_at(ix, name: str) -> set[int]:
     child = ix.child_for(name)
     if child is not None:  # the cut itself (below it, nothing is this zone's)
         return out | {_NS} | ({DS} if child.ds else set()) if child.name == name else out
-    out.update(ix.records.get(name, {}))
+    out.update(ix.rrsets(name) or {})
     if name == ix.origin:
         out.add(DNSKEY)
     if name == ix.summary_name:
