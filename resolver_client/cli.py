@@ -87,6 +87,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse_ks(args, p: argparse.ArgumentParser) -> tuple[int, ...] | None:
+    """``--k`` as K per depth (None: the mode's own), ``--leaf-k`` checked; a usage error otherwise."""
+    try:
+        ks = tuple(int(x) for x in str(args.k).split(",")) if args.k is not None else None
+    except ValueError:
+        p.error("--k takes whole numbers: 3 or 5,3,2")
+    if not all(1 <= k <= 255 for k in ks or ()) or (args.leaf_k is not None and not 1 <= args.leaf_k <= 255):
+        p.error("--k and --leaf-k must be from 1 to 255")
+    return ks
+
+
 def _print(res, args) -> None:
     """The resolution on standard output (a table or JSON, with the trace if asked), warnings on standard error."""
     if args.json:
@@ -143,12 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if (args.validate or args.require_secure) and not args.anchor:
         p.error("--validate and --require-secure need --anchor FILE (the root zone's DNSKEY or DS)")
-    try:
-        ks = tuple(int(x) for x in str(args.k).split(",")) if args.k is not None else None
-    except ValueError:
-        p.error("--k takes whole numbers: 3 or 5,3,2")
-    if not all(1 <= k <= 255 for k in ks or ()) or (args.leaf_k is not None and not 1 <= args.leaf_k <= 255):
-        p.error("--k and --leaf-k must be from 1 to 255")
+    ks = parse_ks(args, p)
     try:
         root = parse_server(args.root)
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed),

@@ -254,14 +254,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:
-    from .cli import _embedder, _split  # the same option handling as tooldns-resolve
+    from .cli import _embedder, _split, parse_ks  # the same option handling as tooldns-resolve
 
-    try:
-        ks = tuple(int(x) for x in str(args.k).split(",")) if args.k is not None else None
-    except ValueError:
-        p.error("--k takes whole numbers: 3 or 5,3,2")
-    if not all(1 <= k <= 255 for k in ks or ()) or (args.leaf_k is not None and not 1 <= args.leaf_k <= 255):
-        p.error("--k and --leaf-k must be from 1 to 255")
+    ks = parse_ks(args, p)
     resolver = AsyncResolver(root=parse_server(args.root), root_zone=args.root_zone, timeout=args.timeout,
                              embedder=_embedder(args.embed))
     return ToolFinder(resolver, k=ks if ks is None or len(ks) > 1 else ks[0], leaf_k=args.leaf_k,
