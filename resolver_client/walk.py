@@ -185,7 +185,7 @@ class Walk:
             self._cursor = names.cursor(self.service, self.root_zone, self.transport)
         except (IntentError, NameError_) as exc:
             raise ResolverError(str(exc)) from exc
-        # a query that cannot fit one datagram (header, longest name, OPT) goes over TCP from the start
+        # a query that cannot fit one datagram (header, its name, OPT) goes over TCP from the start
         self._tcp_only = 12 + 255 + 4 + max(map(len, self._opts.values())) > UDP_PAYLOAD
         self.trace: list[Hop] = []
         self.errors: list[str] = []
@@ -210,8 +210,8 @@ class Walk:
     def _wants_tcp(self, qname: str, k: int) -> bool:
         """TCP from the start: an intent too long for a datagram, or a leaf asked for more tools than
         fit one (about 4 with their metadata), rather than a truncated UDP reply first."""
-        if self._tcp_only:
-            return True
+        if self._tcp_only and 12 + len(qname) + 1 + 4 + len(self._opts[k]) > UDP_PAYLOAD:
+            return True  # the name as sent: a long intent with a short name still fits a datagram
         cur = names.parse_cursor(qname)
         return k > (BRIEF_TOOLS_PER_DATAGRAM if self.brief else TOOLS_PER_DATAGRAM) and cur is not None and cur.expanded
 

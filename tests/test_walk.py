@@ -248,3 +248,14 @@ def test_a_long_intent_with_a_lone_surrogate_is_a_resolver_error_not_a_crash():
 
     with pytest.raises(ResolverError, match="not valid UTF-8"):
         Walk("a\udcff " * 3000, root=ROOT)
+
+
+def test_a_query_goes_over_tcp_only_when_it_cannot_fit_a_datagram():
+    """The query as sent decides: a long intent with a short cursor name still fits one datagram
+    (ToolRet has task descriptions of 900 to 1,100 bytes); a longer one goes over TCP from the start."""
+    fits = Walk(intent="x " * 520, k=3, root=[("127.0.0.1", 5300)])
+    (q,) = fits.start()
+    assert not q.tcp and len(q.wire) <= 1232
+    too_long = Walk(intent="x " * 620, k=3, root=[("127.0.0.1", 5300)])
+    (q,) = too_long.start()
+    assert q.tcp and len(q.wire) > 1232
