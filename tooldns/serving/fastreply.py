@@ -56,6 +56,20 @@ _TXT_HEAD = _HEAD.pack(QTYPE.TXT, 1, 0)  # ranking TXT records: class IN, TTL 0 
 _SRV_HEAD = _HEAD.pack(QTYPE.SRV, 1, 0)
 
 
+#: the pieces of packed names, each kept once per process (a zone's names share their suffixes with each
+#: other and with every zone below the same parent); forgotten all at once past 2^18 pieces
+_PIECES: dict = {}
+
+
+def _piece(piece):
+    kept = _PIECES.get(piece)
+    if kept is None:
+        if len(_PIECES) >= 1 << 18:
+            _PIECES.clear()
+        kept = _PIECES[piece] = piece
+    return kept
+
+
 def packed_name(name) -> Name:
     """*name* (text or a DNSLabel) as the packer writes it, with the labels dnslib gives it."""
     chunks = []
@@ -65,7 +79,7 @@ def packed_name(name) -> Name:
         chunks.append(bytes([len(label)]) + label)
     if sum(map(len, chunks)) + 1 > names.MAX_NAME:
         raise ValueError(f"name {name!r} is longer than {names.MAX_NAME} octets")
-    return tuple((b"".join(chunks[i:]) + b"\0", chunks[i]) for i in range(len(chunks)))
+    return tuple(_piece((_piece(b"".join(chunks[i:]) + b"\0"), _piece(chunks[i]))) for i in range(len(chunks)))
 
 
 def _uncompressed(name: Name) -> bytes:
