@@ -119,9 +119,12 @@ class ZoneIndex:
     def _add(self, rr: RR) -> None:
         owner = str(rr.rname).lower()
         self.records.setdefault(owner, {}).setdefault(rr.rtype, []).append(rr)
-        # every name between the owner and the origin exists (empty non-terminals)
+        self._add_ents(owner)
+
+    def _add_ents(self, owner: str) -> None:
+        """Every name between *owner* and the origin exists (empty non-terminals)."""
         n = names.parent(owner)
-        while n != self.origin and names.is_subdomain(n, self.origin):
+        while n != self.origin and names.is_subdomain(n, self.origin) and n not in self.ents:
             self.ents.add(n)
             n = names.parent(n)
 
@@ -162,10 +165,7 @@ class ZoneIndex:
         for tool in self.zone.tools:
             owner = tool.owner(self.origin).lower()
             self.tool_owners[owner] = tool
-            n = names.parent(owner)  # _svc._tcp.<origin> and _tcp.<origin> exist (empty non-terminals)
-            while n != self.origin and names.is_subdomain(n, self.origin) and n not in self.ents:
-                self.ents.add(n)
-                n = names.parent(n)
+            self._add_ents(owner)  # _svc._tcp.<origin> and _tcp.<origin>
         for tool in self.zone.tools:
             self.tools.setdefault((names.ANY_SERVICE, tool.transport), []).append(tool)
 
@@ -225,10 +225,12 @@ class ZoneIndex:
 
     def rrsets(self, name: str) -> dict[int, list[RR]] | None:
         """The records of *name* (lower-case, absolute) by type, None when it holds none; a tool's
-        own SRV and TXT records are made here, on demand."""
+        own SRV and TXT records, and the summary the zone publishes, are made here, on demand."""
         found = self.records.get(name)
         if found is not None:
             return found
+        if name == self.summary_name:
+            return {QTYPE.TXT: [self.published_rr()]}
         tool = self.tool_owners.get(name)
         if tool is None:
             return None

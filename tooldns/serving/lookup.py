@@ -154,8 +154,6 @@ def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None, vector:
     if child is not None:
         return _delegation(ix, child)
     rrsets = ix.rrsets(qname)
-    if qname == ix.summary_name:  # what the zone tells its parent, made when first asked for
-        rrsets = {QTYPE.TXT: [ix.published_rr()]}
     if rrsets is not None:
         if qtype == QTYPE.ANY:
             return Result(Kind.ANSWER, answer=[rr for rrs in rrsets.values() for rr in rrs])

@@ -97,8 +97,6 @@ def types_at(ix, name: str) -> set[int]:
     out.update(ix.rrsets(name) or {})
     if name == ix.origin:
         out.add(DNSKEY)
-    if name == ix.summary_name:
-        out.add(_TXT)
     try:
         cur = names.parse_cursor(name)
     except Exception:
