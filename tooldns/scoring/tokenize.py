@@ -95,8 +95,3 @@ class Tokenized(str):
         obj.tokens = list(tokens)
         return obj
 
-
-def tokens_of(doc: str) -> list[str]:
-    """The index terms of *doc*: its own when it is :class:`Tokenized`, else :func:`tokenize`'s."""
-    return list(doc.tokens) if isinstance(doc, Tokenized) else tokenize(doc)
-

@@ -122,10 +122,11 @@ class ZoneStore:
         if not updates:
             return False
         self.learned.update(updates)
-        if self._served(self.file_zone).children == self.index.zone.children:
+        served = self._served(self.file_zone)
+        if served.children == self.index.zone.children:
             return False
         self.serial = self._next_serial(self.file_zone)
-        self._swap(self._new_index(self._served(self.file_zone)))
+        self._swap(self._new_index(replace(served, soa=replace(served.soa, serial=self.serial))))
         return True
 
     def _swap(self, index: ZoneIndex) -> None:
@@ -148,7 +149,8 @@ class ZoneStore:
             if zone.origin != self.index.origin:
                 raise ZoneFileError(f"{self.path}:1: origin changed from {self.index.origin} to {zone.origin}; "
                                     "a running server keeps its origin: restart to move it")
-            learned = {name: s for name, s in self.learned.items() if name in {c.name for c in zone.children}}
+            children = {c.name for c in zone.children}
+            learned = {name: s for name, s in self.learned.items() if name in children}
             serial, self.serial = self.serial, self._next_serial(zone)
             self.learned, before = learned, self.learned
             try:

@@ -13,7 +13,7 @@ fresh the way DNS secondaries keep zones fresh:
   parent learns by polling). A parent accepts a NOTIFY only from an address its delegation names
   (REFUSED otherwise) and then checks the child at once.
 * **Polling**: a parent asks each child's SOA at the child's refresh interval (``--summary-refresh``
-  caps it), and at its retry interval after a failure.
+  caps it), and :data:`RETRY` seconds after a failure (capped the same way).
 * When the child's serial differs from the one the parent knows, the parent fetches the summary
   over TCP from the child's name servers (the delegation's addresses, nothing else), checks it
   (:func:`tooldns.protocol.summary.decode_summary`: size, shape, the zone's own name) and uses it
@@ -60,7 +60,7 @@ from ..protocol import names
 from ..protocol.hygiene import MAX_REPEATS
 from ..protocol.summary import PublishedSummary, decode_summary, fit_summary, summary_name
 from ..protocol.vector import decode_vector
-from ..scoring.tokenize import tokenize, tokens_of
+from ..scoring.tokenize import tokenize
 from ..zone.model import Delegation, NameServer, Summary, Zone
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,8 @@ QUERY_TIMEOUT = 2.0
 BATCH_DELAY = 0.05
 #: NOTIFY is sent again after 1, 2, 4 ... seconds until acknowledged, at most this many times
 NOTIFY_TRIES = 4
+#: seconds until a child is asked again after a failure or a refused summary (--summary-refresh caps it)
+RETRY = 600.0
 #: queries to children in flight at once (each holds a socket: a tree of thousands of zones polls
 #: them all at start, within the open-file budget's reserve, ``descriptors.RESERVE``)
 MAX_OUTSTANDING = 8
@@ -84,7 +86,8 @@ def publish(zone: Zone) -> PublishedSummary:
     for tool in zone.tools:
         counts.update(tokenize(tool.text()))
     for child in zone.children:
-        terms = Counter(tokens_of(child.summary.document()))
+        learned = child.summary.terms  # counted already: no need to spell them out and count again
+        terms = Counter(dict(learned)) if learned else Counter(tokenize(child.summary.text()))
         counts.update(terms)
         # a copy from a zone file does not say how many tools it stands for: words count at most
         # MAX_REPEATS times per tool there, so its most frequent word bounds them from below
@@ -250,7 +253,7 @@ class SummaryKeeper:
         name = child.delegation.name
         self.stats["summary_polls"] += 1
         try:
-            serial, refresh, retry = await self._soa(child.delegation)
+            serial, refresh = await self._soa(child.delegation)
             if serial != child.known:
                 published = await self._fetch(child.delegation)
                 child.known = published.serial
@@ -258,14 +261,14 @@ class SummaryKeeper:
         except SummaryError as exc:
             self.stats["summaries_refused"] += 1
             log.warning("%s: summary of %s refused (%s); keeping the last good one", child.parent, name, exc)
-            return self._cap(600)
+            return self._cap(RETRY)
         except Exception as exc:  # unreachable, refused, malformed replies: keep the last good copy
             self.stats["summary_refresh_failures"] += 1
             if not child.failing:
                 log.warning("%s: cannot refresh the summary of %s (%s); keeping the last good one",
                             child.parent, name, exc or type(exc).__name__)
             child.failing = True
-            return self._cap(getattr(exc, "retry", 600))
+            return self._cap(RETRY)
         if child.failing:
             log.info("%s: %s answers again", child.parent, name)
         child.failing = False
@@ -299,14 +302,15 @@ class SummaryKeeper:
             return reply
         raise ConnectionError("; ".join(problems) or "no name servers")
 
-    async def _soa(self, delegation: Delegation) -> tuple[int, float, float]:
+    async def _soa(self, delegation: Delegation) -> tuple[int, float]:
+        """The child's serial and refresh interval, from the first of its name servers that answers."""
         reply = await self._ask(delegation, delegation.name, dns.rdatatype.SOA, tcp=False)
         rrset = reply.get_rrset(reply.answer, dns.name.from_text(delegation.name), dns.rdataclass.IN,
                                 dns.rdatatype.SOA)
         if rrset is None or len(rrset) != 1:
             raise ConnectionError(f"no SOA record for {delegation.name}")
         soa = rrset[0]
-        return soa.serial, float(soa.refresh), float(soa.retry)
+        return soa.serial, float(soa.refresh)
 
     async def _fetch(self, delegation: Delegation) -> PublishedSummary:
         """The child's published summary; from a child the parent holds a DS for, only signed by a
