@@ -24,12 +24,12 @@ from tooldns.building.build import build, build_zones, zone_tool
 from tooldns.building.catalog import load_catalogs, parse_catalog
 from tooldns.building.state import SELF, BuildState, Totals, drift
 from tooldns.building.trees import AutoTreeBuilder, Category
-from tooldns.building.update import DRIFT_THRESHOLD, _header, dump_mapping, splice_zone, update, update_tree
+from tooldns.building.update import DRIFT_THRESHOLD, dump_mapping, splice_zone, update, update_tree
 from tooldns.exceptions import BuildError
 from tooldns.scoring.bm25 import BM25, CorpusStats
 from tooldns.scoring.tokenize import tokenize
 from tooldns.serving.tree import load_tree
-from tooldns.zone.zonefile import dump_zone, load_zone, parse_zone
+from tooldns.zone.zonefile import dump_zone, load_zone, parse_zone, zone_header
 
 ZEPPELIN = {"id": "zeppelin_1", "name": "getZeppelinAirshipRoute",
             "description": "Zeppelin airship dirigible flight routes between hangars.",
@@ -286,7 +286,7 @@ def test_splicing_writes_what_a_full_dump_would(built):
                 dataclasses.replace(second, summary=dataclasses.replace(second.summary, serial=6), leaf=False),
                 *zone.children[2:]]
     expected = dataclasses.replace(zone, soa=dataclasses.replace(zone.soa, serial=77), children=tuple(children))
-    assert spliced == dump_zone(expected, _header(text))
+    assert spliced == dump_zone(expected, zone_header(text))
     assert splice_zone(text, 2, {"no-such-child": (None, 2, None)}) is None
     assert splice_zone("origin: tools.\n", 2, {}) is None
     mapping = json.loads((built / "catalog-map.json").read_text())

@@ -16,8 +16,8 @@ puts that right for a whole directory:
   origin across the files; tools of zones that score no vectors are embedded for this without
   being written), with :meth:`tooldns.building.build.Embedded.centroids`, as ``tooldns build``
   makes them;
-* each changed zone is written back through :func:`tooldns.zone.zonefile.write_zone` (header
-  comment lines kept), atomically, so that a running ``tooldns serve`` reloads it by itself.
+* each changed zone is written back through :func:`tooldns.zone.zonefile.dump_zone` (header
+  comment lines kept), atomically (:func:`.state.write_atomically`), so that a running ``tooldns serve`` reloads it by itself.
 
 :func:`vector_gaps` and :func:`tree_warnings` say what is missing or stale without changing
 anything (``tooldns check``).
@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import inspect
 import os
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +43,9 @@ from ..exceptions import EmbeddingError, ZoneFileError
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.hybrid import HybridScorer, as_array
 from ..zone.model import Delegation, Tool, Zone
-from ..zone.zonefile import dump_zone, load_zone, parse_zone, write_zone, zone_files
+from ..zone.zonefile import dump_zone, load_zone, parse_zone, zone_files, zone_header
 from .build import Embedded
+from .state import write_atomically
 
 HYBRID = "hybrid"
 #: the model names of vectors the embedder registry can make again, and the spec that does
@@ -109,15 +110,9 @@ class EmbedReport:
 # -- reading --
 
 def header_of(path: str | os.PathLike) -> str:
-    """The comment lines at the top of a zone file, without their ``#`` (what ``write_zone`` takes back)."""
-    out = []
+    """The comment lines at the top of a zone file, without their ``#`` (what ``dump_zone`` takes back)."""
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.startswith("#"):
-                break
-            text = line.rstrip("\r\n")[1:]
-            out.append(text[1:] if text.startswith(" ") else text)
-    return "\n".join(out)
+        return zone_header("".join(itertools.takewhile(lambda line: line.startswith("#"), fh)))
 
 
 def read_tree(directory: str | os.PathLike) -> list[ZoneFile]:
@@ -398,15 +393,10 @@ def embed_tree(directory: str | os.PathLike, embedder: Embedder, centroids: int 
 
 
 def _write(changed: list[tuple[ZoneFile, Zone]]) -> None:
-    """Check every changed zone reads back, then write each through write_zone and rename it into place
-    (a server polling the file sees the old version or the new one, never half of it)."""
-    for f, zone in changed:
-        parse_zone(dump_zone(zone, f.header), where=str(f.path))  # ZoneFileError before anything is written
-    for f, zone in changed:
-        tmp = f.path.with_name(f".{f.path.name}.embed-tmp")
-        write_zone(zone, tmp, f.header)
-        try:
-            shutil.copymode(f.path, tmp)
-        except OSError:
-            pass
-        os.replace(tmp, f.path)
+    """Check every changed zone reads back, then write each through a file renamed into place (a server
+    polling the file sees the old version or the new one, never half of it)."""
+    texts = [(f.path, dump_zone(zone, f.header)) for f, zone in changed]
+    for path, text in texts:
+        parse_zone(text, where=str(path))  # ZoneFileError before anything is written
+    for path, text in texts:
+        write_atomically(path, text)

@@ -56,7 +56,7 @@ from ..exceptions import BuildError, ZoneFileError
 from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
-from ..zone.zonefile import dump_zone, parse_zone
+from ..zone.zonefile import dump_zone, parse_zone, zone_header
 from .build import _addresses, _tool_labels, zone_tool
 from .catalog import Catalog, load_catalogs, json_loads
 from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest, write_atomically
@@ -162,16 +162,6 @@ def dump_mapping(mapping: dict[str, list[str]]) -> str:
     items = [f"{quote(tid)}: " + ("[\n" + ",\n".join(map(quote, owners)) + "\n]" if owners else "[]")
              for tid, owners in mapping.items()]
     return "{\n" + ",\n".join(items) + "\n}" if items else "{}"
-
-
-def _header(text: str) -> str:
-    """The comment lines at the top of a zone file, without their ``#`` (what ``dump_zone`` takes)."""
-    out = []
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        out.append(line[2:] if line.startswith("# ") else line[1:])
-    return "\n".join(out)
 
 
 # -- splicing a zone file: its changed delegations only --
@@ -607,7 +597,7 @@ class _Update:
             stats = self._zone_stats(tools, written)
         zone = dataclasses.replace(zone, soa=dataclasses.replace(zone.soa, serial=serial), children=tuple(children),
                                    tools=tools, corpus_stats=stats)
-        write_atomically(path, dump_zone(zone, _header(text)))
+        write_atomically(path, dump_zone(zone, zone_header(text)))
         return serial
 
     # -- splitting a leaf --
@@ -642,7 +632,7 @@ class _Update:
             entry = ZoneEntry(child_origin.rstrip(".") + ".yaml", origin, address)
             if (self.outdir / entry.file).exists():
                 raise BuildError(f"{self.outdir / entry.file} exists already: cannot split {origin}")
-            write_atomically(self.outdir / entry.file, dump_zone(zone, _header(self.load(origin)[0])))
+            write_atomically(self.outdir / entry.file, dump_zone(zone, zone_header(self.load(origin)[0])))
             state.zones[child_origin] = entry
             self.children[origin].append(child_origin)
             self.children[child_origin] = []

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..exceptions import DNSSECError
 from ..protocol import names
-from ..zone.zonefile import load_zone, write_zone, zone_files
+from ..zone.zonefile import load_zone, write_zone, zone_files, zone_header
 from .keys import DEFAULT_ALGORITHM, ZoneKey, generate, load_keys, set_state, write_key
 
 
@@ -69,16 +69,6 @@ def keygen_tree(zonedir: str | os.PathLike, keydir: str | os.PathLike | None = N
     return report
 
 
-def _header(path: Path) -> str:
-    """The leading comment lines of a zone file, without their ``# ``."""
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        out.append(line[1:].removeprefix(" "))
-    return "\n".join(out)
-
-
 def write_ds(zonedir: str | os.PathLike, zones: list[str] | None = None, tags: list[int] | None = None,
              keydir: str | os.PathLike | None = None) -> list[tuple[str, str]]:
     """Write into each parent's zone file the DS of its children that have keys (of *zones* only, when
@@ -99,7 +89,7 @@ def write_ds(zonedir: str | os.PathLike, zones: list[str] | None = None, tags: l
                     written.append((child.name, str(path)))
             children.append(child)
         if changed:
-            write_zone(replace(zone, children=tuple(children)), path, header=_header(path))
+            write_zone(replace(zone, children=tuple(children)), path, header=zone_header(path.read_text(encoding="utf-8")))
     return written
 
 

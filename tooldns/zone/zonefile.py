@@ -754,6 +754,17 @@ def _ds(c: _Checker, value: Any, line: int, label: str) -> str | None:
         return None
 
 
+def zone_header(text: str) -> str:
+    """The comment lines at the top of zone-file *text*, without their ``#`` (and the space after it):
+    what :func:`dump_zone` takes back as *header*, so a file rewritten by a tool keeps them."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        out.append(line[1:].removeprefix(" "))
+    return "\n".join(out)
+
+
 def dump_zone(zone: Zone, header: str = "") -> str:
     """The zone-file text of *zone*: what :func:`parse_zone` reads back as an equal zone.
 
