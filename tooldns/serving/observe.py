@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 
 from .multizone import question_name
+from .wire import skip_name
 
 #: names of the types a metric label shows; every other type is counted as ``other`` there, so
 #: that odd queries cannot make series without bound (CoreDNS's ``monitor`` types, plus SRV)
@@ -70,19 +71,6 @@ def rcode_name(rcode: int) -> str:
     return RCODE_NAMES.get(rcode) or f"RCODE{rcode}"
 
 
-def _skip_name(wire: bytes, pos: int) -> int:
-    """The offset past the (possibly compressed) name at *pos*; ValueError when it runs off the end."""
-    n = len(wire)
-    while pos < n:
-        length = wire[pos]
-        if length == 0:
-            return pos + 1
-        if length >= 0xC0:
-            return pos + 2
-        pos += length + 1
-    raise ValueError("name runs past the end of the message")
-
-
 def _records(wire: bytes):
     """(section, owner bytes, type, class, ttl) of each record of *wire* (0 answer, 1 authority,
     2 additional); stops quietly where the message stops making sense."""
@@ -92,11 +80,11 @@ def _records(wire: bytes):
     try:
         pos = 12
         for _ in range(qd):
-            pos = _skip_name(wire, pos) + 4
+            pos = skip_name(wire, pos) + 4
         for section, count in enumerate((an, ns, ar)):
             for _ in range(count):
                 start = pos
-                pos = _skip_name(wire, pos)
+                pos = skip_name(wire, pos)
                 rtype, rclass, ttl, rdlength = _RR.unpack_from(wire, pos)
                 yield section, wire[start:pos], rtype, rclass, ttl
                 pos += 10 + rdlength

@@ -26,6 +26,7 @@ import struct
 from collections import OrderedDict
 
 from ..zone.model import RateLimit
+from .wire import skip_name
 
 #: what to do with a reply
 SEND, DROP, SLIP = "send", "drop", "slip"
@@ -113,22 +114,10 @@ class RateLimiter:
         return DROP
 
 
-def _skip_name(wire: bytes, pos: int) -> int:
-    """The offset just past the (possibly compressed) name at *pos*."""
-    for _ in range(128):
-        length = wire[pos]
-        if length >= 0xC0:
-            return pos + 2
-        if length == 0:
-            return pos + 1
-        pos += 1 + length
-    raise ValueError("name too long")
-
-
 def _bare_opt(wire: bytes, pos: int, records: int) -> bytes:
     """The reply's OPT record without its options (size and extended RCODE kept), or b"" if none."""
     for _ in range(records):
-        pos = _skip_name(wire, pos)
+        pos = skip_name(wire, pos)
         rtype, rclass, ttl, rdlength = struct.unpack_from("!HHIH", wire, pos)
         if rtype == 41:
             return b"\x00" + struct.pack("!HHIH", 41, rclass, ttl, 0)
@@ -142,7 +131,7 @@ def slip_reply(wire: bytes) -> bytes:
     try:
         end = 12
         for _ in range(qdcount):
-            end = _skip_name(wire, end) + 4
+            end = skip_name(wire, end) + 4
         opt = _bare_opt(wire, end, ancount + nscount + arcount)
         if end > len(wire):
             raise ValueError("question past the end")

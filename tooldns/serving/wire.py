@@ -97,6 +97,22 @@ _TRANSFERS = (QTYPE.AXFR, QTYPE.IXFR)
 _OPT = QTYPE.OPT  # read once: dnslib's QTYPE answers attributes through a raised AttributeError
 
 
+def skip_name(wire: bytes, pos: int) -> int:
+    """The offset just past the (possibly compressed) name at *pos* of *wire*; ValueError when it runs
+    off the end of the message or past 128 labels (no name has that many)."""
+    end = len(wire)
+    for _ in range(128):
+        if pos >= end:
+            raise ValueError("name runs past the end of the message")
+        length = wire[pos]
+        if length >= 0xC0:
+            return pos + 2
+        if length == 0:
+            return pos + 1
+        pos += 1 + length
+    raise ValueError("name too long")
+
+
 def _question_end(data: bytes) -> int:
     """Where the question's type and class start: after an uncompressed name within RFC 1035's
     limits; 0 when the name is anything else."""
