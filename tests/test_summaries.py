@@ -26,7 +26,7 @@ from conftest import REPLY_TIMEOUT, ZONES, copy_tree, fresh_subnet, free_port, s
 from resolver_client import Resolver
 from resolver_client.exceptions import NoServersReachable
 from tooldns.exceptions import SummaryError
-from tooldns.protocol.summary import (MAX_SUMMARY_BYTES, MAX_TERMS, PublishedSummary, decode_summary, encode_summary,
+from tooldns.protocol.summary import (MAX_SUMMARY_BYTES, MAX_TERMS, MAX_VECTORS, PublishedSummary, decode_summary, encode_summary,
                                       fit_summary, summary_name)
 from tooldns.serving.store import ZoneStore
 from tooldns.serving.summaries import learned_summary, publish
@@ -389,7 +389,7 @@ def test_a_zone_publishes_centroids_of_its_vectors_and_a_parent_uses_them(tmp_pa
 
 @pytest.mark.parametrize("vectors, why", [
     (["not base64!"], "not a valid vector"),
-    (["AAAA"] * 9, "at most 8"),
+    (["AAAA"] * (MAX_VECTORS + 1), f"at most {MAX_VECTORS}"),
     ("AAAA", "list"),
 ])
 def test_a_parent_refuses_malformed_vectors(vectors, why):

@@ -38,6 +38,7 @@ from ..dnssec.command import add_build_flags, sign_built
 from ..embedding.registry import make_embedder
 from ..exceptions import BuildError, EmbeddingError
 from ..protocol import names
+from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import encode_vector
 from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
@@ -334,7 +335,7 @@ class Embedded:
     """A catalog's vectors (one unit-length row per tool) under one model: what zones carry of them."""
 
     #: vectors a delegation carries for the tools beneath it, however many they are
-    CENTROIDS = 4
+    CENTROIDS = DELEGATION_CENTROIDS
 
     def __init__(self, model: str, vectors, digests: list[str], covered: list[bool] | None = None) -> None:
         import numpy as np

@@ -58,7 +58,7 @@ from ..dnssec.verify import trusted_keys, verify_rrset
 from ..exceptions import DNSSECError, SummaryError
 from ..protocol import names
 from ..protocol.hygiene import MAX_REPEATS
-from ..protocol.summary import PublishedSummary, decode_summary, fit_summary, summary_name
+from ..protocol.summary import CENTROIDS, PublishedSummary, decode_summary, fit_summary, summary_name
 from ..protocol.vector import decode_vector
 from ..scoring.tokenize import tokenize
 from ..zone.model import Delegation, NameServer, Summary, Zone
@@ -95,10 +95,6 @@ def publish(zone: Zone) -> PublishedSummary:
     return fit_summary(zone.origin, zone.soa.serial, zone.summary.description, zone.summary.keywords,
                        counts, tools, centroids([t.vector for t in zone.tools if t.vector]
                                                 + [v for c in zone.children for v in c.vectors]))
-
-
-#: centroids a zone publishes, as ``tooldns build`` gives each delegation (``docs/building.md``)
-CENTROIDS = 4
 
 
 def centroids(vectors: list[bytes], n: int = CENTROIDS) -> tuple[bytes, ...]:
