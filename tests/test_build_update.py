@@ -80,9 +80,10 @@ def _check(zones: Path, catalog: list[dict]) -> dict[str, object]:
         terms = state.read_terms(zones, origin)
         for child in zone.children:
             ids = sorted(beneath(child.name), key=index.__getitem__)
-            assert child.summary.corpus == " ".join(zone_tool(cat.tools[index[i]], "x", "http").text() for i in ids)
+            text = " ".join(zone_tool(cat.tools[index[i]], "x", "http").text() for i in ids)
+            assert not child.summary.corpus and dict(child.summary.corpus_terms) == Counter(tokenize(text))
             assert child.summary.serial == loaded[child.name].soa.serial, (origin, child.label)
-            assert terms.children[child.label] == Counter(tokenize(child.summary.text())), (origin, child.label)
+            assert terms.children[child.label] == child.summary.counts(), (origin, child.label)
             assert child.leaf == (not loaded[child.name].children)
         if zone.tools:
             assert terms.children[SELF] == Counter(t for tool in zone.tools for t in tokenize(tool.text()))
@@ -163,7 +164,7 @@ def test_a_changed_tool_is_rewritten_in_every_zone_that_holds_it(tmp_path):
         old = next(t for t in parse_zone((before[origin.rstrip('.') + '.yaml']).decode()).tools
                    if t.id == catalog[0]["id"])
         assert tool.label == old.label  # its DNS name stays
-    assert "barometer" in loaded["tools."].children[0].summary.corpus
+    assert "barometer" in dict(loaded["tools."].children[0].summary.corpus_terms)
 
 
 def test_a_removed_tool_is_gone(tree, tmp_path):
@@ -281,8 +282,9 @@ def test_splicing_writes_what_a_full_dump_would(built):
     text = (built / "root.yaml").read_text()
     zone = parse_zone(text)
     first, second = zone.children[0], zone.children[1]
-    spliced = splice_zone(text, 77, {first.label: ("new text", 5, None), second.label: (None, 6, False)})
-    children = [dataclasses.replace(first, summary=dataclasses.replace(first.summary, corpus="new text", serial=5)),
+    spliced = splice_zone(text, 77, {first.label: (Counter(new=2, text=1), 5, None), second.label: (None, 6, False)})
+    children = [dataclasses.replace(first, summary=dataclasses.replace(first.summary, corpus_terms=(("new", 2), ("text", 1)),
+                                                                       serial=5)),
                 dataclasses.replace(second, summary=dataclasses.replace(second.summary, serial=6), leaf=False),
                 *zone.children[2:]]
     expected = dataclasses.replace(zone, soa=dataclasses.replace(zone.soa, serial=77), children=tuple(children))
@@ -298,7 +300,7 @@ def test_routing_scores_are_the_zone_scorers(built):
     root = load_zone(built / "root.yaml")
     terms = state.read_terms(built, state.origin)
     options = root.settings.child_scorer_options
-    index = BM25([c.summary.text() for c in root.children], k1=options["k1"], b=options["b"])
+    index = BM25([c.summary.document() for c in root.children], k1=options["k1"], b=options["b"])
     for query in ("song lyrics album", "stock dividend currency", "weather storm"):
         expected = dict(zip([c.label for c in root.children], index.scores(query)))
         assert dict(terms.rank(tokenize(query))) == pytest.approx(expected)

@@ -38,7 +38,7 @@ DOCS = {name: yaml.safe_load(text) for name, text in SHIPPED.items()}  # copied,
 KEYS = sorted({
     "origin", "soa", "nameservers", "ttl", "summary", "settings", "children", "tools", "corpus_stats", "contact",
     "serial", "mname", "refresh", "retry", "expire", "minimum", "name", "address", "description", "keywords",
-    "corpus", "label", "kind", "leaf", "vectors", "service", "target", "port", "transport", "priority", "weight",
+    "corpus", "corpus_terms", "label", "kind", "leaf", "vectors", "service", "target", "port", "transport", "priority", "weight",
     "endpoint", "parameters", "id", "vector", "vector_of", "type", "required", "n_docs", "avgdl", "df", "scorer",
     "scorer_options", "child_scorer_options", "prune_ratio", "max_k", "intent_ttl", "embed_intents", "rate_limit",
     "responses_per_second", "nxdomains_per_second", "errors_per_second", "window", "slip", "exempt", "nope",

@@ -181,3 +181,42 @@ def test_settings_a_scorer_would_refuse_are_refused_with_their_line(setting, mes
     with pytest.raises(ZoneFileError, match=message) as info:
         parse_zone(GOOD + f"settings:\n  {setting}\n", "w.yaml")
     assert f"w.yaml:{GOOD.count(chr(10)) + 2}:" in str(info.value)
+
+
+def with_corpus(line: str) -> str:
+    return GOOD.replace("      description: Past weather\n", f"      description: Past weather\n      {line}\n")
+
+
+def test_corpus_terms_rank_a_child_exactly_as_its_corpus_text_would():
+    """``corpus_terms`` is the corpus counted (what ``tooldns build`` writes): same BM25 scores, a
+    fraction of the bytes once a subtree repeats its words."""
+    from collections import Counter
+
+    from tooldns.scoring.bm25 import BM25
+    from tooldns.scoring.tokenize import tokenize
+    from tooldns.zone.zonefile import format_terms
+
+    text = "rain gauge readings; rain radar and hourly rain totals for the past decade of storms"
+    counted = format_terms(Counter(tokenize(text)))
+    assert counted.startswith("rain:3 ")
+    as_text = parse_zone(with_corpus(f"corpus: {text}"), "w.yaml").children[0].summary
+    as_terms = parse_zone(with_corpus(f"corpus_terms: {counted}"), "w.yaml").children[0].summary
+    assert as_terms.corpus == "" and dict(as_terms.corpus_terms) == Counter(tokenize(text))
+    assert as_terms.counts() == as_text.counts()
+    other = "sunshine hours and ultraviolet index"
+    for query in ("past rain totals", "storm decade", "ultraviolet"):
+        assert (BM25([as_terms.document(), other], k1=10).scores(query)
+                == BM25([as_text.document(), other], k1=10).scores(query))
+    assert "rain" in str(as_terms.document())  # what non-lexical scorers (an LLM) read: the terms
+
+
+@pytest.mark.parametrize("pairs, fragment", [
+    ("rain:3 radar", "pair 2 ('radar') is not term:count"),
+    ("rain:0", "pair 1 ('rain:0') is not term:count"),
+    ("rain:x", "is not term:count"),
+    (":4", "is not term:count"),
+    ("a:b:2", "is not term:count"),
+    ("rain:1 rain:2", "counts a term twice"),
+])
+def test_malformed_corpus_terms_are_refused_with_their_line(pairs, fragment):
+    one_error(with_corpus(f"corpus_terms: '{pairs}'"), 15, "summary of child 'history' 'corpus_terms'", fragment)

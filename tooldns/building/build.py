@@ -194,14 +194,23 @@ def _title(cat: Category) -> str:
 SERIAL = 1
 
 
-def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, ...], proto_tools: list[Tool],
+def _corpus_counts(cat: Category, tool_tokens: list[list[str]]) -> Counter:
+    """The index terms of every tool beneath *cat* (each tool once), counted: a delegation's
+    ``corpus_terms``, which stands for the text of those tools at a fraction of its size."""
+    counts: Counter = Counter()
+    for i in cat.all_tools():
+        counts.update(tool_tokens[i])
+    return counts
+
+
+def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, ...], tool_tokens: list[list[str]],
           settings: Settings, stats: CorpusStats | None, embedded: "Embedded | None") -> Zone:
-    """The zone of one category: its tools, and a delegation to each child whose summary is the
-    text of every tool beneath it."""
+    """The zone of one category: its tools, and a delegation to each child whose summary counts the
+    terms of every tool beneath it."""
     children = tuple(
         Delegation(child.label, layout.origin_of[id(child)], child.kind,
-                   Summary(_title(child), tuple(child.keywords),
-                           " ".join(proto_tools[i].text() for i in sorted(child.all_tools())), serial=SERIAL),
+                   Summary(_title(child), tuple(child.keywords), serial=SERIAL,
+                           corpus_terms=tuple(_corpus_counts(child, tool_tokens).items())),
                    layout.nameservers(child), leaf=not child.children,
                    vectors=embedded.centroids(sorted(child.all_tools())) if embedded else ())
         for child in cat.children)
@@ -264,7 +273,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         restricted = stats.restricted(terms)
         zone_stats = (CorpusStats(restricted.n_docs, round(restricted.avgdl, 6), dict(sorted(restricted.df.items())))
                       if tools else None)
-        zone = _zone(cat, zone_origin, layout, tools, proto_tools, _settings(cat, settings, child_k1, child_b),
+        zone = _zone(cat, zone_origin, layout, tools, tool_tokens, _settings(cat, settings, child_k1, child_b),
                      zone_stats, embedded)
         fname = ("root" if zone_origin == origin else zone_origin.rstrip(".")) + ".yaml"
         write_zone(zone, outdir / fname, header)
@@ -305,8 +314,7 @@ def _write_state(outdir: Path, catalog: Catalog, layout: _Layout, tool_tokens: l
         children = {}
         for child in cat.children:
             counts = Counter(tokenize(" ".join([_title(child), *child.keywords])))
-            for i in child.all_tools():
-                counts.update(tool_tokens[i])
+            counts.update(_corpus_counts(child, tool_tokens))
             children[child.label] = counts
         if cat.tools:
             children[SELF] = Counter(term for i in set(cat.tools) for term in tool_tokens[i])

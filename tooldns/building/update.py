@@ -15,7 +15,7 @@ changed tools' paths are rewritten:
 * a removed tool leaves every zone that holds it;
 * every zone on those paths gets a new SOA serial (``max(serial + 1, unix time)``: ahead of the
   serials a running server raised by itself), and each parent's copy of a changed child's summary
-  gets the child's new text (``summary.corpus``: the text of every tool beneath it) and its new
+  gets the child's new terms (``summary.corpus_terms``: those of every tool beneath it, counted) and its new
   serial (``summary.serial``), so a running ``tooldns serve`` reloads the files and keeps using the
   parents' copies (``docs/summaries.md``). Files are written bottom-up, each through a temporary
   file renamed into place: a server sees every zone old or new, never half-written, and never a
@@ -56,7 +56,7 @@ from ..exceptions import BuildError, ZoneFileError
 from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
-from ..zone.zonefile import dump_zone, parse_zone, zone_header
+from ..zone.zonefile import dump_zone, format_terms, parse_zone, zone_header
 from .build import _addresses, _tool_labels, zone_tool
 from .catalog import Catalog, load_catalogs, json_loads
 from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest, write_atomically
@@ -172,18 +172,19 @@ _TOP_KEY = re.compile(r"^[^\s#-]", re.M)
 _ITEM = re.compile(r"^- ", re.M)
 
 
-def _child_item(child: dict, corpus: str | None, serial: int | None, leaf: bool | None) -> dict:
-    """A delegation item of a zone file with its summary's corpus and serial (and leaf mark) set, keys
-    in the order ``dump_zone`` writes them."""
+def _child_item(child: dict, counts: Counter | None, serial: int | None, leaf: bool | None) -> dict:
+    """A delegation item of a zone file with its summary's corpus terms and serial (and leaf mark)
+    set, keys in the order ``dump_zone`` writes them."""
     child = dict(child)
     summary = dict(child.get("summary") or {})
     if summary.get("pin"):  # the operator's copy: never rewritten
-        corpus = serial = None
-    if corpus is not None:
-        summary["corpus"] = corpus
+        counts = serial = None
+    if counts is not None:
+        summary.pop("corpus", None)  # a tree built before corpus_terms: its text goes, counted
+        summary["corpus_terms"] = format_terms(counts)
     if serial is not None:
         summary["serial"] = serial
-    order = ("description", "keywords", "corpus", "serial", "pin")
+    order = ("description", "keywords", "corpus", "corpus_terms", "serial", "pin")
     child["summary"] = {**{k: summary[k] for k in order if k in summary},
                         **{k: v for k, v in summary.items() if k not in order}}
     if leaf is not None:
@@ -195,9 +196,9 @@ def _child_item(child: dict, corpus: str | None, serial: int | None, leaf: bool 
     return child
 
 
-def splice_zone(text: str, serial: int, children: dict[str, tuple[str | None, int | None, bool | None]]) -> str | None:
+def splice_zone(text: str, serial: int, children: dict[str, tuple[Counter | None, int | None, bool | None]]) -> str | None:
     """*text* (a zone file as ``dump_zone`` writes it) with its SOA serial set to *serial* and, for each
-    child label in *children*, its delegation's corpus, serial and leaf mark set (None: kept), the
+    child label in *children*, its delegation's corpus terms, serial and leaf mark set (None: kept), the
     other bytes untouched; None when the file is not laid out as expected (the caller then parses it
     whole). Only the changed items are parsed and dumped again: a 30 MB root is done in milliseconds."""
     m = _SOA_SERIAL.search(text)
@@ -275,6 +276,13 @@ class _Update:
         if i not in self._proto:
             self._proto[i] = zone_tool(self.catalog.tools[i], "x", self.state.service)
         return self._proto[i]
+
+    def _corpus_counts(self, indices) -> Counter:
+        """The terms of the tools *indices*, counted: a delegation's ``corpus_terms``."""
+        counts: Counter = Counter()
+        for i in indices:
+            counts.update(self.tokens(i))
+        return counts
 
     def tokens(self, i: int) -> list[str]:
         if i not in self._tokens:
@@ -436,9 +444,9 @@ class _Update:
             for child in self.children[origin]:
                 if child in serials:
                     label = child.split(".", 1)[0]
-                    corpus = (" ".join(self.proto(i).text() for i in self._tools_beneath(child, beneath))
+                    counts = (self._corpus_counts(self._tools_beneath(child, beneath))
                               if (origin, label) in changed_pairs else None)
-                    corpora[label] = (corpus, serials[child], False if child in splits else None)
+                    corpora[label] = (counts, serials[child], False if child in splits else None)
             serials[origin] = self._write(origin, new_tools.get(origin), corpora, splits.get(origin),
                                           self.report.refreshed, self.state.written)
             if self.report.refreshed and (n % 200 == 0 or n == len(order)):
@@ -584,9 +592,10 @@ class _Update:
         children = []
         for child in zone.children:
             if child.label in corpora and not child.summary.pinned:
-                corpus, child_serial, leaf = corpora[child.label]
+                counts, child_serial, leaf = corpora[child.label]
                 summary = dataclasses.replace(child.summary, serial=child_serial,
-                                              **({"corpus": corpus} if corpus is not None else {}))
+                                              **({"corpus": "", "corpus_terms": tuple(counts.items())}
+                                                 if counts is not None else {}))
                 child = dataclasses.replace(child, summary=summary, **({"leaf": leaf} if leaf is not None else {}))
             children.append(child)
         if tools is None:
@@ -643,8 +652,8 @@ class _Update:
                 counts.update(self.tokens(i))
             children_terms[child.label] = counts
             delegations.append(Delegation(child.label, child_origin, child.kind,
-                                          Summary(title, tuple(child.keywords),
-                                                  " ".join(self.proto(i).text() for i in indices), serial=serial),
+                                          Summary(title, tuple(child.keywords), serial=serial,
+                                                  corpus_terms=tuple(self._corpus_counts(indices).items())),
                                           ns, leaf=True))
             for tool in placed:
                 mapping[tool.id] = [o for o in mapping.get(tool.id, []) if o != tool.owner(origin)] \

@@ -52,10 +52,15 @@ class CorpusStats:
 
     @classmethod
     def from_tokens(cls, docs: Sequence[Sequence[str]]) -> "CorpusStats":
+        return cls.from_counts([Counter(toks) for toks in docs])
+
+    @classmethod
+    def from_counts(cls, docs: Sequence[dict[str, int]]) -> "CorpusStats":
+        """The statistics of documents given as term counts."""
         df: Counter[str] = Counter()
-        for toks in docs:
-            df.update(set(toks))
-        total = sum(len(t) for t in docs)
+        for counts in docs:
+            df.update(counts.keys())
+        total = sum(sum(c.values()) for c in docs)
         return cls(len(docs), (total / len(docs)) if docs else 0.0, dict(df))
 
     def restricted(self, terms: set[str]) -> "CorpusStats":
@@ -72,17 +77,18 @@ class BM25:
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         self.tokenizer = tokenizer
-        doc_tokens = ([list(t) for t in tokens] if tokens is not None
-                      else [d.tokens if isinstance(d, Tokenized) else tokenizer(d) for d in (docs or [])])
-        self.n = len(doc_tokens)
-        local = CorpusStats.from_tokens(doc_tokens)
+        # each document as term counts: a Tokenized document (a summary's counted terms) is counted already
+        doc_counts = ([Counter(t) for t in tokens] if tokens is not None
+                      else [d.counts if isinstance(d, Tokenized) else Counter(tokenizer(d)) for d in (docs or [])])
+        self.n = len(doc_counts)
+        local = CorpusStats.from_counts(doc_counts)
         n_docs = stats.n_docs if stats else local.n_docs
         avgdl = (stats.avgdl if stats else local.avgdl) or 1.0
         postings: dict[str, list[tuple[int, float]]] = {}
-        for i, toks in enumerate(doc_tokens):
-            dl = len(toks)
+        for i, counts in enumerate(doc_counts):
+            dl = sum(counts.values())
             norm = k1 * (1 - b + b * dl / avgdl)
-            for term, tf in Counter(toks).items():
+            for term, tf in counts.items():
                 df = (stats.df.get(term) if stats else None) or local.df[term]
                 # max(): a df carried from outside may exceed a stale N; idf must stay positive.
                 idf = math.log(1 + (max(n_docs, df) - df + 0.5) / (df + 0.5))

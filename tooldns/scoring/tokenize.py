@@ -85,13 +85,13 @@ def tokenize(text: str) -> list[str]:
 
 
 class Tokenized(str):
-    """Text whose index terms are known already (a child's published summary carries its terms and
-    their counts, not its text): scorers that tokenize use :attr:`tokens`; others read the text."""
+    """Text whose index terms are known already, counted (a child's published summary, or a zone
+    file's ``corpus_terms``, carries its terms and their counts, not its text): scorers that
+    tokenize use :attr:`counts`; others read the text."""
 
-    tokens: list[str]
+    counts: dict[str, int]
 
-    def __new__(cls, text: str, tokens: list[str]) -> "Tokenized":
+    def __new__(cls, text: str, counts: dict[str, int]) -> "Tokenized":
         obj = super().__new__(cls, text)
-        obj.tokens = list(tokens)
+        obj.counts = counts
         return obj
-

@@ -81,13 +81,12 @@ MAX_OUTSTANDING = 8
 def publish(zone: Zone) -> PublishedSummary:
     """What *zone* tells its parent: its own description and keywords, and the terms of its own
     summary, its tools and its children's summaries (learned ones as learned), most frequent first."""
-    counts = Counter(tokenize(zone.summary.text()))
+    counts = Counter(zone.summary.counts())
     tools = len(zone.tools)
     for tool in zone.tools:
         counts.update(tokenize(tool.text()))
     for child in zone.children:
-        learned = child.summary.terms  # counted already: no need to spell them out and count again
-        terms = Counter(dict(learned)) if learned else Counter(tokenize(child.summary.text()))
+        terms = child.summary.counts()  # learned or corpus_terms: counted already, not spelt out again
         counts.update(terms)
         # a copy from a zone file does not say how many tools it stands for: words count at most
         # MAX_REPEATS times per tool there, so its most frequent word bounds them from below
@@ -95,6 +94,8 @@ def publish(zone: Zone) -> PublishedSummary:
     return fit_summary(zone.origin, zone.soa.serial, zone.summary.description, zone.summary.keywords,
                        counts, tools, centroids([t.vector for t in zone.tools if t.vector]
                                                 + [v for c in zone.children for v in c.vectors]))
+
+
 
 
 def centroids(vectors: list[bytes], n: int = CENTROIDS) -> tuple[bytes, ...]:

@@ -14,11 +14,12 @@ zone file that leaves a key out gets the default of the field it fills.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..protocol.hygiene import cap_repeats
 from ..scoring.bm25 import CorpusStats
-from ..scoring.tokenize import Tokenized
+from ..scoring.tokenize import Tokenized, tokenize
 
 KINDS = ("functional", "organisation")
 
@@ -42,6 +43,10 @@ class Summary:
     serial: int | None = None
     #: in a parent's delegation: the operator's copy always wins; the parent never asks the child
     pinned: bool = False
+    #: the corpus counted: index terms (:func:`~tooldns.scoring.tokenize.tokenize`'s) and how often
+    #: each occurs, most frequent first (``corpus_terms`` in zone files; ``tooldns build`` writes
+    #: this instead of the text, which a large subtree would repeat at every level above it)
+    corpus_terms: tuple[tuple[str, int], ...] = ()
     #: learned from the child's published summary (never read from a zone file): its index terms
     #: and their counts, standing for its description, keywords and everything beneath it
     terms: tuple[tuple[str, int], ...] = ()
@@ -58,15 +63,26 @@ class Summary:
         """What scorers index."""
         return " ".join([self.description, *self.keywords, self.corpus]).strip()
 
+    def counts(self) -> dict[str, int]:
+        """The index terms of what scorers index, counted: a learned summary's terms; otherwise
+        those of :meth:`text` plus :attr:`corpus_terms`."""
+        if self.terms:
+            return dict(self.terms)
+        counts = Counter(tokenize(self.text()))
+        for term, n in self.corpus_terms:
+            counts[term] += n
+        return counts
+
     def document(self) -> str:
-        """What scorers index, as a scorer's document: :meth:`text`, or for a learned summary its
-        terms as they were counted (:class:`~tooldns.scoring.tokenize.Tokenized`: lexical scorers
-        read the terms, others the description, keywords and the most frequent terms)."""
-        if not self.terms:
+        """What scorers index, as a scorer's document: :meth:`text`, or for a summary with counted
+        terms (learned, or ``corpus_terms``) those terms as they were counted
+        (:class:`~tooldns.scoring.tokenize.Tokenized`: lexical scorers read the counts, others the
+        description, keywords and the most frequent terms)."""
+        counted = self.terms or self.corpus_terms
+        if not counted:
             return self.text()
-        tokens = [term for term, n in self.terms for _ in range(n)]
-        shown = " ".join([self.description, *self.keywords, *(t for t, _ in self.terms[:200])]).strip()
-        return Tokenized(shown, tokens)
+        shown = " ".join([self.text(), *(t for t, _ in counted[:200])]).strip()
+        return Tokenized(shown, self.counts())
 
 
 @dataclass(frozen=True)

@@ -389,7 +389,8 @@ class _Checker:
     def summary(self, value: Any, line: int, what: str, child: bool = False) -> Summary:
         """A ``summary:`` block; a child's may say which serial of the child it was written for
         (``serial``) and that it is the operator's to keep (``pin: true``)."""
-        m = self.mapping(value, line, what, {"description"}, {"keywords", "corpus"} | ({"serial", "pin"} if child else set()))
+        m = self.mapping(value, line, what, {"description"},
+                         {"keywords", "corpus", "corpus_terms"} | ({"serial", "pin"} if child else set()))
         if m is None:
             return Summary()
         serial = self.integer(m, "serial", what, None, 0, 2**32 - 1) if "serial" in m else None
@@ -399,6 +400,7 @@ class _Checker:
             pinned = False
         desc = self.text(m, "description", what, limit="max_summary_bytes")
         corpus = self.text(m, "corpus", what, empty_ok=True, limit="max_corpus_bytes")
+        counted = self.corpus_terms(m, what)
         keywords = []
         for kw, kline in self.seq(m, "keywords", what, limit="max_keywords"):
             if not isinstance(kw, (str, int)) or isinstance(kw, bool) or not str(kw).strip():
@@ -406,7 +408,24 @@ class _Checker:
             elif not self.too_long(str(kw), kline, f"keyword in {what}", self.limits.max_keyword_bytes,
                                    "max_keyword_bytes"):
                 keywords.append(str(kw).strip())
-        return Summary(desc, tuple(keywords), corpus, serial, pinned)
+        return Summary(desc, tuple(keywords), corpus, serial, pinned, corpus_terms=counted)
+
+    def corpus_terms(self, m: _Map, what: str) -> tuple[tuple[str, int], ...]:
+        """A summary's ``corpus_terms``: its corpus counted, as ``term:count`` pairs separated by
+        spaces (one scalar, read at C speed: a large subtree has tens of thousands of terms)."""
+        raw = self.text(m, "corpus_terms", what, empty_ok=True, limit="max_corpus_bytes")
+        out = []
+        for n, pair in enumerate(raw.split()):
+            term, colon, count = pair.rpartition(":")
+            if not (colon and term and count.isdigit() and 0 < int(count) < 2**31 and ":" not in term):
+                self.err(self.lineof(m, "corpus_terms"), f"{what} 'corpus_terms': pair {n + 1} ({_show(pair)}) "
+                         "is not term:count (a term without spaces or colons, a count from 1 to 2147483647)")
+                return ()
+            out.append((term, int(count)))
+        if len({t for t, _ in out}) < len(out):
+            self.err(self.lineof(m, "corpus_terms"), f"{what} 'corpus_terms' counts a term twice")
+            return ()
+        return tuple(out)
 
     def nameservers(self, m: _Map, what: str, bailiwick: str | None) -> tuple[NameServer, ...]:
         """Name servers with addresses; in-bailiwick names need an address (glue)."""
@@ -827,12 +846,20 @@ def _dump_nameservers(nameservers) -> list[dict[str, str]]:
     return [{"name": ns.name, "address": ns.address} for ns in nameservers]
 
 
+def format_terms(counts) -> str:
+    """*counts* (term -> count, or pairs) as a summary's ``corpus_terms``: most frequent first."""
+    pairs = counts.items() if isinstance(counts, dict) else counts
+    return " ".join(f"{t}:{n}" for t, n in sorted(pairs, key=lambda tn: (-tn[1], tn[0])))
+
+
 def _dump_summary(summary: Summary) -> dict[str, Any]:
     out: dict[str, Any] = {"description": summary.description}
     if summary.keywords:
         out["keywords"] = list(summary.keywords)
     if summary.corpus:
         out["corpus"] = summary.corpus
+    if summary.corpus_terms:
+        out["corpus_terms"] = format_terms(summary.corpus_terms)
     if summary.serial is not None:
         out["serial"] = summary.serial
     if summary.pinned:
