@@ -43,6 +43,7 @@ try:
     from .serving.server import MAX_TCP, MAX_TCP_PER_CLIENT, TCP_IDLE, TCP_IDLE_BUSY
     from .serving.descriptors import ensure_descriptors
     from .serving.metrics import parse_address
+    from .serving.lazy import DEFAULT_MAX_LOADED
     from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
     from .serving.workers import Workers
     from .zone.hygiene import content_warnings
@@ -52,6 +53,7 @@ except ModuleNotFoundError as exc:
         raise
     _MISSING: str | None = exc.name  # said by main(), instead of a traceback
     DEFAULT_PORT = 5300
+    DEFAULT_MAX_LOADED = 10_000
 else:
     _MISSING = None
 
@@ -124,7 +126,8 @@ def _serve_workers(args, tree) -> int:
     """``--workers N``: N processes serving the same addresses (SO_REUSEPORT); this one supervises."""
     workers = Workers(args.zonedir, args.port, args.workers, log_level=logging.getLogger().level,
                       answer_cache=args.answer_cache, only=args.only, listen=args.listen, **_report_options(args),
-                      signing=signing_from_args(args), summaries=args.summaries,
+                      signing=signing_from_args(args), summaries=args.summaries and not args.lazy,
+                      **_lazy_options(args),
                       # a NOTIFY reaches one worker of the parent's address: the others learn by polling
                       summary_refresh=args.summary_refresh or WORKER_SUMMARY_REFRESH, **_server_options(args))
     workers.start()
@@ -136,10 +139,14 @@ def _serve_workers(args, tree) -> int:
     return 0
 
 
+def _lazy_options(args) -> dict:
+    return {"lazy": True, "max_loaded": args.max_loaded} if args.lazy else {}
+
+
 def _serve(args) -> int:
     try:
         tree = Tree(args.zonedir, args.port, answer_cache=args.answer_cache, only=args.only, listen=args.listen,
-                    signing=signing_from_args(args),
+                    signing=signing_from_args(args), **_lazy_options(args),
                     summaries=args.summaries, summary_refresh=args.summary_refresh,
                     **_report_options(args), **_server_options(args))
         if args.workers > 1 and args.port == 0:
@@ -271,6 +278,13 @@ def _add_scale_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--listen", type=_names, metavar="ADDR[,ADDR...]",
                    help="serve the zones on these addresses instead of their name servers' (this machine's own "
                         "address; a backend behind dnsdist, whose address the zone files name)")
+    s.add_argument("--lazy", action="store_true",
+                   help="serve every zone on the --listen addresses, each loaded when first asked for: a tree "
+                        "too big to load before answering (a million tools; zone files named after their "
+                        "origins, as tooldns build names them; docs/performance.md)")
+    s.add_argument("--max-loaded", type=_positive, default=DEFAULT_MAX_LOADED, metavar="N",
+                   help=f"with --lazy, zones kept loaded at most; the least recently asked goes first "
+                        f"(default {DEFAULT_MAX_LOADED})")
     s.add_argument("--summary-refresh", type=_seconds, metavar="S",
                    help="poll each child's serial at least every S seconds (default: the child's SOA refresh); "
                         "NOTIFY carries a change at once either way (docs/summaries.md)")

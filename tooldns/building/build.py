@@ -135,9 +135,29 @@ def zone_tool(tool: CatalogTool, label: str, service: str) -> Tool:
                 endpoint=url, parameters=params, id=tool.id)
 
 
+def _address(text: str) -> str:
+    """``--address``: an IP address, as written in glue."""
+    import argparse
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an IP address: {text!r}") from None
+
+
+def single_address(subnet: str) -> bool:
+    """Whether *subnet* is one whole address (``tooldns build --address``): every zone is served there."""
+    return subnet.count(".") == 3 or ":" in subnet
+
+
 def _addresses(subnet: str):
     """127.0.0.1, 127.0.0.2, ... skipping .0 and .255 in the last octet; past 127.0.255.254 (65,024
-    zones: a catalog of about a million tools), on into 127.1.0.1 and the next second octets."""
+    zones: a catalog of about a million tools), on into 127.1.0.1 and the next second octets. A
+    whole address instead of two octets: that address for every zone."""
+    if single_address(subnet):
+        while True:
+            yield subnet
     a, b = (int(x) for x in subnet.split("."))
     for second in range(b, 256):
         for c in range(256):
@@ -464,7 +484,8 @@ def _run(args) -> int:
 
     try:
         report = build(args.services, args.out, taxonomy=args.taxonomy, builder=builder, embed=args.embed,
-                       tree_options=tree_options, progress=progress, origin=args.origin, subnet=args.subnet, service=args.service, child_k1=args.child_k1,
+                       tree_options=tree_options, progress=progress, origin=args.origin,
+                       subnet=args.address or args.subnet, service=args.service, child_k1=args.child_k1,
                        child_b=args.child_b, tool_k1=args.tool_k1, prune_ratio=args.prune_ratio,
                        scorer=args.scorer, scorer_options=_scorer_options(args.scorer_option))
     except KeyboardInterrupt:
@@ -488,6 +509,9 @@ def add_build_command(sub) -> None:
     b.add_argument("--taxonomy", help="directory with an A2X taxonomy.json and class.json to use as the tree")
     b.add_argument("--origin", default="tools.")
     b.add_argument("--subnet", default="127.0", help="first two octets of the loopback addresses (default 127.0)")
+    b.add_argument("--address", type=_address, metavar="ADDR",
+                   help="every zone's name server on this one address instead of one loopback address each: one "
+                        "tooldns serve answers for the whole tree there (with --lazy for a million tools)")
     b.add_argument("--service", default="http", help="service of catalog tools (default http)")
     b.add_argument("--max-children", type=int, help="children a node at most (default 100; 80 with --embed; 20 with --llm)")
     b.add_argument("--max-leaf", type=int, help="tools a leaf, about (default 20; 24 with --embed; 40 with --llm)")

@@ -57,7 +57,7 @@ from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
 from ..zone.zonefile import dump_zone, format_terms, parse_zone, zone_header
-from .build import _addresses, _tool_labels, zone_tool
+from .build import _addresses, _tool_labels, single_address, zone_tool
 from .catalog import Catalog, load_catalogs, json_loads
 from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest, write_atomically
 from .trees import LEAF_SLACK, AutoTreeBuilder
@@ -627,7 +627,8 @@ class _Update:
             report.oversize[origin] = len(tools)
             return [], tools
         used = {e.address for e in state.zones.values()}
-        addresses = (a for a in _addresses(state.subnet) if a not in used)
+        addresses = (_addresses(state.subnet) if single_address(state.subnet)  # the one address of every zone
+                     else (a for a in _addresses(state.subnet) if a not in used))
         children_terms, delegations = {}, []
         serial = next_serial(0)
         for child in root.children:

@@ -98,10 +98,11 @@ class MultiZoneResolver(BaseResolver):
     """Answers queries for several zones, each through its own :class:`ZoneResolver` (and counters).
 
     ``source.index`` is a :class:`ZoneGroup`; ``members`` maps each origin to its zone's resolver;
-    ``top`` is the topmost zone's.
+    ``top`` is the topmost zone's. With *lazy* (:class:`~.lazy.LazyZones`), the zones of its
+    directory are members too, each loaded when a query is first about it.
     """
 
-    def __init__(self, resolvers: list[ZoneResolver]) -> None:
+    def __init__(self, resolvers: list[ZoneResolver], lazy=None) -> None:
         if not resolvers:
             raise ValueError("a MultiZoneResolver needs at least one zone")
         self.members: dict[str, ZoneResolver] = {}
@@ -111,12 +112,34 @@ class MultiZoneResolver(BaseResolver):
                 raise ValueError(f"zone {origin} is given twice")
             self.members[origin] = resolver
         self.top = min(resolvers, key=lambda r: (_depth(r.source.index.origin), r.source.index.origin))
+        self.lazy = lazy
         self.index = self._group()
         self._own = _Own(self)
         for resolver in resolvers:
-            listeners = getattr(resolver.source, "listeners", None)
-            if listeners is not None:
-                listeners.append(self._renew)
+            self._hear(resolver, True)
+        if lazy is not None:
+            lazy.listeners.append(self._loaded)
+
+    def _hear(self, resolver: ZoneResolver, on: bool) -> None:
+        """Hear of *resolver*'s zone reloading (*on*), or stop."""
+        listeners = getattr(resolver.source, "listeners", None)
+        if listeners is None:
+            return
+        if on:
+            listeners.append(self._renew)
+        elif self._renew in listeners:
+            listeners.remove(self._renew)
+
+    def _loaded(self, resolver: ZoneResolver, loaded: bool) -> None:
+        """A lazy zone was loaded or dropped: hear of its reloads, or stop; a new group either way."""
+        self._hear(resolver, loaded)
+        self._renew()
+
+    def _all(self):
+        """Every member's resolver, the lazy zones loaded now among them."""
+        if self.lazy is None:
+            return list(self.members.values())
+        return [*self.members.values(), *list(self.lazy.loaded.values())]
 
     @property
     def source(self) -> "MultiZoneResolver":
@@ -124,7 +147,7 @@ class MultiZoneResolver(BaseResolver):
         return self
 
     def _group(self) -> ZoneGroup:
-        return ZoneGroup([r.source.index for r in self.members.values()], self.top.source.index)
+        return ZoneGroup([r.source.index for r in self._all()], self.top.source.index)
 
     def _renew(self) -> None:
         """A zone reloaded: a new group (so that the server's answer cache starts afresh)."""
@@ -132,10 +155,10 @@ class MultiZoneResolver(BaseResolver):
 
     def close(self) -> None:
         """Stop hearing of reloads."""
-        for resolver in self.members.values():
-            listeners = getattr(resolver.source, "listeners", None)
-            if listeners is not None and self._renew in listeners:
-                listeners.remove(self._renew)
+        for resolver in self._all():
+            self._hear(resolver, False)
+        if self.lazy is not None and self._loaded in self.lazy.listeners:
+            self.lazy.listeners.remove(self._loaded)
 
     def member_for(self, name: str) -> ZoneResolver:
         """The resolver of the zone that answers for *name* (lower-case, absolute): the deepest zone
@@ -145,8 +168,11 @@ class MultiZoneResolver(BaseResolver):
         except NameError_:
             cur = None
         about = cur.zone if cur is not None and not cur.expanded else name
+        lazy = self.lazy
         while True:
             member = self.members.get(about)
+            if member is None and lazy is not None:
+                member = lazy.get(about)
             if member is not None:
                 return member
             if about == ".":
@@ -166,10 +192,11 @@ class MultiZoneResolver(BaseResolver):
             return self.top  # names no zone holds: refused or NXDOMAIN, as by a zone's own server
         name = name if name != ".." else "."
         if request.header.opcode == OPCODE.NOTIFY:  # about a child: its parent zone hears it
-            return next((m for m in self.members.values()
+            return next((m for m in self._all()
                          if any(c.name == name for c in m.source.index.zone.children)), self.top)
         member = self.member_for(name)
-        if q.qtype == QTYPE.DS and member is not self.top and member.source.index.origin == name:
+        if q.qtype == QTYPE.DS and member is not self.top and getattr(member, "source", None) is not None \
+                and member.source.index.origin == name:
             return self.member_for(names.parent(name))  # a DS lives at the parent's side of the cut
         return member
 
@@ -193,8 +220,11 @@ class MultiZoneResolver(BaseResolver):
     def counters(self) -> dict[str, int]:
         """Every zone's counters summed, plus the queries the group answered itself and ``zones``."""
         out = dict(self._own.stats)
-        for resolver in self.members.values():
+        for resolver in self._all():
             for key, value in resolver.counters().items():
                 out[key] = out.get(key, 0) + value
-        out["zones"] = len(self.members)
+        if self.lazy is not None:  # zones dropped since: what they counted stays counted
+            for key, value in self.lazy.retired.items():
+                out[key] = out.get(key, 0) + value
+        out["zones"] = len(self.members) + (len(self.lazy.paths) if self.lazy is not None else 0)
         return out

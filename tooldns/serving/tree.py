@@ -21,6 +21,9 @@ Keywords past the tree's own go to every server: ``TreeThread("zones", 5300, rat
 max_tcp=64)`` (see :class:`DNSServer`; ``reuse_port=True`` lets several processes serve the same
 tree, :mod:`.workers`). ``tooldns serve zones/`` is the command-line shell over this.
 
+*lazy* serves every zone of the directory on the *listen* addresses, each zone loaded when first
+asked for and at most *max_loaded* at once (:mod:`.lazy`: trees too big to load before answering).
+
 *metrics* (an address and port) serves Prometheus metrics of every server (:mod:`.metrics`);
 *query_log* (a path, ``-`` for standard error) writes a JSON line per query (:mod:`.querylog`),
 with the intents' text only when *log_intents* is set.
@@ -41,6 +44,7 @@ from ..exceptions import ZoneFileError
 from ..protocol import names
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import zone_files
+from .lazy import DEFAULT_MAX_LOADED, LazyZones
 from .multizone import MultiZoneResolver
 from .resolver import ZoneResolver
 from .server import MAX_TCP, MAX_TCP_PER_CLIENT, DNSServer
@@ -139,7 +143,7 @@ class Tree:
                  only: Sequence[str] | None = None, listen: Sequence[str] | None = None,
                  metrics: tuple[str, int] | None = None, query_log: str | None = None, log_intents: bool = False,
                  summaries: bool = True, summary_refresh: float | None = None, signing: Signing | None = None,
-                 **server_options) -> None:
+                 lazy: bool = False, max_loaded: int = DEFAULT_MAX_LOADED, **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
         ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``."""
         unknown = set(server_options) - _SERVER_OPTIONS
@@ -151,6 +155,14 @@ class Tree:
         self.server_options = server_options
         self.watch_interval = watch_interval
         self.listen = _listen_addresses(listen)
+        #: the zones loaded on first use (lazy): every one is served on the listen addresses
+        self.lazy: LazyZones | None = None
+        if lazy:
+            if self.listen is None or only is not None or stores is not None:
+                raise ValueError("lazy loading serves every zone of the directory on the --listen addresses: "
+                                 "give --listen, and neither --only nor stores")
+            self.lazy = LazyZones(zonedir, signing=signing, max_loaded=max_loaded)
+            stores, summaries = [self.lazy.top], False
         loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
         #: every zone of the directory (served here or not) -> its name servers: where NOTIFY goes
         self.known_zones = {store.index.origin: store.file_zone.nameservers for store in loaded}
@@ -192,6 +204,8 @@ class Tree:
 
     def _resolver(self, stores: list[ZoneStore]) -> ZoneResolver:
         members = [self.resolvers[s.index.origin] for s in stores]
+        if self.lazy is not None:
+            return MultiZoneResolver(members, lazy=self.lazy)
         return members[0] if len(members) == 1 else MultiZoneResolver(members)
 
     async def start(self) -> None:
@@ -252,7 +266,7 @@ class Tree:
     async def _watcher(self) -> None:
         while True:
             await asyncio.sleep(self.watch_interval)
-            for store in self.stores:
+            for store in (self.stores if self.lazy is None else self.lazy.stores()):
                 try:
                     store.check()
                 except Exception:  # keep watching the others
@@ -280,7 +294,7 @@ class Tree:
 
     def close(self) -> None:
         """Release the zones' indexes (their scorers); for a tree that is stopped or was never started."""
-        for store in self.stores:
+        for store in (self.stores if self.lazy is None else self.lazy.stores()):
             store.index.close()
 
     async def stop_server(self, origin: str, address: str) -> None:
@@ -304,6 +318,9 @@ class Tree:
             if origin not in out:
                 out[origin] = self.resolvers[origin].counters()
                 out[origin].update({key: 0 for key in _POLICY_COUNTERS})
+        if self.lazy is not None:  # the zones loaded now (those dropped count in stats.tooldns.)
+            for origin, resolver in list(self.lazy.loaded.items()):
+                out[origin] = {**resolver.counters(), **{key: 0 for key in _POLICY_COUNTERS}}
         for server in self.sockets.values():
             resolver = server.resolver
             owner = (resolver.top if isinstance(resolver, MultiZoneResolver) else resolver).source.index.origin

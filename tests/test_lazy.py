@@ -1,0 +1,114 @@
+"""Zones loaded on first use (``tooldns serve --lazy``): a tree answers once its top zone is read,
+each zone is loaded when a query is first about it and at most ``max_loaded`` stay loaded, and the
+answers are those of the same tree loaded whole. Real servers, real resolutions over UDP and TCP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from dnslib import EDNS0, RCODE, DNSRecord, EDNSOption
+
+from resolver_client import Resolver
+from tooldns.building.build import build
+from tooldns.exceptions import ZoneFileError
+from tooldns.protocol.ede import EDE_OPTION_CODE
+from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
+from tooldns.serving.tree import Tree, TreeThread, load_tree
+from tooldns.zone.zonefile import load_zone, zone_files
+
+from conftest import REPLY_TIMEOUT, ROOT, fresh_subnet, free_port
+from test_build import synthetic_catalog
+
+INTENTS = ["rain forecast for tomorrow", "stock dividend and currency exchange", "song lyrics by an artist",
+           "directions to an address", "wind and humidity", "album chart", "portfolio quote"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A built tree of 120 tools in about 20 zones, every zone's name server on one address."""
+    tmp = tmp_path_factory.mktemp("lazy")
+    catalog = tmp / "services.json"
+    catalog.write_text(json.dumps(synthetic_catalog()))
+    address = f"{fresh_subnet()}.1"
+    build([str(catalog)], str(tmp / "zones"), subnet=address, tree_options={"max_leaf": 6, "max_children": 4})
+    return tmp / "zones", address
+
+
+def _tools(root, intent):
+    with Resolver(root=root, cache=False, timeout=REPLY_TIMEOUT) as resolver:
+        res = resolver.resolve(intent, k=2, leaf_k=6)
+    return [(t.name, t.score) for t in res.tools], res.stats.queries
+
+
+def test_build_address_names_one_address_for_every_zone(built):
+    zones, address = built
+    files = zone_files(zones)
+    assert len(files) > 8
+    assert {ns.address for f in files for ns in load_zone(f).nameservers} == {address}
+
+
+def test_lazy_answers_as_the_tree_loaded_whole_within_max_loaded(built):
+    zones, address = built
+    with TreeThread(zones, free_port(address), listen=[address]) as whole, \
+            TreeThread(zones, free_port(address), listen=[address], lazy=True, max_loaded=3) as lazy:
+        zoned = lazy.tree.lazy
+        assert not zoned.loaded and zoned.loads == 0  # the top zone only, until asked
+        for intent in INTENTS:
+            expected, queries = _tools(whole.root(), intent)
+            got, _ = _tools(lazy.root(), intent)
+            assert got == expected and expected, intent
+            assert queries > 2  # the walk went below the root
+            assert len(zoned.loaded) <= 3
+        assert zoned.loads > 3 and zoned.drops == zoned.loads - len(zoned.loaded)
+        stats = lazy.call(_stats(lazy.tree))
+        assert stats["zones"] == len(zone_files(zones)) and stats["queries"] > len(INTENTS)
+        assert set(lazy.counters()) >= set(zoned.loaded)
+
+
+async def _stats(tree):
+    server = next(iter(tree.sockets.values()))
+    return server.resolver.counters()
+
+
+def _ask(address, port, zone, intent, tcp=False):
+    q = DNSRecord.question(f"_any._tcp._{zone}", "SRV")
+    q.header.rd = 0
+    q.add_ar(EDNS0(udp_len=1232, opts=[EDNSOption(INTENT_OPTION_CODE, encode_intent(intent, 3))]))
+    return DNSRecord.parse(q.send(address, port, tcp=tcp, timeout=REPLY_TIMEOUT))
+
+
+def test_a_broken_zone_answers_servfail_until_fixed_and_the_others_keep_answering(built, tmp_path):
+    zones, address = built
+    copy = tmp_path / "zones"
+    copy.mkdir()
+    for f in zones.glob("*.yaml"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    top = load_zone(copy / "root.yaml")
+    broken, healthy = top.children[0].name, top.children[1].name
+    path = copy / f"{broken.rstrip('.')}.yaml"
+    good = path.read_text()
+    path.write_text(good.replace("origin:", "origin: [", 1))
+    with pytest.raises(ZoneFileError):
+        load_tree(copy)  # loaded whole, the tree refuses to start
+    with TreeThread(copy, free_port(address), listen=[address], lazy=True) as lazy:
+        port = lazy.root()[1]
+        for tcp in (False, True):
+            reply = _ask(address, port, broken, "rain", tcp)
+            assert reply.header.rcode == RCODE.SERVFAIL
+            ede = [o for rr in reply.ar if rr.rtype == 41 for o in rr.rdata if o.code == EDE_OPTION_CODE]
+            assert ede and path.name.encode() in ede[0].data
+            assert _ask(address, port, healthy, "rain", tcp).header.rcode == RCODE.NOERROR
+        path.write_text(good + "\n")  # fixed: tried again, since the file changed
+        assert _ask(address, port, broken, "rain").header.rcode == RCODE.NOERROR
+
+
+def test_lazy_needs_the_addresses_to_serve_every_zone_on(built):
+    zones, _ = built
+    with pytest.raises(ValueError, match="--listen"):
+        Tree(zones, 0, lazy=True)
+    out = subprocess.run([sys.executable, "-m", "tooldns.cli", "serve", str(zones), "--lazy"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 2 and "--listen" in out.stderr
