@@ -7,10 +7,15 @@ queries of a queries file with the resolver library (client cache off, K = 5,3,2
 --leaf-k tools asked of each leaf, the defaults of ``scripts/bench_retrieval.py``) and prints the
 p50 and p99 milliseconds, DNS queries, bytes and TCP queries per resolution, and the memory after.
 --settle waits before resolving, so that a large tree's parents finish their first polls of their
-children's serials (docs/summaries.md) before the clock runs::
+children's serials (docs/summaries.md) before the clock runs. --serve-args passes more arguments
+to ``tooldns serve`` (a tree served lazily, docs/performance.md); --passes resolves that many
+batches of --count different queries (--same: the same ones), each with its figures (the first
+batch of a lazy tree loads the zones it reaches)::
 
     python scripts/bench_serve.py /tmp/b100k --queries /tmp/synth100k.queries.json --settle 25
     python scripts/bench_serve.py built-en --queries ../shared/data/toolret/queries.dev.en.json
+    python scripts/bench_serve.py /tmp/b1m --queries /tmp/synth1m.queries.json \
+        --serve-args "--lazy --listen 127.0.0.1 --max-loaded 20000 --answer-cache 0" --passes 2 --same
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -44,10 +50,15 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=5390)
     ap.add_argument("--leaf-k", type=int, default=6)
     ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after start before resolving")
+    ap.add_argument("--serve-args", default="", help="more arguments for tooldns serve, in one string")
+    ap.add_argument("--passes", type=int, default=1, help="batches of --count different queries (default 1)")
+    ap.add_argument("--same", action="store_true", help="every pass resolves the same queries (zones loaded by the "
+                                                        "first; with --answer-cache 0, intents new to the scorer)")
     args = ap.parse_args()
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", args.zones, "--port", str(args.port),
-                             "--no-rate-limit"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+                             "--no-rate-limit", *shlex.split(args.serve_args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     try:
         root = None
         for line in proc.stdout:
@@ -59,19 +70,22 @@ def main() -> int:
             raise SystemExit("tooldns serve did not start")
         print(f"serving after {time.monotonic() - t0:.1f} s, RSS {rss_mib(proc.pid)} MiB", flush=True)
         time.sleep(args.settle)
-        texts = [q["query"] for q in json.load(open(args.queries, encoding="utf-8"))][:args.count]
-        ms, queries, size, tcp = [], [], [], []
-        with Resolver(root=root, cache=False, timeout=5) as resolver:
-            for text in texts:
-                res = resolver.resolve(text, k=(5, 3, 2), leaf_k=args.leaf_k, top=10)
-                ms.append(res.stats.ms)
-                queries.append(res.stats.queries)
-                size.append(res.stats.bytes_sent + res.stats.bytes_received)
-                tcp.append(sum(1 for hop in res.trace if hop.transport == "tcp"))
-        ms.sort()
-        print(f"{len(texts)} resolutions: p50 {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms; "
-              f"per resolution {statistics.mean(queries):.2f} DNS queries, {statistics.mean(size):.0f} bytes, "
-              f"{statistics.mean(tcp):.2f} over TCP; RSS {rss_mib(proc.pid)} MiB after")
+        every = [q["query"] for q in json.load(open(args.queries, encoding="utf-8"))]
+        for n in range(args.passes):
+            texts = every[:args.count] if args.same else every[n * args.count:(n + 1) * args.count]
+            ms, queries, size, tcp = [], [], [], []
+            with Resolver(root=root, cache=False, timeout=5) as resolver:
+                for text in texts:
+                    res = resolver.resolve(text, k=(5, 3, 2), leaf_k=args.leaf_k, top=10)
+                    ms.append(res.stats.ms)
+                    queries.append(res.stats.queries)
+                    size.append(res.stats.bytes_sent + res.stats.bytes_received)
+                    tcp.append(sum(1 for hop in res.trace if hop.transport == "tcp"))
+            ms.sort()
+            print(f"{'' if args.passes == 1 else f'pass {n + 1}: '}{len(texts)} resolutions: p50 "
+                  f"{statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms; per resolution "
+                  f"{statistics.mean(queries):.2f} DNS queries, {statistics.mean(size):.0f} bytes, "
+                  f"{statistics.mean(tcp):.2f} over TCP; RSS {rss_mib(proc.pid)} MiB after", flush=True)
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -100,8 +100,11 @@ class LazyZones:
         #: counters of zones dropped, summed, so that nothing counted is lost
         self.retired: dict[str, int] = {}
         self.loads = self.drops = 0
-        #: called with (resolver, loaded) when a zone is loaded (True) or dropped (False)
-        self.listeners: list[Callable[[ZoneResolver, bool], None]] = []
+        #: origin -> the file's stamp when the zone was dropped: loaded again from another, it changed
+        self.dropped: dict[str, object] = {}
+        #: called with (resolver, loaded, changed) when a zone is loaded (True) or dropped (False);
+        #: *changed*: loaded from a file that changed since the zone was dropped
+        self.listeners: list[Callable[[ZoneResolver, bool, bool], None]] = []
         self._lock = threading.Lock()
 
     def __contains__(self, origin: str) -> bool:
@@ -139,12 +142,13 @@ class LazyZones:
             unloadable = Unloadable(origin, path, str(exc))
             self.failed[origin] = (stamp, unloadable)
             return unloadable
+        changed = origin in self.failed or (origin in self.dropped and self.dropped.pop(origin) != stamp)
         self.failed.pop(origin, None)
         resolver = ZoneResolver(store)
         self.loaded[origin] = resolver
         self.loads += 1
         for listener in self.listeners:
-            listener(resolver, True)
+            listener(resolver, True, changed)
         while len(self.loaded) > self.max_loaded:
             self._drop(*self.loaded.popitem(last=False))
         return resolver
@@ -154,8 +158,9 @@ class LazyZones:
             if isinstance(value, int):
                 self.retired[key] = self.retired.get(key, 0) + value
         self.drops += 1
+        self.dropped[origin] = resolver.source._stamp
         for listener in self.listeners:
-            listener(resolver, False)
+            listener(resolver, False, False)
         resolver.source.index.close()
 
     def stores(self) -> list[ZoneStore]:

@@ -130,10 +130,17 @@ class MultiZoneResolver(BaseResolver):
         elif self._renew in listeners:
             listeners.remove(self._renew)
 
-    def _loaded(self, resolver: ZoneResolver, loaded: bool) -> None:
-        """A lazy zone was loaded or dropped: hear of its reloads, or stop; a new group either way."""
+    def _loaded(self, resolver: ZoneResolver, loaded: bool, changed: bool = False) -> None:
+        """A lazy zone was loaded or dropped: hear of its reloads, or stop. A new group (which empties
+        the server's answer cache) only when the group's answers may have changed: a zone loaded
+        from a file that changed since it was dropped, or one that the group's flags must count (its
+        replies not cacheable, a scorer that may block, a signer). Answers cached for a zone stay
+        right while it is dropped and loaded again from the same file: a tree of many zones loads
+        them all the time and would otherwise never keep a cached answer."""
         self._hear(resolver, loaded)
-        self._renew()
+        index = resolver.source.index
+        if changed or (loaded and (not index.cacheable or index.blocking or index.signer is not None)):
+            self._renew()
 
     def _all(self):
         """Every member's resolver, the lazy zones loaded now among them."""
