@@ -337,3 +337,27 @@ def test_build_update_cli(tree, tmp_path, capsys):
     assert json.loads((tree / "update-report.json").read_text())["added"] == ["zeppelin_1"]
     assert main(["build", "--update", str(tmp_path / "new.json"), "--out", str(tree), "--embed", "minilm"]) != 0
     assert "cannot be given with it" in capsys.readouterr().err
+
+
+def test_a_tree_on_one_address_splits_its_leaves_onto_that_address_and_serves_lazily(tmp_path):
+    """``tooldns build --address``: every zone, the ones an update splits off included, on one
+    address, where one lazy server answers for them all."""
+    from tooldns.serving.tree import TreeThread
+
+    from conftest import free_port, fresh_subnet
+
+    address = f"{fresh_subnet()}.1"
+    tree = _build(tmp_path, synthetic_catalog(), subnet=address)
+    storms = [{"id": f"storm_{i}", "name": f"getStormWarning{i}",
+               "description": f"Storm warning {i}: hurricane and storm alerts, storm tracking.", "metadata": {}}
+              for i in range(30)]
+    catalog = synthetic_catalog() + storms
+    report = _update(tmp_path, tree, catalog, split_leaves=True)
+    assert report.split and len(report.new_zones) >= 2
+    loaded = _check(tree, catalog)
+    assert {ns.address for z in loaded.values() for ns in z.nameservers} == {address}
+    with TreeThread(tree, free_port(address), listen=[address], lazy=True) as served:
+        with Resolver(root=served.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
+            res = r.resolve("hurricane storm warning alerts", k=2)
+        assert set(served.tree.lazy.loaded) & set(report.new_zones)  # reached through the split
+    assert res.tools and res.tools[0].id.startswith("storm_")
