@@ -3,9 +3,10 @@
 
 Starts ``tooldns serve ZONES`` in its own process (rate limiting off) and prints the seconds until
 it answers (the "root zone on ..." line) and its resident memory (VmRSS), then resolves --count
-queries of a queries file with the resolver library (client cache off, K = 5,3,2 from the root,
---leaf-k tools asked of each leaf, the defaults of ``scripts/bench_retrieval.py``) and prints the
-p50 and p99 milliseconds, DNS queries, bytes and TCP queries per resolution, and the memory after.
+queries of a queries file with the resolver library (client cache off, --k from the root, 5,3,2
+unless told, --leaf-k tools asked of each leaf, the defaults of ``scripts/bench_retrieval.py``) and
+prints the p50 and p99 milliseconds, DNS queries, bytes and TCP queries per resolution, the memory
+after, and the hit rate@10 when the queries name their correct tools (``correct_tools``).
 --settle waits before resolving, so that a large tree's parents finish their first polls of their
 children's serials (docs/summaries.md) before the clock runs. --serve-args passes more arguments
 to ``tooldns serve`` (a tree served lazily, docs/performance.md); --passes resolves that many
@@ -49,6 +50,7 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--port", type=int, default=5390)
     ap.add_argument("--leaf-k", type=int, default=6)
+    ap.add_argument("--k", default="5,3,2", help="K at each step from the root (default 5,3,2)")
     ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after start before resolving")
     ap.add_argument("--serve-args", default="", help="more arguments for tooldns serve, in one string")
     ap.add_argument("--passes", type=int, default=1, help="batches of --count different queries (default 1)")
@@ -70,22 +72,27 @@ def main() -> int:
             raise SystemExit("tooldns serve did not start")
         print(f"serving after {time.monotonic() - t0:.1f} s, RSS {rss_mib(proc.pid)} MiB", flush=True)
         time.sleep(args.settle)
-        every = [q["query"] for q in json.load(open(args.queries, encoding="utf-8"))]
+        every = json.load(open(args.queries, encoding="utf-8"))
+        k = tuple(int(x) for x in args.k.split(","))
         for n in range(args.passes):
-            texts = every[:args.count] if args.same else every[n * args.count:(n + 1) * args.count]
-            ms, queries, size, tcp = [], [], [], []
+            batch = every[:args.count] if args.same else every[n * args.count:(n + 1) * args.count]
+            ms, queries, size, tcp, hits = [], [], [], [], []
             with Resolver(root=root, cache=False, timeout=5) as resolver:
-                for text in texts:
-                    res = resolver.resolve(text, k=(5, 3, 2), leaf_k=args.leaf_k, top=10)
+                for q in batch:
+                    res = resolver.resolve(q["query"], k=k, leaf_k=args.leaf_k, top=10)
+                    correct = {str(c["id"]) for c in q.get("correct_tools", [])}
+                    if correct:
+                        hits.append(bool(correct & {t.id for t in res.tools}))
                     ms.append(res.stats.ms)
                     queries.append(res.stats.queries)
                     size.append(res.stats.bytes_sent + res.stats.bytes_received)
                     tcp.append(sum(1 for hop in res.trace if hop.transport == "tcp"))
             ms.sort()
-            print(f"{'' if args.passes == 1 else f'pass {n + 1}: '}{len(texts)} resolutions: p50 "
+            hit_rate = f"; hit rate@10 {sum(hits) / len(hits):.3f} over {len(hits)}" if hits else ""
+            print(f"{'' if args.passes == 1 else f'pass {n + 1}: '}{len(batch)} resolutions: p50 "
                   f"{statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms; per resolution "
                   f"{statistics.mean(queries):.2f} DNS queries, {statistics.mean(size):.0f} bytes, "
-                  f"{statistics.mean(tcp):.2f} over TCP; RSS {rss_mib(proc.pid)} MiB after", flush=True)
+                  f"{statistics.mean(tcp):.2f} over TCP; RSS {rss_mib(proc.pid)} MiB after{hit_rate}", flush=True)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
