@@ -5,6 +5,7 @@ answers are those of the same tree loaded whole. Real servers, real resolutions 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -112,3 +113,25 @@ def test_lazy_needs_the_addresses_to_serve_every_zone_on(built):
     out = subprocess.run([sys.executable, "-m", "tooldns.cli", "serve", str(zones), "--lazy"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 2 and "--listen" in out.stderr
+
+
+def test_tooldns_serve_lazy_says_what_it_serves_and_answers(built):
+    zones, address = built
+    port = free_port(address)
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(zones), "--lazy", "--listen", address,
+                             "--port", str(port), "--max-loaded", "5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "root zone on" in line:
+                break
+        started = "".join(lines)
+        assert f"{len(zone_files(zones))} zones (the others loaded when first asked for, at most 5 at once) " \
+               f"on 1 addresses" in started, started
+        got, _ = _tools((address, port), INTENTS[0])
+        assert got
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)

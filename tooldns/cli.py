@@ -98,7 +98,10 @@ def _print_reports(args, workers: int = 1) -> None:
 def _print_started(tree, note: str = "") -> None:
     print(tree.table(), flush=True)
     address, port = tree.root()
-    print(f"{len(tree.stores)} zones on {len(tree.plan)} addresses{note}; root zone on {address}:{port}; try: "
+    zones = (f"{len(tree.stores)} zones" if tree.lazy is None else
+             f"{1 + len(tree.lazy.paths)} zones (the others loaded when first asked for, "
+             f"at most {tree.lazy.max_loaded} at once)")
+    print(f"{zones} on {len(tree.plan)} addresses{note}; root zone on {address}:{port}; try: "
           f"tooldns-resolve \"historical weather Hong Kong\" --root {address}:{port}\nCtrl-C stops all servers.",
           flush=True)
 
