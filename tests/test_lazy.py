@@ -135,3 +135,84 @@ def test_tooldns_serve_lazy_says_what_it_serves_and_answers(built):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
+
+
+def test_the_top_zone_is_the_one_every_other_lies_under(tmp_path, caplog):
+    from tooldns.serving.lazy import LazyZones
+
+    from conftest import ZONES
+
+    zones = LazyZones(ZONES, listen=["127.0.0.1"])
+    assert zones.top.index.origin == "tools." and "weather.tools." in zones.paths
+    assert "glue names 127.0.0." in caplog.text and "build the tree with --address" in caplog.text
+    for f in ZONES.glob("*.yaml"):
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "apps.yaml").write_text((ZONES / "code.tools.yaml").read_text().replace("code.tools.", "apps."))
+    with pytest.raises(ZoneFileError, match="one top zone"):
+        LazyZones(tmp_path)
+
+
+def test_a_zone_that_fails_in_any_way_is_unloadable_once_until_its_file_changes(built, monkeypatch):
+    from tooldns.serving import lazy
+
+    zones_dir, _ = built
+    zones = lazy.LazyZones(zones_dir)
+    origin = next(iter(zones.paths))
+    calls = []
+
+    class Failing(lazy.ZoneStore):
+        def __init__(self, path, **kwargs):
+            calls.append(path)
+            raise RuntimeError("a key that cannot be used")
+
+    monkeypatch.setattr(lazy, "ZoneStore", Failing)
+    first = zones.get(origin)
+    assert isinstance(first, lazy.Unloadable) and zones.get(origin) is first and len(calls) == 1
+    assert not zones.loaded and origin in zones.failed
+
+
+def test_an_edit_of_a_dropped_zone_reaches_answers_the_server_had_cached(built, tmp_path):
+    """The server's answer cache outlives a zone dropped past max_loaded; the watcher's look at the
+    dropped zones' files is what makes an edit of one reach the answers."""
+    from conftest import wait_until
+
+    zones, address = built
+    copy = tmp_path / "zones"
+    copy.mkdir()
+    for f in zones.glob("*.yaml"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    leaf, other = [f for f in zone_files(copy) if not load_zone(f).children][:2]
+    origin, other_origin = load_zone(leaf).origin, load_zone(other).origin
+    with TreeThread(copy, free_port(address), listen=[address], lazy=True, max_loaded=1,
+                    watch_interval=0.05) as lazy:
+        port = lazy.root()[1]
+
+        def ports():
+            return {rr.rdata.port for rr in _ask(address, port, origin, "rain forecast").rr if rr.rtype == 33}
+
+        assert ports() == {443} and ports() == {443}  # the second from the answer cache
+        _ask(address, port, other_origin, "rain forecast")  # the leaf is dropped
+        assert origin not in lazy.tree.lazy.loaded and origin in lazy.tree.lazy.dropped
+        leaf.write_text(leaf.read_text().replace("port: 443", "port: 8443"))
+        assert wait_until(lambda: origin not in lazy.tree.lazy.dropped)  # the watcher saw the edit
+        assert ports() == {8443}
+
+
+def test_a_dropped_zone_is_freed(built):
+    """Nothing keeps a dropped zone's index: not the group of the server's zones, not the loader."""
+    import gc
+    import weakref
+
+    from tooldns.serving.lazy import LazyZones
+    from tooldns.serving.multizone import MultiZoneResolver
+    from tooldns.serving.resolver import ZoneResolver
+
+    zones_dir, _ = built
+    zones = LazyZones(zones_dir, max_loaded=1)
+    group = MultiZoneResolver([ZoneResolver(zones.top)], lazy=zones)
+    first, second = list(zones.paths)[:2]
+    index = weakref.ref(group.member_for(first).source.index)
+    group.renew()  # a group made while the first zone is loaded
+    group.member_for(second)  # drops the first
+    gc.collect()
+    assert index() is None and first not in zones.loaded

@@ -214,6 +214,7 @@ def test_corpus_terms_rank_a_child_exactly_as_its_corpus_text_would():
     ("rain:3 radar", "pair 2 ('radar') is not term:count"),
     ("rain:0", "pair 1 ('rain:0') is not term:count"),
     ("rain:x", "is not term:count"),
+    ("rain:²", "is not term:count"),
     (":4", "is not term:count"),
     ("a:b:2", "is not term:count"),
     ("rain:1 rain:2", "counts a term twice"),

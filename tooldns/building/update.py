@@ -688,7 +688,8 @@ def add_update_options(build_parser) -> None:
                                    "ignored)")
     build_parser.add_argument("--split-leaves", action="store_true",
                               help="with --update: split leaves grown past twice max-leaf into new zones (on new "
-                                   "addresses: restart tooldns serve to serve them); otherwise they are reported")
+                                   "addresses, or the tree's one address: restart tooldns serve to serve them); "
+                                   "otherwise they are reported")
     build_parser.add_argument("--refresh-stats", action="store_true",
                               help="with --update: rewrite the global statistics in every zone now, whatever their "
                                    "drift")

@@ -14,7 +14,10 @@ What laziness gives up, and where to get it back:
   the file (and the log says why) until the file is fixed; ``tooldns check DIR`` checks every file
   beforehand, as a start without ``--lazy`` does;
 * a parent's glue is not compared with its child's file, and files named otherwise than their
-  origin are not served (the log says which at start);
+  origin are not served (the log says which at start, and warns when the top zone's glue names
+  addresses other than the ones served: a tree built without ``--address``);
+* an edit of a zone that is not loaded reaches the answers the server cached within a round of the
+  file watcher's checks of the dropped zones' files (:data:`DROPPED_CHECKS` a round);
 * parents do not follow their children's published summaries (:mod:`.summaries`): the copies in
   their files stand, which ``tooldns build --update`` keeps current. Loaded zones reload on edits.
 
@@ -48,6 +51,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_LOADED = 10_000
 #: the file a build writes for its root zone
 ROOT_FILE = "root"
+#: files of dropped zones the watcher looks at in each round (a stat each)
+DROPPED_CHECKS = 2000
 
 
 class Unloadable(BaseResolver):
@@ -57,10 +62,12 @@ class Unloadable(BaseResolver):
         self.origin, self.path, self.why = origin, path, why
 
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
+        """SERVFAIL, whatever was asked, with an extended error naming the file."""
         return error_reply(request, RCODE.SERVFAIL, f"zone {self.origin} cannot be loaded from its file "
                                                     f"{os.path.basename(self.path)}; see the server's log")
 
     def counters(self) -> dict[str, int]:
+        """Nothing counted: the zone never answered."""
         return {}
 
 
@@ -68,7 +75,8 @@ class LazyZones:
     """The zones of a directory, each loaded when first asked for; at most *max_loaded* at once."""
 
     def __init__(self, zonedir: str | os.PathLike, *, limits: ZoneLimits | None = None,
-                 signing: Signing | None = None, max_loaded: int = DEFAULT_MAX_LOADED) -> None:
+                 signing: Signing | None = None, max_loaded: int = DEFAULT_MAX_LOADED,
+                 listen: list[str] | None = None) -> None:
         if max_loaded < 1:
             raise ValueError(f"max_loaded must be at least 1, not {max_loaded}")
         self.limits, self.signing, self.max_loaded = limits, signing, max_loaded
@@ -83,12 +91,16 @@ class LazyZones:
                 self.paths[names.normalize(stem + ".")] = path
             except NameError_:
                 unnamed.append(path)
-        if top_path is None:  # the shortest origin is the top one (the shipped tree's tools.yaml)
-            top_origin = min(self.paths, key=lambda o: (len(names.labels(o)), o))
-            top_path = self.paths.pop(top_origin)
+        if top_path is None:
+            top_path = self.paths.pop(self._top_origin(zonedir))
         #: the top zone, loaded now and never dropped
         self.top = ZoneStore(top_path, limits=limits, signing=signing)
         origin = self.top.index.origin
+        elsewhere = sorted({ns.address for c in self.top.zone.children for ns in c.nameservers} - set(listen or []))
+        if listen is not None and elsewhere:
+            log.warning("%s: glue names %s, not the addresses served here (%s): clients that follow it will not "
+                        "reach these zones; build the tree with --address", top_path, ", ".join(elsewhere[:3])
+                        + (" ..." if len(elsewhere) > 3 else ""), ", ".join(listen))
         outside = [p for o, p in self.paths.items() if not names.is_subdomain(o, origin)] + unnamed
         for path in outside:
             log.warning("%s: its name is no origin under %s; not served with --lazy", path, origin)
@@ -106,9 +118,17 @@ class LazyZones:
         #: *changed*: loaded from a file that changed since the zone was dropped
         self.listeners: list[Callable[[ZoneResolver, bool, bool], None]] = []
         self._lock = threading.Lock()
+        self._dropped_round: list[str] = []
 
-    def __contains__(self, origin: str) -> bool:
-        return origin in self.paths
+    def _top_origin(self, zonedir) -> str:
+        """Without a ``root.yaml``: the origin every other file's origin lies under (the shipped tree's
+        ``tools.yaml``); ZoneFileError when no file, or more than one, is such a top."""
+        tops = [o for o in self.paths if all(names.is_subdomain(other, o) for other in self.paths)]
+        if len(tops) != 1:
+            raise ZoneFileError(f"{zonedir}: --lazy needs one top zone, root.yaml or a file named after an origin "
+                                f"that every other file's origin lies under; found {len(tops)} "
+                                f"among {len(self.paths)} files named after origins")
+        return tops[0]
 
     def get(self, origin: str) -> BaseResolver | None:
         """The resolver of zone *origin*, loading it if need be; None when no file here holds it."""
@@ -128,6 +148,8 @@ class LazyZones:
             return resolver
 
     def _load(self, origin: str, path: str) -> BaseResolver:
+        """Load zone *origin* from *path* (under the lock), dropping the least recently asked past
+        *max_loaded*; an :class:`Unloadable` when the file cannot be served, until it changes."""
         stamp = _stamp(path)
         failed = self.failed.get(origin)
         if failed is not None and failed[0] == stamp:
@@ -135,14 +157,16 @@ class LazyZones:
         try:
             store = ZoneStore(path, limits=self.limits, signing=self.signing)
             if store.index.origin != origin:
+                store.index.close()
                 raise ZoneFileError(f"{path}:1: holds origin {store.index.origin}, not {origin} as its name says; "
                                     "with --lazy a zone file is named after its origin")
-        except (ZoneFileError, OSError, ValueError) as exc:
+        except Exception as exc:  # a bad file, key or scorer: this zone answers SERVFAIL, the others answer
             log.error("%s\n%s: cannot load zone %s; it answers SERVFAIL until the file is fixed", exc, path, origin)
             unloadable = Unloadable(origin, path, str(exc))
             self.failed[origin] = (stamp, unloadable)
             return unloadable
-        changed = origin in self.failed or (origin in self.dropped and self.dropped.pop(origin) != stamp)
+        was = self.dropped.pop(origin, None)
+        changed = origin in self.failed or (was is not None and was != stamp)
         self.failed.pop(origin, None)
         resolver = ZoneResolver(store)
         self.loaded[origin] = resolver
@@ -154,6 +178,7 @@ class LazyZones:
         return resolver
 
     def _drop(self, origin: str, resolver: ZoneResolver) -> None:
+        """Forget a loaded zone: its counters into :attr:`retired`, its file's stamp remembered."""
         for key, value in resolver.counters().items():
             if isinstance(value, int):
                 self.retired[key] = self.retired.get(key, 0) + value
@@ -162,6 +187,21 @@ class LazyZones:
         for listener in self.listeners:
             listener(resolver, False, False)
         resolver.source.index.close()
+
+    def dropped_changed(self) -> bool:
+        """Whether a file of a dropped zone changed: checks the next :data:`DROPPED_CHECKS` of them (a
+        round goes through all); a changed one is forgotten as dropped, so it loads afresh."""
+        if not self._dropped_round:
+            self._dropped_round = list(self.dropped)
+        batch, self._dropped_round = self._dropped_round[:DROPPED_CHECKS], self._dropped_round[DROPPED_CHECKS:]
+        changed = False
+        for origin in batch:
+            stamp = self.dropped.get(origin)
+            if stamp is not None and origin in self.paths and _stamp(self.paths[origin]) != stamp:
+                with self._lock:
+                    self.dropped.pop(origin, None)
+                changed = True
+        return changed
 
     def stores(self) -> list[ZoneStore]:
         """The top zone's store and those of the zones loaded now."""

@@ -51,12 +51,16 @@ class ZoneGroup:
 
     signer = None  # the group signs nothing itself: each zone's resolver signs its own replies
 
-    def __init__(self, indexes: list[ZoneIndex], top: ZoneIndex) -> None:
-        self.indexes = indexes
+    def __init__(self, indexes: list[ZoneIndex], top: ZoneIndex, keep: bool = True) -> None:
+        """The flags of *indexes*; *keep* False keeps only the top one and the signers (zones loaded
+        lazily: a group must not keep a dropped zone's index alive)."""
+        self.indexes = indexes if keep else [top]
         self.zone = top.zone
         self.origin = top.origin
         self.cacheable = all(ix.cacheable for ix in indexes)
         self.blocking = any(ix.blocking for ix in indexes)
+        #: the zones' signers: how long a signed reply may stay in the packet cache
+        self.signers = [ix.signer for ix in indexes if getattr(ix, "signer", None) is not None]
 
     def scorers(self) -> list:
         return [scorer for ix in self.indexes for scorer in ix.scorers()]
@@ -154,11 +158,15 @@ class MultiZoneResolver(BaseResolver):
         return self
 
     def _group(self) -> ZoneGroup:
-        return ZoneGroup([r.source.index for r in self._all()], self.top.source.index)
+        return ZoneGroup([r.source.index for r in self._all()], self.top.source.index, keep=self.lazy is None)
 
     def _renew(self) -> None:
         """A zone reloaded: a new group (so that the server's answer cache starts afresh)."""
         self.index = self._group()
+
+    def renew(self) -> None:
+        """Start the server's answer cache afresh: a zone's file changed while it was not loaded."""
+        self._renew()
 
     def close(self) -> None:
         """Stop hearing of reloads."""
@@ -231,7 +239,7 @@ class MultiZoneResolver(BaseResolver):
             for key, value in resolver.counters().items():
                 out[key] = out.get(key, 0) + value
         if self.lazy is not None:  # zones dropped since: what they counted stays counted
-            for key, value in self.lazy.retired.items():
+            for key, value in dict(self.lazy.retired).items():
                 out[key] = out.get(key, 0) + value
         out["zones"] = len(self.members) + (len(self.lazy.paths) if self.lazy is not None else 0)
         return out

@@ -96,8 +96,6 @@ def publish(zone: Zone) -> PublishedSummary:
                                                 + [v for c in zone.children for v in c.vectors]))
 
 
-
-
 def centroids(vectors: list[bytes], n: int = CENTROIDS) -> tuple[bytes, ...]:
     """At most *n* unit-length centroids of encoded *vectors* (its tools' and its children's), of the
     model most of them are of, clustered as ``tooldns build`` clusters a child's tools (k-means)."""

@@ -161,7 +161,7 @@ class Tree:
             if self.listen is None or only is not None or stores is not None:
                 raise ValueError("lazy loading serves every zone of the directory on the --listen addresses: "
                                  "give --listen, and neither --only nor stores")
-            self.lazy = LazyZones(zonedir, signing=signing, max_loaded=max_loaded)
+            self.lazy = LazyZones(zonedir, signing=signing, max_loaded=max_loaded, listen=self.listen)
             stores, summaries = [self.lazy.top], False
         loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
         #: every zone of the directory (served here or not) -> its name servers: where NOTIFY goes
@@ -271,6 +271,10 @@ class Tree:
                     store.check()
                 except Exception:  # keep watching the others
                     log.exception("watching %s", store.path)
+            if self.lazy is not None and self.lazy.dropped_changed():
+                for server in self.sockets.values():  # answers cached for the zone edited may be stale
+                    if isinstance(server.resolver, MultiZoneResolver):
+                        server.resolver.renew()
 
     async def stop(self) -> None:
         if self.summaries is not None:

@@ -417,7 +417,8 @@ class _Checker:
         out = []
         for n, pair in enumerate(raw.split()):
             term, colon, count = pair.rpartition(":")
-            if not (colon and term and count.isdigit() and 0 < int(count) < 2**31 and ":" not in term):
+            if not (colon and term and count.isascii() and count.isdigit() and 0 < int(count) < 2**31
+                    and ":" not in term):
                 self.err(self.lineof(m, "corpus_terms"), f"{what} 'corpus_terms': pair {n + 1} ({_show(pair)}) "
                          "is not term:count (a term without spaces or colons, a count from 1 to 2147483647)")
                 return ()
