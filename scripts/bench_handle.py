@@ -37,6 +37,7 @@ from dnslib import EDNS0, DNSRecord, EDNSOption  # noqa: E402
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent  # noqa: E402
 from tooldns.protocol.names import Cursor  # noqa: E402
 from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector  # noqa: E402
+from tooldns.scoring.hybrid import one_blas_thread  # noqa: E402
 from tooldns.serving.resolver import ZoneResolver  # noqa: E402
 from tooldns.serving.server import DNSServer  # noqa: E402
 from tooldns.serving.tree import load_tree  # noqa: E402
@@ -83,6 +84,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=2000, help="calls per repeat of the uncached rows (0: set-up only)")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
+    one_blas_thread()  # as tooldns serve does
     store = next((s for s in load_tree(args.zones) if s.index.origin == args.zone), None)
     if store is None:
         raise SystemExit(f"no zone {args.zone} in {args.zones}")

@@ -40,6 +40,7 @@ try:
     from .building.update import add_update_options
     from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings
     from .embedding.registry import make_embedder
+    from .scoring.hybrid import one_blas_thread
     from .serving.server import MAX_TCP, MAX_TCP_PER_CLIENT, TCP_IDLE, TCP_IDLE_BUSY
     from .serving.descriptors import ensure_descriptors
     from .serving.metrics import parse_address
@@ -168,6 +169,7 @@ def _serve(args) -> int:
         tree.close()  # checked; each worker loads the tree itself
         code = _serve_workers(args, tree)
     else:
+        one_blas_thread()
         asyncio.run(_run_tree(tree, args))
         code = 0
     print("stopped", flush=True)

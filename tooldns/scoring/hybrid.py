@@ -39,6 +39,22 @@ from .scorer import Ranking, Scorer
 DEFAULT_ALPHA = 0.3
 
 
+def one_blas_thread() -> None:
+    """Make this process's BLAS (numpy's matrix products) use one thread: what a server wants.
+
+    A zone compares an intent's vector with its children's centroids in one matrix-vector product
+    of a few hundred to a few thousand rows, thousands of times a second. OpenBLAS splits such a
+    product over every core, and waking its threads costs more than the product: on this machine
+    the 1,178 x 384 product of a hybrid root took 68 us with its default threads and 37 us with
+    one, the whole ranking 192 us and 101 us (``python scripts/bench_handle.py --zones BUILT``
+    measures a reply). The other cores serve other queries (``tooldns serve --workers``). Limits
+    BLAS only (not torch, which embeds intents with its own threads), through threadpoolctl.
+    """
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 def as_array(vector: Vector) -> np.ndarray:
     """A vector's components as a unit-length float32 array (scale does not change a cosine)."""
     q = np.frombuffer(vector.codes, dtype=np.int8).astype(np.float32)

@@ -28,6 +28,7 @@ import time
 from multiprocessing.connection import Connection, wait
 
 from ..exceptions import ServeError, ToolDNSError
+from ..scoring.hybrid import one_blas_thread
 from .tree import Tree
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ def _worker(index: int, zonedir: str, port: int, options: dict, log_level: int, 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
     _die_with_parent()
     logging.basicConfig(level=log_level, format=f"[worker {index}] {_LOG_FORMAT}")
+    one_blas_thread()
     asyncio.run(_serve(zonedir, port, options, conn, index))
 
 
