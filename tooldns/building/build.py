@@ -257,7 +257,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
 
     With *embedded* (the catalog's vectors), every tool carries its vector and every delegation a
     few centroids of the tools beneath it, and the zones score with ``hybrid`` unless *scorer*
-    says otherwise; also ``build-state/`` for ``tooldns build --update`` (:func:`_write_state`)."""
+    says otherwise; also ``build-state/`` for ``tooldns build --update`` (:func:`_new_state`)."""
     t0 = time.perf_counter()
     origin = names.normalize(origin)
     if service not in names.SERVICES or service == names.ANY_SERVICE:
@@ -281,6 +281,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                          warnings=list(catalog.warnings), out=str(outdir))
     mapping: dict[str, list[str]] = {t.id: [] for t in catalog.tools}
     label_warnings: list[str] = []
+    state = _new_state(outdir, catalog, layout, tool_tokens, stats, settings, subnet, service, max_leaf, max_children)
     shown = time.monotonic()
     for n, (cat, zone_origin, _) in enumerate(layout.order, 1):
         indices = sorted(set(cat.tools))
@@ -297,23 +298,27 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                      zone_stats, embedded)
         fname = ("root" if zone_origin == origin else zone_origin.rstrip(".")) + ".yaml"
         write_zone(zone, outdir / fname, header)
+        if zone.children:
+            state.write_terms(outdir, zone_origin, _child_terms(zone, cat, tool_tokens))
         if time.monotonic() - shown >= 2.0 or n == len(layout.order):
             shown = time.monotonic()
             progress(f"wrote {n}/{len(layout.order)} zones")
     report.warnings.extend(dict.fromkeys(label_warnings))  # a tool placed twice is warned once
     _account(report, mapping, layout)
     (outdir / "catalog-map.json").write_text(json.dumps(mapping, ensure_ascii=False, indent=0), encoding="utf-8")
-    _write_state(outdir, catalog, layout, tool_tokens, stats, settings, subnet, service, max_leaf, max_children)
+    state.write(outdir)
     report.seconds = time.perf_counter() - t0
     report.write(outdir)
     return report
 
 
-def _write_state(outdir: Path, catalog: Catalog, layout: _Layout, tool_tokens: list[list[str]], stats: CorpusStats,
-                 settings: Settings, subnet: str, service: str, max_leaf: int | None, max_children: int | None) -> None:
-    """``build-state/`` (:mod:`.state`): what ``tooldns build --update`` needs to change this tree in place.
-    *max_leaf* and *max_children* (the offline tree's; None for other trees) let an update split a
-    leaf that grows past twice *max_leaf*."""
+def _new_state(outdir: Path, catalog: Catalog, layout: _Layout, tool_tokens: list[list[str]], stats: CorpusStats,
+               settings: Settings, subnet: str, service: str, max_leaf: int | None,
+               max_children: int | None) -> BuildState:
+    """``build-state/`` (:mod:`.state`): what ``tooldns build --update`` needs to change this tree in
+    place, the last one's removed; each parent's terms are written with its zone
+    (:func:`_child_terms`), ``state.json`` last. *max_leaf* and *max_children* (the offline tree's;
+    None for other trees) let an update split a leaf that grows past twice *max_leaf*."""
     child_k1, child_b = settings.child_scorer_options["k1"], settings.child_scorer_options["b"]
     shutil.rmtree(BuildState.directory(outdir), ignore_errors=True)
     (outdir / "update-report.json").unlink(missing_ok=True)  # the last update's, of the tree replaced
@@ -326,21 +331,17 @@ def _write_state(outdir: Path, catalog: Catalog, layout: _Layout, tool_tokens: l
                        {"child_k1": child_k1, "child_b": child_b, "tool_k1": settings.scorer_options.get("k1"),
                         "prune_ratio": settings.prune_ratio, "max_leaf": max_leaf, "max_children": max_children},
                        zones, {t.id: tool_digest(t) for t in catalog.tools}, stats, Totals.of(tool_tokens))
-    for cat, origin, _ in layout.order:
-        if not cat.children:
-            continue
-        zone_settings = _settings(cat, settings, child_k1, child_b)
-        options = {**zone_settings.scorer_options, **zone_settings.child_scorer_options}  # as the zone's scorer
-        children = {}
-        for child in cat.children:
-            counts = Counter(tokenize(" ".join([_title(child), *child.keywords])))
-            counts.update(_corpus_counts(child, tool_tokens))
-            children[child.label] = counts
-        if cat.tools:
-            children[SELF] = Counter(term for i in set(cat.tools) for term in tool_tokens[i])
-        state.write_terms(outdir, origin, ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)),
-                                                     children))
-    state.write(outdir)
+    return state
+
+
+def _child_terms(zone: Zone, cat: Category, tool_tokens: list[list[str]]) -> ChildTerms:
+    """A parent's children as its scorer sees them: each delegation's summary counted (its corpus
+    terms, counted once already, and its description and keywords), its own tools as ``SELF``."""
+    options = {**zone.settings.scorer_options, **zone.settings.child_scorer_options}  # as the zone's scorer
+    children = {d.label: Counter(d.summary.counts()) for d in zone.children}
+    if cat.tools:
+        children[SELF] = Counter(term for i in set(cat.tools) for term in tool_tokens[i])
+    return ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children)
 
 
 def _account(report: BuildReport, mapping: dict[str, list[str]], layout: _Layout) -> None:
