@@ -255,11 +255,15 @@ def test_forced_refresh_rewrites_every_zone(tree, tmp_path):
     _check(tree, synthetic_catalog())
 
 
+def _storms() -> list[dict]:
+    """30 tools of one kind, enough to push one leaf past twice max_leaf."""
+    return [{"id": f"storm_{i}", "name": f"getStormWarning{i}",
+             "description": f"Storm warning {i}: hurricane and storm alerts, storm tracking.", "metadata": {}}
+            for i in range(30)]
+
+
 def test_a_leaf_grown_past_twice_max_leaf_is_reported_or_split(tree, tmp_path):
-    storms = [{"id": f"storm_{i}", "name": f"getStormWarning{i}",
-               "description": f"Storm warning {i}: hurricane and storm alerts, storm tracking.", "metadata": {}}
-              for i in range(30)]
-    catalog = synthetic_catalog() + storms
+    catalog = synthetic_catalog() + _storms()
     report = _update(tmp_path, tree, catalog)
     assert report.oversize and not report.split and "--split-leaves" in report.text()
     (leaf, size), = report.oversize.items()
@@ -348,10 +352,7 @@ def test_a_tree_on_one_address_splits_its_leaves_onto_that_address_and_serves_la
 
     address = f"{fresh_subnet()}.1"
     tree = _build(tmp_path, synthetic_catalog(), subnet=address)
-    storms = [{"id": f"storm_{i}", "name": f"getStormWarning{i}",
-               "description": f"Storm warning {i}: hurricane and storm alerts, storm tracking.", "metadata": {}}
-              for i in range(30)]
-    catalog = synthetic_catalog() + storms
+    catalog = synthetic_catalog() + _storms()
     report = _update(tmp_path, tree, catalog, split_leaves=True)
     assert report.split and len(report.new_zones) >= 2
     loaded = _check(tree, catalog)
