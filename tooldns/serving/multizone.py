@@ -130,9 +130,9 @@ class MultiZoneResolver(BaseResolver):
         if listeners is None:
             return
         if on:
-            listeners.append(self._renew)
-        elif self._renew in listeners:
-            listeners.remove(self._renew)
+            listeners.append(self.renew)
+        elif self.renew in listeners:
+            listeners.remove(self.renew)
 
     def _loaded(self, resolver: ZoneResolver, loaded: bool, changed: bool = False) -> None:
         """A lazy zone was loaded or dropped: hear of its reloads, or stop. A new group (which empties
@@ -144,7 +144,7 @@ class MultiZoneResolver(BaseResolver):
         self._hear(resolver, loaded)
         index = resolver.source.index
         if changed or (loaded and (not index.cacheable or index.blocking or index.signer is not None)):
-            self._renew()
+            self.renew()
 
     def _all(self):
         """Every member's resolver, the lazy zones loaded now among them."""
@@ -160,13 +160,10 @@ class MultiZoneResolver(BaseResolver):
     def _group(self) -> ZoneGroup:
         return ZoneGroup([r.source.index for r in self._all()], self.top.source.index, keep=self.lazy is None)
 
-    def _renew(self) -> None:
-        """A zone reloaded: a new group (so that the server's answer cache starts afresh)."""
-        self.index = self._group()
-
     def renew(self) -> None:
-        """Start the server's answer cache afresh: a zone's file changed while it was not loaded."""
-        self._renew()
+        """A new group, so that the server's answer cache starts afresh: a zone reloaded, or a lazy
+        zone's file changed while it was not loaded."""
+        self.index = self._group()
 
     def close(self) -> None:
         """Stop hearing of reloads."""

@@ -266,7 +266,7 @@ class Tree:
     async def _watcher(self) -> None:
         while True:
             await asyncio.sleep(self.watch_interval)
-            for store in (self.stores if self.lazy is None else self.lazy.stores()):
+            for store in self._loaded_stores():
                 try:
                     store.check()
                 except Exception:  # keep watching the others
@@ -298,8 +298,12 @@ class Tree:
 
     def close(self) -> None:
         """Release the zones' indexes (their scorers); for a tree that is stopped or was never started."""
-        for store in (self.stores if self.lazy is None else self.lazy.stores()):
+        for store in self._loaded_stores():
             store.index.close()
+
+    def _loaded_stores(self) -> list[ZoneStore]:
+        """The zones loaded now: every one served, or the lazy ones in memory."""
+        return self.stores if self.lazy is None else self.lazy.stores()
 
     async def stop_server(self, origin: str, address: str) -> None:
         """Stop the server of zone *origin* on *address* (to simulate a dead name server); it stops
