@@ -214,12 +214,13 @@ def _title(cat: Category) -> str:
 SERIAL = 1
 
 
-def _corpus_counts(cat: Category, tool_tokens: list[list[str]]) -> Counter:
-    """The index terms of every tool beneath *cat* (each tool once), counted: a delegation's
-    ``corpus_terms``, which stands for the text of those tools at a fraction of its size."""
+def corpus_counts(token_lists) -> Counter:
+    """The index terms of some tools (their token lists, each tool once), counted: a delegation's
+    ``corpus_terms``, which stands for the text of the tools beneath it at a fraction of its size
+    (``tooldns build`` and ``tooldns build --update`` alike)."""
     counts: Counter = Counter()
-    for i in cat.all_tools():
-        counts.update(tool_tokens[i])
+    for tokens in token_lists:
+        counts.update(tokens)
     return counts
 
 
@@ -230,7 +231,7 @@ def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, .
     children = tuple(
         Delegation(child.label, layout.origin_of[id(child)], child.kind,
                    Summary(_title(child), tuple(child.keywords), serial=SERIAL,
-                           corpus_terms=tuple(_corpus_counts(child, tool_tokens).items())),
+                           corpus_terms=tuple(corpus_counts(tool_tokens[i] for i in child.all_tools()).items())),
                    layout.nameservers(child), leaf=not child.children,
                    vectors=embedded.centroids(sorted(child.all_tools())) if embedded else ())
         for child in cat.children)

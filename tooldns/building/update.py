@@ -57,7 +57,7 @@ from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
 from ..zone.zonefile import dump_zone, format_terms, parse_zone, zone_header
-from .build import _addresses, _tool_labels, single_address, zone_tool
+from .build import _addresses, _tool_labels, corpus_counts, single_address, zone_tool
 from .catalog import Catalog, load_catalogs, json_loads
 from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest, write_atomically
 from .trees import LEAF_SLACK, AutoTreeBuilder
@@ -277,13 +277,6 @@ class _Update:
             self._proto[i] = zone_tool(self.catalog.tools[i], "x", self.state.service)
         return self._proto[i]
 
-    def _corpus_counts(self, indices) -> Counter:
-        """The terms of the tools *indices*, counted: a delegation's ``corpus_terms``."""
-        counts: Counter = Counter()
-        for i in indices:
-            counts.update(self.tokens(i))
-        return counts
-
     def tokens(self, i: int) -> list[str]:
         if i not in self._tokens:
             self._tokens[i] = tokenize(self.proto(i).text())
@@ -444,7 +437,7 @@ class _Update:
             for child in self.children[origin]:
                 if child in serials:
                     label = child.split(".", 1)[0]
-                    counts = (self._corpus_counts(self._tools_beneath(child, beneath))
+                    counts = (corpus_counts(map(self.tokens, self._tools_beneath(child, beneath)))
                               if (origin, label) in changed_pairs else None)
                     corpora[label] = (counts, serials[child], False if child in splits else None)
             serials[origin] = self._write(origin, new_tools.get(origin), corpora, splits.get(origin),
@@ -648,13 +641,13 @@ class _Update:
             self.children[child_origin] = []
             indices = sorted(members[j][0] for j in set(child.tools))
             title = f"{child.title}: {child.description}".strip(": ")
+            corpus = corpus_counts(map(self.tokens, indices))
             counts = Counter(tokenize(" ".join([title, *child.keywords])))
-            for i in indices:
-                counts.update(self.tokens(i))
+            counts.update(corpus)
             children_terms[child.label] = counts
             delegations.append(Delegation(child.label, child_origin, child.kind,
                                           Summary(title, tuple(child.keywords), serial=serial,
-                                                  corpus_terms=tuple(self._corpus_counts(indices).items())),
+                                                  corpus_terms=tuple(corpus.items())),
                                           ns, leaf=True))
             for tool in placed:
                 mapping[tool.id] = [o for o in mapping.get(tool.id, []) if o != tool.owner(origin)] \
