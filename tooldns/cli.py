@@ -130,7 +130,7 @@ def _serve_workers(args, tree) -> int:
     """``--workers N``: N processes serving the same addresses (SO_REUSEPORT); this one supervises."""
     workers = Workers(args.zonedir, args.port, args.workers, log_level=logging.getLogger().level,
                       answer_cache=args.answer_cache, only=args.only, listen=args.listen, **_report_options(args),
-                      signing=signing_from_args(args), summaries=args.summaries and not args.lazy,
+                      signing=signing_from_args(args), summaries=args.summaries,
                       **_lazy_options(args),
                       # a NOTIFY reaches one worker of the parent's address: the others learn by polling
                       summary_refresh=args.summary_refresh or WORKER_SUMMARY_REFRESH, **_server_options(args))
