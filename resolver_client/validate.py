@@ -26,16 +26,16 @@ show`` print them: ``tools. 3600 IN DNSKEY 257 3 15 <key>`` or ``tools. IN DS 12
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+import dns.dnssec
 import dns.exception
 import dns.name
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
-
-from tooldns.protocol.trust import ds_matches, signature_problem
 
 from .exceptions import ResolverError
 
@@ -137,9 +137,17 @@ class Validator:
         return self.zones.get(zone, _Zone()).reason
 
     def _validate(self, rrset, sigs, keys, what: str) -> None:
-        problem = signature_problem(rrset, sigs, keys, what, self.now)
-        if problem is not None:
-            raise Bogus(problem)
+        if sigs is None:
+            raise Bogus(f"{what} is not signed")
+        now = self.now if self.now is not None else time.time()
+        try:
+            dns.dnssec.validate(rrset, sigs, {keys.name: keys}, now=now)
+        except dns.dnssec.ValidationFailure as exc:
+            if all(sig.expiration < now for sig in sigs):
+                raise Bogus(f"{what}: the signature expired") from None
+            if all(sig.inception > now for sig in sigs):
+                raise Bogus(f"{what}: the signature is not valid yet") from None
+            raise Bogus(f"{what}: {exc}") from None
 
     # -- keys --
     def take_dnskey(self, zone: str, records) -> str:
@@ -174,7 +182,7 @@ class Validator:
         keys = data.get((zone, _DNSKEY))
         if keys is None:
             raise Bogus(f"{zone} served no DNSKEY RRset")
-        entry = [k for k in keys if k in trusted.dnskeys or any(ds_matches(zone, k, ds) for ds in trusted.ds)]
+        entry = [k for k in keys if k in trusted.dnskeys or any(_matches(zone, k, ds) for ds in trusted.ds)]
         if not entry:
             raise Bogus(f"no DNSKEY of {zone} matches {'the trust anchor' if zone == self.anchor.zone else 'its DS'}")
         rrsig = sigs.get((zone, _DNSKEY))
@@ -226,6 +234,13 @@ class Validator:
         except Bogus as exc:
             c.delegation = (BOGUS, str(exc))
             return BOGUS
+
+
+def _matches(zone: str, key, ds) -> bool:
+    try:
+        return dns.dnssec.make_ds(zone, key, ds.digest_type) == ds
+    except (dns.dnssec.UnsupportedAlgorithm, dns.exception.DNSException, ValueError):
+        return False
 
 
 def _has(windows, rdtype: int) -> bool:

@@ -14,8 +14,10 @@ as dnspython parses them, asked with the DO bit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
+import dns.dnssec
 import dns.exception
 import dns.message
 import dns.name
@@ -25,7 +27,6 @@ import dns.rdatatype
 import dns.rrset
 
 from ..exceptions import DNSSECError
-from ..protocol.trust import ds_matches, signature_problem
 
 _IN = dns.rdataclass.IN
 
@@ -37,10 +38,25 @@ def _ds_records(zone: str, ds_texts: Sequence[str]) -> list:
         raise DNSSECError(f"the DS of {zone} held by its parent cannot be read ({exc})") from None
 
 
+def _matches(name: dns.name.Name, key, ds) -> bool:
+    try:
+        return dns.dnssec.make_ds(name, key, ds.digest_type) == ds
+    except (dns.dnssec.UnsupportedAlgorithm, dns.exception.DNSException, ValueError):
+        return False
+
+
 def _validate(rrset: dns.rrset.RRset, sigs, keys: dns.rrset.RRset, what: str, now: float | None) -> None:
-    problem = signature_problem(rrset, sigs, keys, what, now)
-    if problem is not None:
-        raise DNSSECError(problem)
+    if sigs is None:
+        raise DNSSECError(f"{what} is not signed")
+    now = time.time() if now is None else now
+    try:
+        dns.dnssec.validate(rrset, sigs, {keys.name: keys}, now=now)
+    except dns.dnssec.ValidationFailure as exc:
+        if all(sig.expiration < now for sig in sigs):
+            raise DNSSECError(f"{what}: the signature expired") from None
+        if all(sig.inception > now for sig in sigs):
+            raise DNSSECError(f"{what}: the signature is not valid yet") from None
+        raise DNSSECError(f"{what}: {exc}") from None
 
 
 def trusted_keys(zone: str, ds_texts: Sequence[str], reply: dns.message.Message,
@@ -52,7 +68,7 @@ def trusted_keys(zone: str, ds_texts: Sequence[str], reply: dns.message.Message,
     keys = reply.get_rrset(reply.answer, name, _IN, dns.rdatatype.DNSKEY)
     if keys is None:
         raise DNSSECError(f"{zone} serves no DNSKEY RRset, but its parent holds a DS for it")
-    entry = [k for k in keys if any(ds_matches(name, k, d) for d in ds)]
+    entry = [k for k in keys if any(_matches(name, k, d) for d in ds)]
     if not entry:
         raise DNSSECError(f"no DNSKEY of {zone} matches the DS its parent holds")
     sigs = reply.get_rrset(reply.answer, name, _IN, dns.rdatatype.RRSIG, dns.rdatatype.DNSKEY)
