@@ -291,14 +291,9 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                       for i in indices)
         for tool in tools:
             mapping[tool.id].append(tool.owner(zone_origin))
-        terms = {term for i in indices for term in tool_tokens[i]}
-        restricted = stats.restricted(terms)
-        zone_stats = (CorpusStats(restricted.n_docs, round(restricted.avgdl, 6), dict(sorted(restricted.df.items())))
-                      if tools else None)
         zone = _zone(cat, zone_origin, layout, tools, tool_tokens, _settings(cat, settings, child_k1, child_b),
-                     zone_stats, embedded)
-        fname = ("root" if zone_origin == origin else zone_origin.rstrip(".")) + ".yaml"
-        write_zone(zone, outdir / fname, header)
+                     _zone_stats(stats, indices, tool_tokens) if tools else None, embedded)
+        write_zone(zone, outdir / state.zones[zone_origin].file, header)  # root.yaml, else <origin>yaml
         if zone.children:
             state.write_terms(outdir, zone_origin, _child_terms(zone, cat, tool_tokens))
         if time.monotonic() - shown >= 2.0 or n == len(layout.order):
@@ -311,6 +306,12 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     report.seconds = time.perf_counter() - t0
     report.write(outdir)
     return report
+
+
+def _zone_stats(stats: CorpusStats, indices: list[int], tool_tokens: list[list[str]]) -> CorpusStats:
+    """A zone's ``corpus_stats``: the catalog's, with the df of the terms its tools *indices* use."""
+    restricted = stats.restricted({term for i in indices for term in tool_tokens[i]})
+    return CorpusStats(restricted.n_docs, round(restricted.avgdl, 6), dict(sorted(restricted.df.items())))
 
 
 def _new_state(outdir: Path, catalog: Catalog, layout: _Layout, tool_tokens: list[list[str]], stats: CorpusStats,
