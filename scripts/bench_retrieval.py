@@ -172,6 +172,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-depth", type=int, help="tree shape: levels of splitting (default what the catalog needs)")
     p.add_argument("--overlap", type=float, default=None,
                    help="tree overlap (default the builder's: 0.9 of BM25's, 0.95 of the cosine with vectors)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the offline tree's k-means (default the builder's, 0): how much a figure owes to one "
+                        "clustering")
     p.add_argument("--child-k1", type=float, default=10.0)
     p.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
     p.add_argument("--limit", type=int, help="use only the first N queries (smoke runs)")
@@ -235,7 +238,7 @@ def build_tree(args: argparse.Namespace, zonedir: str) -> BuildReport:
         scorer_options = {k: v for k, v in (("model", args.llm_model), ("base_url", args.llm_base_url),
                                             ("budget_ms", args.llm_budget_ms)) if v is not None}
     embed = args.embed if args.scorer == "hybrid" else None
-    tree_options = {key: getattr(args, key) for key in ("overlap", "max_children", "max_leaf", "max_depth")
+    tree_options = {key: getattr(args, key) for key in ("overlap", "max_children", "max_leaf", "max_depth", "seed")
                     if getattr(args, key) is not None}
     report = build(args.services, zonedir, taxonomy=args.taxonomy, embed=embed, tree_options=tree_options,
                    subnet=args.subnet, child_k1=args.child_k1, prune_ratio=args.prune_ratio, scorer=args.scorer,

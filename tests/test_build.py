@@ -60,6 +60,64 @@ def test_warnings_are_counted_not_dropped():
     assert cat.tools[0].description == "Only a name" and cat.tools[1].name == "b"
 
 
+def test_catalog_files_are_read_entry_by_entry_with_the_same_result(tmp_path):
+    """A catalog file is decoded one entry at a time (ijson): the same tools, warnings and errors as the
+    whole list decoded at once, and invalid JSON still names its file and line."""
+    import tooldns.building.catalog as catalog_module
+
+    assert catalog_module._ijson is not None, "ijson comes with the server extra"
+    entries = [{"id": f"t{i}", "name": f"Tool {i}", "description": f"does thing {i} \u00e9t\u00e9 \u2603",
+                "metadata": {"inputSchema": {"city": {"type": "string", "description": "a city", "score": 0.5}}}}
+               for i in range(300)] + [{"id": "empty", "name": "Only a name"}]
+    path = tmp_path / "cat.json"
+    path.write_text(json.dumps(entries, indent=1, ensure_ascii=False), encoding="utf-8")
+    streamed, whole = load_catalogs([path]), parse_catalog(entries, str(path))
+    assert streamed.tools == whole.tools and streamed.warnings == whole.warnings
+    assert streamed.entries_read == 301 and streamed.tools[5].parameters == [("city", "string", "a city", False)]
+    # a duplicate id late in the file is found as in a list decoded whole
+    path.write_text(json.dumps(entries + [{"id": "t7", "name": "again"}]), encoding="utf-8")
+    with pytest.raises(BuildError, match=r"\[301\] \(id t7\): duplicate id, first at index 7"):
+        load_catalogs([path])
+    # broken JSON after many good entries: the file and the line of the fault
+    lines = json.dumps(entries, indent=1).splitlines()
+    lines.insert(40, "  {oops},")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(BuildError, match=r"cat\.json:41: not valid JSON"):
+        load_catalogs([path])
+    # what the streaming parser meets late (bad UTF-8, data after the list) is refused as decoded whole
+    good = json.dumps(entries[:50], indent=1).encode()
+    for data in (good[:-1] + b',\n{"id": "x", "name": "caf\xe9"}]', good + b"\n[]"):
+        path.write_bytes(data)
+        with pytest.raises(BuildError, match=r"cat\.json:\d+: not valid JSON"):
+            load_catalogs([path])
+    path.write_text(json.dumps({"tools": entries}))  # not a list: decoded whole, refused as before
+    with pytest.raises(BuildError, match="JSON list of tools, got dict"):
+        load_catalogs([path])
+    path.write_text("[]")
+    assert load_catalogs([path]).tools == []
+
+
+def test_reading_a_catalog_never_holds_its_whole_decoded_json(tmp_path):
+    """Memory, not time: decoded whole, a catalog's JSON takes some 15 times the file's size as Python
+    objects; read entry by entry, what is kept is the tools (about twice the file here)."""
+    import tracemalloc
+
+    entries = [{"id": f"tool_{i}", "name": f"tool_{i % 97}", "description": " ".join(f"word{(i * j) % 500}"
+                for j in range(30)), "metadata": {"inputSchema": {}, "extra": {"peers": [f"p{i}", f"q{i}"]}}}
+               for i in range(5000)]
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(entries))
+    del entries
+    tracemalloc.start()
+    try:
+        catalog = load_catalogs([path])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(catalog.tools) == 5000
+    assert peak < 5 * path.stat().st_size, (peak, path.stat().st_size)
+
+
 def test_catalogs_merge_by_id(tmp_path):
     (tmp_path / "en.json").write_text(json.dumps([{"id": "t1", "name": "Weather", "description": "Weather today"}]))
     (tmp_path / "zh.json").write_text(json.dumps([{"id": "t1", "name": "天气", "description": "今天的天气"}]),
@@ -169,6 +227,15 @@ def test_build_cli(catalog_file, tmp_path, capsys):
                  "--max-children", "4"]) == 0
     out = capsys.readouterr()
     assert "120 tools (120 catalog entries read)" in out.out and "[build] splitting" in out.err
+    # --seed: the same seed makes the same tree; another one every tool still placed (this catalog's
+    # categories are so distinct that every seed finds them)
+    for seed, out in (("1", "s1"), ("1", "s1b"), ("7", "s7")):
+        assert main(["build", str(catalog_file), "--out", str(tmp_path / out), "--max-leaf", "10",
+                     "--max-children", "4", "--seed", seed]) == 0
+    capsys.readouterr()
+    maps = {out: json.loads((tmp_path / out / "catalog-map.json").read_text()) for out in ("s1", "s1b", "s7")}
+    assert maps["s1"] == maps["s1b"]
+    assert all(maps["s7"][tid] for tid in maps["s7"]) and len(maps["s7"]) == 120
     bad = tmp_path / "bad.json"
     bad.write_text("[{]")
     assert main(["build", str(bad), "--out", str(tmp_path / "y")]) == 1

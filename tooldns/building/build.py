@@ -271,7 +271,9 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     # Zone tools and global statistics over exactly the text zone servers index.
     progress(f"global statistics of {len(catalog.tools)} tools' text")
     proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
-    tool_tokens = [tokenize(t.text()) for t in proto_tools]
+    # each term once in memory, however many tools use it (a million tools' tokens would otherwise
+    # be some 20 million strings)
+    tool_tokens = [tuple(map(sys.intern, tokenize(t.text()))) for t in proto_tools]
     stats = CorpusStats.from_tokens(tool_tokens)
     scorer = scorer or ("hybrid" if embedded else "bm25")
     settings = Settings(scorer=scorer, scorer_options={"k1": tool_k1, **(scorer_options or {})},
@@ -480,7 +482,7 @@ def _run(args) -> int:
                                  assign_batch=args.llm_assign_batch, refine_rounds=args.llm_refine_rounds,
                                  min_category=args.llm_min_category)
     tree_options = dict(max_children=args.max_children, max_leaf=args.max_leaf, max_depth=args.max_depth,
-                        overlap=args.overlap, k1=args.child_k1, b=args.child_b)
+                        overlap=args.overlap, k1=args.child_k1, b=args.child_b, seed=args.seed)
 
     def progress(msg: str) -> None:
         print(f"[build] {msg}", file=sys.stderr, flush=True)
@@ -520,6 +522,9 @@ def add_build_command(sub) -> None:
     b.add_argument("--max-leaf", type=int, help="tools a leaf, about (default 20; 24 with --embed; 40 with --llm)")
     b.add_argument("--max-depth", type=int, help="levels of splitting at most (default: what the catalog's size needs; "
                    "3 with --llm)")
+    b.add_argument("--seed", type=int, default=0,
+                   help="seed of the offline tree's k-means (default 0): another seed, another clustering of the "
+                        "same catalog, to see how much a measurement owes to one draw")
     b.add_argument("--overlap", type=float, default=None,
                    help="place a tool in a second category too when its similarity is at least this share of the best "
                         "(default 0.9 of BM25's, 0.95 of the cosine with --embed)")

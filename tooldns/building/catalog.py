@@ -6,6 +6,9 @@ Shape (as ``services.en.json`` of the ToolRet benchmark)::
       "metadata": {"inputSchema": {"account": {"type": "string", "description": "...", "required": false}},
                    "url": "apis/open_bank_account.py"}}, ...]
 
+A catalog file is read one entry at a time (ijson, when installed): a million tools' JSON is never
+held whole as Python objects, which would need several times the file's size.
+
 Errors that stop a build (all listed at once, with the entry's index): not a JSON list, an entry
 that is not an object, a missing or empty id, a duplicate id, no name and no description.
 Warnings that do not (each counted in the report): an empty description (the name stands in),
@@ -22,11 +25,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from ..exceptions import BuildError
 
 
-@dataclass
+@dataclass(slots=True)  # a million of them: no per-tool __dict__
 class CatalogTool:
     id: str
     name: str
@@ -71,8 +75,16 @@ def parse_catalog(data, source: str = "<catalog>") -> Catalog:
     """Check one catalog's decoded JSON; raise :class:`BuildError` listing every fatal problem."""
     if not isinstance(data, list):
         raise BuildError(f"{source}: a catalog is a JSON list of tools, got {type(data).__name__}")
+    return _parse_entries(data, source)
+
+
+def _parse_entries(entries: Iterable, source: str) -> Catalog:
+    """:func:`parse_catalog` of a catalog's entries, however they are decoded (a list, or ijson's items
+    one at a time: :func:`_read_catalog`)."""
     errors, warnings, tools, seen = [], [], [], {}
-    for i, entry in enumerate(data):
+    count = 0
+    for i, entry in enumerate(entries):
+        count = i + 1
         where = f"{source}[{i}]"
         if not isinstance(entry, dict):
             errors.append(f"{where}: each tool is a JSON object, got {type(entry).__name__}")
@@ -104,7 +116,7 @@ def parse_catalog(data, source: str = "<catalog>") -> Catalog:
     if errors:
         shown = errors[:50] + ([f"... and {len(errors) - 50} more"] if len(errors) > 50 else [])
         raise BuildError("\n".join(shown))
-    return Catalog(tools, warnings, [source], len(data))
+    return Catalog(tools, warnings, [source], count)
 
 
 try:  # a catalog of 100,000 tools is 55 MB of JSON: orjson reads it in a quarter of json's time
@@ -113,10 +125,34 @@ except ImportError:  # pragma: no cover - orjson comes with the server extra
     _fast_json = None
 
 
+try:  # entry by entry: a million tools' catalog without its whole decoded JSON in memory
+    import ijson as _ijson
+except ImportError:  # pragma: no cover - ijson comes with the server extra
+    _ijson = None
+
+
 def json_loads(data: bytes | str):
     """Parse JSON *data*, with orjson where it is installed (the same values; errors are
     :class:`json.JSONDecodeError` either way)."""
     return _fast_json.loads(data) if _fast_json is not None else json.loads(data)
+
+
+def _read_catalog(fh, source: str) -> Catalog:
+    """The catalog in the open file *fh*: a JSON list decoded entry by entry with ijson; anything
+    else (or without ijson) decoded whole, so that its errors read the same. Invalid JSON (or UTF-8)
+    raises :class:`json.JSONDecodeError` from decoding the file whole, with its line number; what
+    only ijson refuses is read whole too."""
+    start = fh.read(4096)
+    if _ijson is None or not start.lstrip()[:1] == b"[":
+        return parse_catalog(json_loads(start + fh.read()), source)
+    fh.seek(0)
+    try:
+        return _parse_entries(_ijson.items(fh, "item", use_float=True), source)
+    except (_ijson.JSONError, UnicodeDecodeError):
+        # decoded whole instead: its error, with a line number; or what ijson cannot read but orjson can
+        # (integers past 64 bits), read as before
+        fh.seek(0)
+        return parse_catalog(json_loads(fh.read()), source)
 
 
 def load_catalogs(paths: list[str | os.PathLike]) -> Catalog:
@@ -127,12 +163,11 @@ def load_catalogs(paths: list[str | os.PathLike]) -> Catalog:
         source = os.fspath(path)
         try:
             with open(source, "rb") as fh:
-                data = json_loads(fh.read())
+                cat = _read_catalog(fh, source)
         except OSError as exc:
             raise BuildError(f"{source}: cannot read: {exc.strerror}") from None
         except json.JSONDecodeError as exc:
             raise BuildError(f"{source}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-        cat = parse_catalog(data, source)
         out.warnings.extend(cat.warnings)
         out.sources.append(source)
         out.entries_read += cat.entries_read

@@ -338,7 +338,10 @@ class AutoTreeBuilder:
         n = len(catalog.tools)
         self._depth = self.max_depth or auto_depth(n, self.max_children, self.max_leaf)
         root = Category("", "All tools", "Every tool of the catalog")
-        self._split(root, list(range(n)), 1)
+        try:
+            self._split(root, list(range(n)), 1)
+        finally:  # the matrices are the build's largest objects; writing the zones needs none of them
+            self._counts = self._x = self._terms = None
         leaves = sorted(len(c.tools) for c, _ in root.walk() if not c.children)
         progress(f"tree: {sum(1 for _ in root.walk())} categories, depth {max(d for _, d in root.walk()) + 1}, "
                  f"{len(leaves)} leaves of {leaves[0]} to {leaves[-1]} tools (median {leaves[len(leaves) // 2]})")
