@@ -133,19 +133,27 @@ def _idna_label(term: str) -> str:
     return label if len(label) <= 63 and re.fullmatch(r"[a-z0-9-]+", label) else ""
 
 
-def route_scores(counts, labels, n_groups: int, k1: float, b: float, top: int = 8, chunk: int = 50_000):
+#: members x groups scores held at once by :func:`route_scores` (dense float64: 40 MB, and as much again
+#: for their order): rows are scored in chunks of this many cells
+ROUTE_CELLS = 5_000_000
+
+
+def route_scores(counts, labels, n_groups: int, k1: float, b: float, top: int = 8, chunk: int | None = None):
     """BM25 of each group's aggregated text (the sum of its members' term counts, as the parent zone
     will score the child) for each member's own text; the *top* best groups of every member.
 
     *counts* is the members' term-count matrix (sparse, members x terms), *labels* each member's
     group. The same scores as :class:`~tooldns.scoring.bm25.BM25` over the groups' concatenated
     tokens, as sparse products, so a node of a million tools is routed in seconds. Returns
-    (indices, scores), members x min(*top*, groups), best first, ties by group order.
+    (indices, scores), members x min(*top*, groups), best first, ties by group order. Members are
+    scored *chunk* at a time (default: as many as keep :data:`ROUTE_CELLS` scores), so memory does not
+    grow with the number of groups (a root of 1,000 children of 100,000 tools: 2.1 GB peak before).
     """
     import numpy as np
     from scipy import sparse
 
     n = counts.shape[0]
+    chunk = chunk or max(1, ROUTE_CELLS // max(n_groups, 1))
     membership = sparse.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(n_groups, n))
     tf = (membership @ counts).tocsr()
     dl = np.asarray(tf.sum(axis=1)).ravel()
