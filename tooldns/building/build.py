@@ -272,7 +272,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     progress(f"global statistics of {len(catalog.tools)} tools' text")
     proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
     # each term once in memory, however many tools use it (a million tools' tokens would otherwise
-    # be some 20 million strings)
+    # be some 33 million strings)
     tool_tokens = [tuple(map(sys.intern, tokenize(t.text()))) for t in proto_tools]
     stats = CorpusStats.from_tokens(tool_tokens)
     scorer = scorer or ("hybrid" if embedded else "bm25")
