@@ -229,11 +229,11 @@ def test_build_cli(catalog_file, tmp_path, capsys):
     assert "120 tools (120 catalog entries read)" in out.out and "[build] splitting" in out.err
     # --seed: the same seed makes the same tree; another one every tool still placed (this catalog's
     # categories are so distinct that every seed finds them)
-    for seed, out in (("1", "s1"), ("1", "s1b"), ("7", "s7")):
-        assert main(["build", str(catalog_file), "--out", str(tmp_path / out), "--max-leaf", "10",
+    for seed, name in (("1", "s1"), ("1", "s1b"), ("7", "s7")):
+        assert main(["build", str(catalog_file), "--out", str(tmp_path / name), "--max-leaf", "10",
                      "--max-children", "4", "--seed", seed]) == 0
     capsys.readouterr()
-    maps = {out: json.loads((tmp_path / out / "catalog-map.json").read_text()) for out in ("s1", "s1b", "s7")}
+    maps = {name: json.loads((tmp_path / name / "catalog-map.json").read_text()) for name in ("s1", "s1b", "s7")}
     assert maps["s1"] == maps["s1b"]
     assert all(maps["s7"][tid] for tid in maps["s7"]) and len(maps["s7"]) == 120
     bad = tmp_path / "bad.json"
