@@ -629,8 +629,9 @@ class _Update:
             address = next(addresses)
             ns = (NameServer(f"ns1.{child_origin}", address),)
             placed = tuple(members[j][1] for j in sorted(set(child.tools)))
+            title = f"{child.title}: {child.description}".strip(": ")
             zone = Zone(origin=child_origin, soa=SOA(f"ns1.{child_origin}", f"hostmaster.{child_origin}", serial=serial),
-                        nameservers=ns, summary=Summary(f"{child.title}: {child.description}".strip(": ")),
+                        nameservers=ns, summary=Summary(title),
                         tools=placed, settings=leaf.settings, corpus_stats=self._zone_stats(placed, state.written))
             entry = ZoneEntry(child_origin.rstrip(".") + ".yaml", origin, address)
             if (self.outdir / entry.file).exists():
@@ -640,15 +641,13 @@ class _Update:
             self.children[origin].append(child_origin)
             self.children[child_origin] = []
             indices = sorted(members[j][0] for j in set(child.tools))
-            title = f"{child.title}: {child.description}".strip(": ")
             corpus = corpus_counts(map(self.tokens, indices))
-            counts = Counter(tokenize(" ".join([title, *child.keywords])))
-            counts.update(corpus)
-            children_terms[child.label] = counts
-            delegations.append(Delegation(child.label, child_origin, child.kind,
-                                          Summary(title, tuple(child.keywords), serial=serial,
-                                                  corpus_terms=tuple(corpus.items())),
-                                          ns, leaf=True))
+            delegation = Delegation(child.label, child_origin, child.kind,
+                                    Summary(title, tuple(child.keywords), serial=serial,
+                                            corpus_terms=tuple(corpus.items())), ns, leaf=True)
+            delegations.append(delegation)
+            # as the parent's scorer sees it (build's _child_terms): the summary's text and corpus, counted
+            children_terms[child.label] = Counter(delegation.summary.counts())
             for tool in placed:
                 mapping[tool.id] = [o for o in mapping.get(tool.id, []) if o != tool.owner(origin)] \
                                    + [tool.owner(child_origin)]
