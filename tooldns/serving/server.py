@@ -481,7 +481,7 @@ _DEFAULT_RATE_LIMIT = RateLimit()
 def _signed_until(index) -> float | None:
     """For an index whose zones sign their replies (tooldns.dnssec): until when (time.monotonic) a
     reply it answered may be served from the packet cache, before its signatures are renewed."""
-    signers = getattr(index, "signers", None)
+    signers = getattr(index, "signers", None)  # a group of zones knows its zones' signers
     if signers is None:
-        signers = [ix.signer for ix in getattr(index, "indexes", [index]) if getattr(ix, "signer", None) is not None]
+        signers = [index.signer] if getattr(index, "signer", None) is not None else []
     return time.monotonic() + min(s.refresh for s in signers) if signers else None
