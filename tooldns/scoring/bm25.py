@@ -30,7 +30,7 @@ import heapq
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ..exceptions import ScorerError
 from .scorer import Ranking, Scorer
@@ -52,16 +52,18 @@ class CorpusStats:
 
     @classmethod
     def from_tokens(cls, docs: Sequence[Sequence[str]]) -> "CorpusStats":
-        return cls.from_counts([Counter(toks) for toks in docs])
+        return cls.from_counts(Counter(toks) for toks in docs)  # one document counted at a time
 
     @classmethod
-    def from_counts(cls, docs: Sequence[dict[str, int]]) -> "CorpusStats":
-        """The statistics of documents given as term counts."""
+    def from_counts(cls, docs: Iterable[dict[str, int]]) -> "CorpusStats":
+        """The statistics of documents given as term counts (read once, in one pass)."""
         df: Counter[str] = Counter()
+        n = total = 0
         for counts in docs:
             df.update(counts.keys())
-        total = sum(sum(c.values()) for c in docs)
-        return cls(len(docs), (total / len(docs)) if docs else 0.0, dict(df))
+            total += sum(counts.values())
+            n += 1
+        return cls(n, (total / n) if n else 0.0, dict(df))
 
     def restricted(self, terms: set[str]) -> "CorpusStats":
         """The same statistics, keeping df only for *terms* (what a zone file needs to carry)."""
