@@ -58,8 +58,8 @@ DROPPED_CHECKS = 2000
 class Unloadable(BaseResolver):
     """Answers for a zone whose file cannot be loaded: SERVFAIL, with an extended error saying so."""
 
-    def __init__(self, origin: str, path: str, why: str) -> None:
-        self.origin, self.path, self.why = origin, path, why
+    def __init__(self, origin: str, path: str) -> None:
+        self.origin, self.path = origin, path  # why it cannot be loaded is in the server's log
 
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         """SERVFAIL, whatever was asked, with an extended error naming the file."""
@@ -162,7 +162,7 @@ class LazyZones:
                                     "with --lazy a zone file is named after its origin")
         except Exception as exc:  # a bad file, key or scorer: this zone answers SERVFAIL, the others answer
             log.error("%s\n%s: cannot load zone %s; it answers SERVFAIL until the file is fixed", exc, path, origin)
-            unloadable = Unloadable(origin, path, str(exc))
+            unloadable = Unloadable(origin, path)
             self.failed[origin] = (stamp, unloadable)
             return unloadable
         was = self.dropped.pop(origin, None)
