@@ -343,6 +343,37 @@ def test_build_update_cli(tree, tmp_path, capsys):
     assert "cannot be given with it" in capsys.readouterr().err
 
 
+def test_a_lazy_server_serves_the_zones_an_update_splits_off_without_a_restart(tmp_path):
+    """``tooldns serve --lazy`` already running while ``build --update --split-leaves`` writes new
+    zone files: the watcher lists the directory again, and the new leaves answer without a restart."""
+    from tooldns.serving.tree import TreeThread
+
+    from conftest import free_port
+
+    address = f"{fresh_subnet()}.1"
+    tree = _build(tmp_path, synthetic_catalog(), subnet=address)
+    catalog = synthetic_catalog() + _storms()
+
+    def storms(served) -> list[str]:
+        with Resolver(root=served.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
+            return [t.id for t in r.resolve("hurricane storm warning alerts", k=2).tools if t.id.startswith("storm_")]
+
+    with TreeThread(tree, free_port(address), listen=[address], lazy=True, watch_interval=0.05) as served:
+        zones = served.tree.lazy
+        before = set(zones.paths)
+        assert not storms(served)
+        report = _update(tmp_path, tree, catalog, split_leaves=True)
+        assert report.split and len(report.new_zones) >= 2
+        assert wait_until(lambda: set(report.new_zones) <= set(zones.paths))  # no restart
+        assert set(zones.paths) == before | set(report.new_zones)
+        assert wait_until(lambda: bool(storms(served)))
+        assert set(zones.loaded) & set(report.new_zones)  # answered by the new zones themselves
+        # a zone file taken away (not loaded) is forgotten: its parent's file answers for its names
+        gone = next(o for o in before if o not in zones.loaded and not load_zone(zones.paths[o]).children)
+        Path(zones.paths[gone]).unlink()
+        assert wait_until(lambda: gone not in zones.paths)
+
+
 def test_a_tree_on_one_address_splits_its_leaves_onto_that_address_and_serves_lazily(tmp_path):
     """``tooldns build --address``: every zone, the ones an update splits off included, on one
     address, where one lazy server answers for them all."""

@@ -216,3 +216,39 @@ def test_a_dropped_zone_is_freed(built):
     group.member_for(second)  # drops the first
     gc.collect()
     assert index() is None and first not in zones.loaded
+
+
+def test_files_added_and_taken_away_are_seen_when_the_directory_changes(built, tmp_path):
+    """LazyZones.new_files: a new zone file under the top zone is served, a temporary file being
+    written, a file of no origin under the top and a file taken away while loaded are not acted on."""
+    from tooldns.serving.lazy import LazyZones
+
+    zones_dir, _ = built
+    copy = tmp_path / "zones"
+    copy.mkdir()
+    for f in zones_dir.glob("*.yaml"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    zones = LazyZones(copy, max_loaded=5)
+    zones._dir_stamp = None  # as right after a change: file times tick too coarsely to trust a fresh one
+    assert zones.new_files() is False  # listed again, nothing new
+    leaf = next(o for o in zones.paths if not load_zone(zones.paths[o]).children)
+    text = (copy / f"{leaf[:-1]}.yaml").read_text()
+    new_origin = "zz-new." + zones.top.index.origin
+    (copy / f"{new_origin[:-1]}.yaml").write_text(text.replace(f"origin: {leaf}", f"origin: {new_origin}")
+                                                   .replace(leaf, new_origin))
+    (copy / f".{new_origin}yaml.update-tmp").write_text("half written")
+    (copy / "elsewhere.example.yaml").write_text("origin: elsewhere.example.\n")
+    zones._dir_stamp = None
+    assert zones.new_files() is True
+    assert zones.paths[new_origin] == str(copy / f"{new_origin[:-1]}.yaml")
+    assert "elsewhere.example." not in zones.paths and len(zones.paths) == len(zone_files(zones_dir))
+    assert zones.get(new_origin).source.index.origin == new_origin  # loads and answers
+    zones.get(leaf)
+    (copy / f"{leaf[:-1]}.yaml").unlink()  # loaded: kept, in its last good version
+    (copy / f"{new_origin[:-1]}.yaml").rename(copy / "renamed.txt")
+    zones._dir_stamp = None
+    assert zones.new_files() is False and leaf in zones.paths and new_origin in zones.paths  # both loaded
+    zones._drop(new_origin, zones.loaded.pop(new_origin))
+    (copy / "renamed.txt").rename(copy / f"{new_origin[:-1]}.yaml")
+    zones._dir_stamp = None
+    assert zones.new_files() is True and new_origin in zones.paths

@@ -25,8 +25,8 @@ Global BM25 statistics (``corpus_stats``, in every zone with tools) are left as 
 stay close to the catalog's: ``build-state`` keeps both, and when their drift
 (:func:`.state.drift`) passes :data:`DRIFT_THRESHOLD` (or with ``refresh_stats``), every zone is
 rewritten with fresh ones. A leaf pushed past twice the tree's ``max_leaf`` is split into new
-leaves with ``split_leaves`` (new zones, on new addresses: a running server serves them after a
-restart), and reported otherwise.
+leaves with ``split_leaves`` (new zones, on new addresses: a running ``tooldns serve --lazy``
+serves them within a round of its file watcher, any other after a restart), and reported otherwise.
 
 Big zones are not parsed whole when only their delegations change: the root of a 100,000-tool
 tree is 30 MB of YAML, so the changed delegations' items are cut out, rewritten and put back
@@ -112,10 +112,11 @@ class UpdateReport:
                          f"length {self.drift.get('avgdl', 0):.2%}), refreshed past {self.threshold:.2%}")
         if self.split:
             lines.append(f"split {len(self.split)} leaves into {len(self.new_zones)} new zones "
-                         f"({', '.join(self.split)}): restart tooldns serve to serve them")
+                         f"({', '.join(self.split)}): tooldns serve --lazy serves them as it is, any other serve after a "
+                         "restart")
         for origin, size in self.oversize.items():
             lines.append(f"leaf {origin} holds {size} tools, past twice max-leaf: update with --split-leaves to "
-                         "split it (new zones: restart tooldns serve after), or rebuild")
+                         "split it (new zones: served by tooldns serve --lazy at once, otherwise after a restart), or rebuild")
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 
@@ -680,7 +681,8 @@ def add_update_options(build_parser) -> None:
                                    "ignored)")
     build_parser.add_argument("--split-leaves", action="store_true",
                               help="with --update: split leaves grown past twice max-leaf into new zones (on new "
-                                   "addresses, or the tree's one address: restart tooldns serve to serve them); "
+                                   "addresses, or the tree's one address: tooldns serve --lazy serves them at once, "
+                                   "any other serve after a restart); "
                                    "otherwise they are reported")
     build_parser.add_argument("--refresh-stats", action="store_true",
                               help="with --update: rewrite the global statistics in every zone now, whatever their "

@@ -21,6 +21,10 @@ What laziness gives up, and where to get it back:
 * parents do not follow their children's published summaries (:mod:`.summaries`): the copies in
   their files stand, which ``tooldns build --update`` keeps current. Loaded zones reload on edits.
 
+Zone files added while serving (leaves split by ``tooldns build --update --split-leaves``) are
+served from the file watcher's next look at the directory (:meth:`LazyZones.new_files`: a stat of
+the directory each round, a listing when it changed).
+
     >>> zones = LazyZones("built/", max_loaded=20_000)
     >>> resolver = MultiZoneResolver([ZoneResolver(zones.top)], lazy=zones)
 """
@@ -30,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -53,6 +58,40 @@ DEFAULT_MAX_LOADED = 10_000
 ROOT_FILE = "root"
 #: files of dropped zones the watcher looks at in each round (a stat each)
 DROPPED_CHECKS = 2000
+
+
+def _dir_stamp(path: str):
+    """The directory's modification time, changed by a file added, removed or renamed in it; None
+    when it cannot be read, or when it is less than a second old: file times tick with a coarse
+    clock, so a file added in the same tick as the last change leaves the time as it was, and a
+    listing made in that second may miss it (None: list again next time)."""
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+    return stamp if time.time_ns() - stamp >= 1_000_000_000 else None
+
+
+def _zone_names(zonedir: str, names_: set[str]) -> dict[str, str]:
+    """The zone files among the directory entries *names_*, by name without the extension."""
+    out = {}
+    for name in names_:
+        stem, ext = os.path.splitext(name)
+        if ext in (".yaml", ".yml"):
+            out[stem] = os.path.join(zonedir, name)
+    return out
+
+
+def _origins(by_name: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Zone files by name (without the extension) as (origin -> file, files named after no origin)."""
+    paths: dict[str, str] = {}
+    unnamed = []
+    for stem, path in by_name.items():
+        try:
+            paths[names.normalize(stem + ".")] = path
+        except NameError_:
+            unnamed.append(path)
+    return paths, unnamed
 
 
 class Unloadable(BaseResolver):
@@ -80,17 +119,15 @@ class LazyZones:
         if max_loaded < 1:
             raise ValueError(f"max_loaded must be at least 1, not {max_loaded}")
         self.limits, self.signing, self.max_loaded = limits, signing, max_loaded
+        self.zonedir = str(zonedir)
+        self._dir_stamp = _dir_stamp(self.zonedir)  # before the listing: a file added during it is seen later
         files = zone_files(zonedir)
+        #: the names in the directory when it was last listed
+        self._names = {p.name for p in files}
         by_name = {p.stem: str(p) for p in files}
         top_path = by_name.pop(ROOT_FILE, None)
         #: origin -> its file, for every zone but the top one
-        self.paths: dict[str, str] = {}
-        unnamed = []
-        for stem, path in by_name.items():
-            try:
-                self.paths[names.normalize(stem + ".")] = path
-            except NameError_:
-                unnamed.append(path)
+        self.paths, unnamed = _origins(by_name)
         if top_path is None:
             top_path = self.paths.pop(self._top_origin(zonedir))
         #: the top zone, loaded now and never dropped
@@ -101,10 +138,9 @@ class LazyZones:
             log.warning("%s: glue names %s, not the addresses served here (%s): clients that follow it will not "
                         "reach these zones; build the tree with --address", top_path, ", ".join(elsewhere[:3])
                         + (" ..." if len(elsewhere) > 3 else ""), ", ".join(listen))
-        outside = [p for o, p in self.paths.items() if not names.is_subdomain(o, origin)] + unnamed
-        for path in outside:
+        for path in [p for o, p in self.paths.items() if not names.is_subdomain(o, origin)] + unnamed:
             log.warning("%s: its name is no origin under %s; not served with --lazy", path, origin)
-        self.paths = {o: p for o, p in self.paths.items() if names.is_subdomain(o, origin) and o != origin}
+        self.paths = self._served(self.paths)
         #: origin -> the resolver of a loaded zone, least recently asked first
         self.loaded: OrderedDict[str, ZoneResolver] = OrderedDict()
         #: origin -> (the file's stamp, why it could not be loaded): not tried again until it changes
@@ -129,6 +165,47 @@ class LazyZones:
                                 f"that every other file's origin lies under; found {len(tops)} "
                                 f"among {len(self.paths)} files named after origins")
         return tops[0]
+
+    def _served(self, paths: dict[str, str]) -> dict[str, str]:
+        """The zones of *paths* this loader serves: those under the top zone, the top one aside."""
+        top = self.top.index.origin
+        return {o: p for o, p in paths.items() if o != top and names.is_subdomain(o, top)}
+
+    def new_files(self) -> bool:
+        """Whether zone files were added to the directory or taken from it since it was last listed
+        (its modification time says so at the cost of one stat): added ones are served from now on,
+        as if there at the start; a removed one that is not loaded is forgotten, so that its names
+        are answered by its parent's file (a loaded one keeps its last good version, as every zone
+        whose file goes missing)."""
+        stamp = _dir_stamp(self.zonedir)
+        if stamp is not None and stamp == self._dir_stamp:
+            return False
+        self._dir_stamp = stamp
+        try:
+            listed = set(os.listdir(self.zonedir))
+        except OSError as exc:
+            log.warning("%s: cannot list the zone files (%s); serving the ones known", self.zonedir, exc)
+            return False
+        # only the names that came or went are read: the directory of a big tree changes with every update
+        came, went = _zone_names(self.zonedir, listed - self._names), _zone_names(self.zonedir, self._names - listed)
+        self._names = listed
+        added = self._served(_origins(came)[0])
+        gone = _origins(went)[0]
+        if not added and not gone:
+            return False
+        with self._lock:
+            gone = [o for o in gone if o in self.paths and o not in self.loaded]
+            for origin in gone:
+                self.dropped.pop(origin, None)
+                self.failed.pop(origin, None)
+            for origin, path in added.items():
+                log.info("%s: new zone file, zone %s served from now on", path, origin)
+            paths = dict(self.paths)  # a new dict, swapped in whole: get() reads it without the lock
+            for origin in gone:
+                del paths[origin]
+            paths.update(added)
+            self.paths = paths
+        return bool(added or gone)
 
     def get(self, origin: str) -> BaseResolver | None:
         """The resolver of zone *origin*, loading it if need be; None when no file here holds it."""

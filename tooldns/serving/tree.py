@@ -271,10 +271,16 @@ class Tree:
                     store.check()
                 except Exception:  # keep watching the others
                     log.exception("watching %s", store.path)
-            if self.lazy is not None and self.lazy.dropped_changed():
-                for server in self.sockets.values():  # answers cached for the zone edited may be stale
-                    if isinstance(server.resolver, MultiZoneResolver):
-                        server.resolver.renew()
+            if self.lazy is not None:
+                try:  # `|`, not `or`: both look each round
+                    changed = self.lazy.new_files() | self.lazy.dropped_changed()
+                except Exception:  # keep watching
+                    log.exception("watching %s", self.lazy.zonedir)
+                    changed = False
+                if changed:
+                    for server in self.sockets.values():  # answers cached for the zones changed may be stale
+                        if isinstance(server.resolver, MultiZoneResolver):
+                            server.resolver.renew()
 
     async def stop(self) -> None:
         if self.summaries is not None:
