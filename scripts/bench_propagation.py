@@ -14,6 +14,11 @@ first that no longer did), then the median and the worst:
 
 The change travels by NOTIFY (RFC 1996) one level at a time (``docs/summaries.md``); the file
 watcher's interval (0.5 s) is part of what is measured, as it is part of what an editor waits.
+A tree too big to copy is edited where it is (``--in-place``: the leaf's file is put back as it
+was at the end) and may be served lazily, where parents learn in-process:
+
+    python scripts/bench_propagation.py --zones /tmp/b1m --in-place --leaf LEAF. \
+        --serve-args "--lazy --listen 127.0.0.1 --max-loaded 20000"
 """
 
 from __future__ import annotations
@@ -64,13 +69,16 @@ def main() -> int:
     ap.add_argument("--edits", type=int, default=5)
     ap.add_argument("--port", type=int, default=5391)
     ap.add_argument("--limit", type=float, default=30.0, help="seconds to wait for one edit to show")
+    ap.add_argument("--in-place", action="store_true", help="edit --zones itself instead of a copy")
+    ap.add_argument("--serve-args", default="", help="more arguments for tooldns serve (\"--lazy --listen ADDR\")")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tooldns-propagation-"))
-    zones = work / "zones"
-    shutil.copytree(args.zones, zones)
+    zones = Path(args.zones) if args.in_place else work / "zones"
+    if not args.in_place:
+        shutil.copytree(args.zones, zones)
     path = zones / f"{args.leaf.rstrip('.')}.yaml"
     original = path.read_text(encoding="utf-8")
-    proc, root = start_servers(str(zones), args.port)
+    proc, root = start_servers(str(zones), args.port, extra=args.serve_args.split())
     added, removed = [], []
     try:
         with Resolver(root=root, cache=False, timeout=1.0) as resolver:
@@ -89,6 +97,7 @@ def main() -> int:
                       f"{'never' if seconds is None else f'{seconds:.2f} s'}; removed, gone after "
                       f"{'never' if gone is None else f'{gone:.2f} s'}", flush=True)
     finally:
+        path.write_text(original, encoding="utf-8")
         stop_servers(proc)
         shutil.rmtree(work, ignore_errors=True)
     ok = [s for s in added if s is not None]

@@ -192,9 +192,9 @@ def test_an_edit_of_a_dropped_zone_reaches_answers_the_server_had_cached(built, 
 
         assert ports() == {443} and ports() == {443}  # the second from the answer cache
         _ask(address, port, other_origin, "rain forecast")  # the leaf is dropped
-        assert origin not in lazy.tree.lazy.loaded and origin in lazy.tree.lazy.dropped
+        assert origin not in lazy.tree.lazy.loaded and origin in lazy.tree.lazy.stamps
         leaf.write_text(leaf.read_text().replace("port: 443", "port: 8443"))
-        assert wait_until(lambda: origin not in lazy.tree.lazy.dropped)  # the watcher saw the edit
+        assert wait_until(lambda: origin not in lazy.tree.lazy.stamps)  # the watcher saw the edit
         assert ports() == {8443}
 
 
@@ -252,3 +252,85 @@ def test_files_added_and_taken_away_are_seen_when_the_directory_changes(built, t
     (copy / "renamed.txt").rename(copy / f"{new_origin[:-1]}.yaml")
     zones._dir_stamp = None
     assert zones.new_files() is True and new_origin in zones.paths
+
+
+AIRSHIP = """\
+- label: zeppelin-routes
+  name: Zeppelin Airship Route Planner
+  service: http
+  target: airships.example.org.
+  port: 443
+  description: Plans routes for a zeppelin, airship or dirigible between mooring masts, with winds aloft.
+"""
+
+
+def _found_airship(root) -> bool:
+    with Resolver(root=root, cache=False, timeout=REPLY_TIMEOUT) as resolver:
+        return any(t.name == "Zeppelin Airship Route Planner"
+                   for t in resolver.resolve("zeppelin airship dirigible", k=1).tools)
+
+
+def _copy_with_a_deep_leaf(built, tmp_path):
+    """A copy of the built tree, and the origin of a leaf two levels or more below the top."""
+    zones_dir, _ = built
+    copy = tmp_path / "zones"
+    copy.mkdir()
+    for f in zones_dir.glob("*.yaml"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    leaves = [load_zone(f).origin for f in zone_files(copy) if not load_zone(f).children]
+    leaf = max(leaves, key=lambda o: o.count("."))
+    assert leaf.count(".") >= 3, leaf  # a leaf below a zone below the top: the edit climbs two levels
+    return copy, leaf
+
+
+def _add_airship(copy, origin: str) -> None:
+    """An organisation's edit of its leaf: a tool added, the serial left as it was."""
+    path = copy / f"{origin[:-1]}.yaml"
+    path.write_text(path.read_text().replace("tools:\n", "tools:\n" + AIRSHIP, 1))
+
+
+@pytest.mark.parametrize("loaded", [True, False], ids=["leaf loaded", "leaf never loaded"])
+def test_a_leaf_edit_reaches_the_top_of_a_lazy_tree(built, tmp_path, loaded):
+    """Parents of a lazy tree follow their children: a tool added to a leaf is findable from the top
+    with K = 1, whether the leaf was loaded when edited (it reloads) or not (the watcher sees its file
+    change); every zone above it serves a new serial, and what they learned outlives their being
+    dropped (at most two zones loaded)."""
+    from conftest import wait_until
+
+    copy, leaf = _copy_with_a_deep_leaf(built, tmp_path)
+    _, address = built
+    with TreeThread(copy, free_port(address), listen=[address], lazy=True, max_loaded=2,
+                    watch_interval=0.05) as served:
+        zones, root = served.tree.lazy, served.root()
+        assert not _found_airship(root)
+        if loaded:
+            zones.get(leaf)
+        else:
+            assert leaf not in zones.loaded
+            assert wait_until(lambda: leaf in zones.stamps)  # the watcher's first look at its file
+        _add_airship(copy, leaf)
+        assert wait_until(lambda: _found_airship(root)), "the new tool never became findable from the top"
+        assert zones.top.serial > 1
+        for intent in INTENTS:  # other zones loaded, the edited branch dropped
+            _tools(root, intent)
+        parent = zones._parent(leaf)
+        assert leaf not in zones.loaded and parent not in zones.loaded and zones.served[leaf] == 2
+        assert _found_airship(root)
+        served_copy = next(c for c in zones.get(parent).source.zone.children if c.name == leaf)
+        assert "zeppelin" in served_copy.summary.counts()  # loaded again with what it had learned
+
+
+def test_with_no_summaries_a_lazy_parent_keeps_its_files_copy(built, tmp_path):
+    """``--no-summaries``: the edited leaf answers with its new tool, its parents keep their copies."""
+    from conftest import wait_until
+
+    copy, leaf = _copy_with_a_deep_leaf(built, tmp_path)
+    _, address = built
+    with TreeThread(copy, free_port(address), listen=[address], lazy=True, watch_interval=0.05,
+                    summaries=False) as served:
+        zones = served.tree.lazy
+        store = zones.get(leaf).source
+        _add_airship(copy, leaf)
+        assert wait_until(lambda: zones.get(leaf).source.reloads == 1 and store.reloads == 1)
+        assert any(t.name == "Zeppelin Airship Route Planner" for t in zones.get(leaf).source.zone.tools)
+        assert zones.top.serial == 1 and not zones.top.learned and not zones.learned

@@ -16,14 +16,18 @@ What laziness gives up, and where to get it back:
 * a parent's glue is not compared with its child's file, and files named otherwise than their
   origin are not served (the log says which at start, and warns when the top zone's glue names
   addresses other than the ones served: a tree built without ``--address``);
-* an edit of a zone that is not loaded reaches the answers the server cached within a round of the
-  file watcher's checks of the dropped zones' files (:data:`DROPPED_CHECKS` a round);
-* parents do not follow their children's published summaries (:mod:`.summaries`): the copies in
-  their files stand, which ``tooldns build --update`` keeps current. Loaded zones reload on edits.
+* an edit of a zone that is not loaded is seen within a round of the file watcher's looks at the
+  files of the zones not loaded (:data:`FILE_CHECKS` a round), against the stamps taken when the
+  directory was listed at the start.
 
-Zone files added while serving (leaves split by ``tooldns build --update --split-leaves``) are
-served from the file watcher's next look at the directory (:meth:`LazyZones.new_files`: a stat of
-the directory each round, a listing when it changed).
+Parents follow their children as parents served apart do (:mod:`.summaries`), without NOTIFY or
+polling: every zone of the tree is in this process. A zone that changes (its file reloaded, a
+summary learned of a child, a file changed while the zone was not loaded) serves a new serial and
+its parent learns its published summary, loaded for it if need be, under the same rules (``pin``,
+``serial``); what a zone learned and the serial it served outlive its being dropped. Zone files
+added while serving (leaves split by ``tooldns build --update --split-leaves``) are served from the
+watcher's next look at the directory (:meth:`LazyZones.new_files`: a stat of the directory each
+round, a listing when it changed).
 
     >>> zones = LazyZones("built/", max_loaded=20_000)
     >>> resolver = MultiZoneResolver([ZoneResolver(zones.top)], lazy=zones)
@@ -33,10 +37,12 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 
 from dnslib import RCODE, DNSRecord
 from dnslib.server import BaseResolver
@@ -45,10 +51,11 @@ from ..dnssec.signer import Signing
 from ..exceptions import NameError_, ZoneFileError
 from ..protocol import names
 from ..zone.limits import ZoneLimits
-from ..zone.zonefile import zone_files
+from ..zone.model import Summary
 from .reply import error_reply
 from .resolver import ZoneResolver
 from .store import ZoneStore, _stamp
+from .summaries import learned_summary, publish
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +63,10 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_LOADED = 10_000
 #: the file a build writes for its root zone
 ROOT_FILE = "root"
-#: files of dropped zones the watcher looks at in each round (a stat each)
-DROPPED_CHECKS = 2000
+#: files of zones not loaded the watcher looks at in each round (a stat each)
+FILE_CHECKS = 2000
+#: a file not looked at yet
+_UNSEEN = object()
 
 
 def _dir_stamp(path: str):
@@ -70,6 +79,31 @@ def _dir_stamp(path: str):
     except OSError:
         return None
     return stamp if time.time_ns() - stamp >= 1_000_000_000 else None
+
+
+def _listing(zonedir: str) -> tuple[set[str], dict[str, str], dict[str, object]]:
+    """The directory's entry names, its zone files by name without the extension, and each zone
+    file's stamp (a stat each, as telling files from directories takes anyway); ZoneFileError as
+    :func:`~tooldns.zone.zonefile.zone_files` raises it."""
+    try:
+        with os.scandir(zonedir) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        raise ZoneFileError(f"{zonedir}: not a directory of zone files ({exc.strerror})") from exc
+    files, stamps = {}, {}
+    for entry in entries:
+        stem, ext = os.path.splitext(entry.name)
+        if ext in (".yaml", ".yml"):
+            try:
+                st = entry.stat()
+            except OSError:  # gone since the listing, or a broken link
+                continue
+            if stat.S_ISREG(st.st_mode):
+                files[stem] = entry.path
+                stamps[entry.path] = (st.st_mtime_ns, st.st_size, st.st_ino)  # as store._stamp
+    if not files:
+        raise ZoneFileError(f"{zonedir}: no *.yaml zone files")
+    return {e.name for e in entries}, files, stamps
 
 
 def _zone_names(zonedir: str, names_: set[str]) -> dict[str, str]:
@@ -115,16 +149,14 @@ class LazyZones:
 
     def __init__(self, zonedir: str | os.PathLike, *, limits: ZoneLimits | None = None,
                  signing: Signing | None = None, max_loaded: int = DEFAULT_MAX_LOADED,
-                 listen: list[str] | None = None) -> None:
+                 listen: list[str] | None = None, follow: bool = True) -> None:
         if max_loaded < 1:
             raise ValueError(f"max_loaded must be at least 1, not {max_loaded}")
         self.limits, self.signing, self.max_loaded = limits, signing, max_loaded
         self.zonedir = str(zonedir)
         self._dir_stamp = _dir_stamp(self.zonedir)  # before the listing: a file added during it is seen later
-        files = zone_files(zonedir)
         #: the names in the directory when it was last listed
-        self._names = {p.name for p in files}
-        by_name = {p.stem: str(p) for p in files}
+        self._names, by_name, stamps = _listing(self.zonedir)
         top_path = by_name.pop(ROOT_FILE, None)
         #: origin -> its file, for every zone but the top one
         self.paths, unnamed = _origins(by_name)
@@ -148,13 +180,19 @@ class LazyZones:
         #: counters of zones dropped, summed, so that nothing counted is lost
         self.retired: dict[str, int] = {}
         self.loads = self.drops = 0
-        #: origin -> the file's stamp when the zone was dropped: loaded again from another, it changed
-        self.dropped: dict[str, object] = {}
+        #: origin -> its file's stamp when last seen while not loaded (at the start, when dropped):
+        #: loaded from another, the zone changed
+        self.stamps: dict[str, object] = {o: stamps[p] for o, p in self.paths.items()}
+        #: what dropped zones served: origin -> its serial, and what it had learned of its children
+        self.served: dict[str, int] = {}
+        self.learned: dict[str, dict[str, Summary]] = {}
+        #: parents follow their children: a zone that changes tells its parent its new summary
+        self.follow = follow
         #: called with (resolver, loaded, changed) when a zone is loaded (True) or dropped (False);
         #: *changed*: loaded from a file that changed since the zone was dropped
         self.listeners: list[Callable[[ZoneResolver, bool, bool], None]] = []
-        self._lock = threading.Lock()
-        self._dropped_round: list[str] = []
+        self._lock = threading.RLock()  # a load may load the zone's parent (_publish)
+        self._round: list[str] = []
 
     def _top_origin(self, zonedir) -> str:
         """Without a ``root.yaml``: the origin every other file's origin lies under (the shipped tree's
@@ -196,10 +234,11 @@ class LazyZones:
         with self._lock:
             gone = [o for o in gone if o in self.paths and o not in self.loaded]
             for origin in gone:
-                self.dropped.pop(origin, None)
-                self.failed.pop(origin, None)
+                for held in (self.stamps, self.learned, self.served, self.failed):
+                    held.pop(origin, None)
             for origin, path in added.items():
                 log.info("%s: new zone file, zone %s served from now on", path, origin)
+                self.stamps[origin] = _stamp(path)  # a change from now on is an edit its parent hears of
             paths = dict(self.paths)  # a new dict, swapped in whole: get() reads it without the lock
             for origin in gone:
                 del paths[origin]
@@ -226,13 +265,18 @@ class LazyZones:
 
     def _load(self, origin: str, path: str) -> BaseResolver:
         """Load zone *origin* from *path* (under the lock), dropping the least recently asked past
-        *max_loaded*; an :class:`Unloadable` when the file cannot be served, until it changes."""
+        *max_loaded*; an :class:`Unloadable` when the file cannot be served, until it changes. A zone
+        loaded from a file that changed since it was last seen serves a new serial, and its parent
+        learns its summary (:meth:`_publish`)."""
         stamp = _stamp(path)
         failed = self.failed.get(origin)
         if failed is not None and failed[0] == stamp:
             return failed[1]
+        was = self.stamps.get(origin)
+        changed = origin in self.failed or (was is not None and was != stamp)
         try:
-            store = ZoneStore(path, limits=self.limits, signing=self.signing)
+            store = ZoneStore(path, limits=self.limits, signing=self.signing, learned=self.learned.get(origin),
+                              served=self.served.get(origin), changed=changed and self.follow)
             if store.index.origin != origin:
                 store.index.close()
                 raise ZoneFileError(f"{path}:1: holds origin {store.index.origin}, not {origin} as its name says; "
@@ -242,43 +286,88 @@ class LazyZones:
             unloadable = Unloadable(origin, path)
             self.failed[origin] = (stamp, unloadable)
             return unloadable
-        was = self.dropped.pop(origin, None)
-        changed = origin in self.failed or (was is not None and was != stamp)
-        self.failed.pop(origin, None)
+        for held in (self.stamps, self.learned, self.served, self.failed):
+            held.pop(origin, None)
         resolver = ZoneResolver(store)
         self.loaded[origin] = resolver
         self.loads += 1
         for listener in self.listeners:
             listener(resolver, True, changed)
+        if self.follow:
+            store.listeners.append(partial(self._publish, origin))  # each reload, each summary learned
         while len(self.loaded) > self.max_loaded:
             self._drop(*self.loaded.popitem(last=False))
+        if changed and self.follow:
+            self._publish(origin)
         return resolver
 
     def _drop(self, origin: str, resolver: ZoneResolver) -> None:
-        """Forget a loaded zone: its counters into :attr:`retired`, its file's stamp remembered."""
+        """Forget a loaded zone: its counters into :attr:`retired`; its file's stamp, the serial it
+        served and what it learned of its children remembered for when it is loaded again."""
         for key, value in resolver.counters().items():
             if isinstance(value, int):
                 self.retired[key] = self.retired.get(key, 0) + value
         self.drops += 1
-        self.dropped[origin] = resolver.source._stamp
+        store = resolver.source
+        self.stamps[origin] = store._stamp
+        self.served[origin] = store.serial
+        if store.learned:
+            self.learned[origin] = dict(store.learned)
         for listener in self.listeners:
             listener(resolver, False, False)
-        resolver.source.index.close()
+        store.index.close()
 
-    def dropped_changed(self) -> bool:
-        """Whether a file of a dropped zone changed: checks the next :data:`DROPPED_CHECKS` of them (a
-        round goes through all); a changed one is forgotten as dropped, so it loads afresh."""
-        if not self._dropped_round:
-            self._dropped_round = list(self.dropped)
-        batch, self._dropped_round = self._dropped_round[:DROPPED_CHECKS], self._dropped_round[DROPPED_CHECKS:]
-        changed = False
+    def _publish(self, origin: str) -> None:
+        """Zone *origin* serves something new (a reload, a summary learned of a child, a load from a
+        changed file): its parent learns its summary, as a parent served apart learns it by NOTIFY
+        and a fetch (:mod:`.summaries`), under the same rules (``pin``, ``serial``); the parent is
+        loaded for it if need be, and a change there goes on up."""
+        resolver = self.loaded.get(origin)
+        parent = self._parent(origin)
+        if resolver is None or parent is None:
+            return
+        try:
+            summary = learned_summary(publish(resolver.source.index.zone))
+            with self._lock:
+                upper = self.top if parent == self.top.index.origin else getattr(self.get(parent), "source", None)
+                if upper is not None:
+                    upper.learn({origin: summary})  # a change there calls _publish(parent)
+        except Exception:  # the parent keeps its copy; answering goes on
+            log.exception("%s: its parent %s could not learn its summary", origin, parent)
+
+    def _parent(self, origin: str) -> str | None:
+        """The zone above *origin* served here: the nearest origin above it with a file, or the top."""
+        top = self.top.index.origin
+        about = names.parent(origin)
+        while about != "." and about != top and about not in self.paths:
+            about = names.parent(about)
+        return about if about != "." else None
+
+    def files_changed(self) -> bool:
+        """Whether the file of a zone that is not loaded changed: looks at the next :data:`FILE_CHECKS`
+        of them (a round goes through all). The first look at a zone's file notes its stamp. A zone
+        whose file changed is loaded again at once when parents follow their children (its parent
+        learns its summary), and otherwise forgotten, so that it loads afresh when asked."""
+        if not self._round:
+            self._round = [o for o in self.paths if o not in self.loaded]
+        batch, self._round = self._round[:FILE_CHECKS], self._round[FILE_CHECKS:]
+        changed = []
         for origin in batch:
-            stamp = self.dropped.get(origin)
-            if stamp is not None and origin in self.paths and _stamp(self.paths[origin]) != stamp:
+            path = self.paths.get(origin)
+            if path is None or origin in self.loaded:
+                continue
+            stamp, was = _stamp(path), self.stamps.get(origin, _UNSEEN)
+            if was is _UNSEEN:
+                self.stamps[origin] = stamp
+            elif stamp != was:
+                changed.append(origin)
+        for origin in changed:
+            if self.follow:
+                self.get(origin)
+            else:
                 with self._lock:
-                    self.dropped.pop(origin, None)
-                changed = True
-        return changed
+                    self.stamps.pop(origin, None)
+        return bool(changed)
 
     def stores(self) -> list[ZoneStore]:
         """The top zone's store and those of the zones loaded now."""

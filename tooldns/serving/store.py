@@ -49,7 +49,12 @@ def _stamp(path: str):
 
 
 class ZoneStore:
-    def __init__(self, path: str | os.PathLike, limits: ZoneLimits | None = None, signing: Signing | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, limits: ZoneLimits | None = None, signing: Signing | None = None,
+                 *, learned: dict[str, Summary] | None = None, served: int | None = None,
+                 changed: bool = False) -> None:
+        """Load the zone file at *path*. A zone served before in this process and loaded again (a lazy
+        server's, :mod:`.lazy`) gets back what it had learned (*learned*) and the serial it served
+        (*served*), raised by one when its file *changed* since, as a reload raises it."""
         self.path = os.fspath(path)
         self.limits = limits
         self._stamp = _stamp(self.path)
@@ -60,9 +65,13 @@ class ZoneStore:
         self._keys_stamp = self.signing.stamp(self.file_zone.origin)
         self.signer = self.signing.signer_for(self.file_zone.origin)
         #: child name -> the summary learned from the child (:mod:`.summaries`)
-        self.learned: dict[str, Summary] = {}
+        children = {c.name for c in self.file_zone.children}
+        self.learned: dict[str, Summary] = {n: s for n, s in (learned or {}).items() if n in children}
         #: the SOA serial served: the file's, raised by one at each change served since the start
-        self.serial = self.file_zone.soa.serial
+        self.serial = self.file_zone.soa.serial if served is None else served
+        if changed:
+            self.serial = self._next_serial(self.file_zone)
+        self.serial = max(self.serial, self.file_zone.soa.serial)
         self.index = self._new_index(self._served(self.file_zone))
         self.last_error: str | None = None
         self.reloads = 0

@@ -161,7 +161,8 @@ class Tree:
             if self.listen is None or only is not None or stores is not None:
                 raise ValueError("lazy loading serves every zone of the directory on the --listen addresses: "
                                  "give --listen, and neither --only nor stores")
-            self.lazy = LazyZones(zonedir, signing=signing, max_loaded=max_loaded, listen=self.listen)
+            self.lazy = LazyZones(zonedir, signing=signing, max_loaded=max_loaded, listen=self.listen,
+                                  follow=summaries)
             stores, summaries = [self.lazy.top], False
         loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
         #: every zone of the directory (served here or not) -> its name servers: where NOTIFY goes
@@ -273,7 +274,7 @@ class Tree:
                     log.exception("watching %s", store.path)
             if self.lazy is not None:
                 try:  # `|`, not `or`: both look each round
-                    changed = self.lazy.new_files() | self.lazy.dropped_changed()
+                    changed = self.lazy.new_files() | self.lazy.files_changed()
                 except Exception:  # keep watching
                     log.exception("watching %s", self.lazy.zonedir)
                     changed = False
