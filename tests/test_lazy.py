@@ -334,3 +334,15 @@ def test_with_no_summaries_a_lazy_parent_keeps_its_files_copy(built, tmp_path):
         assert wait_until(lambda: zones.get(leaf).source.reloads == 1 and store.reloads == 1)
         assert any(t.name == "Zeppelin Airship Route Planner" for t in zones.get(leaf).source.zone.tools)
         assert zones.top.serial == 1 and not zones.top.learned and not zones.learned
+
+
+def test_a_broken_edit_of_a_zone_not_loaded_is_reported_once(built, tmp_path):
+    """The watcher reports a changed file once, not at every round, when it cannot be loaded: the
+    server's answer cache is not emptied again and again."""
+    copy, leaf = _copy_with_a_deep_leaf(built, tmp_path)
+    from tooldns.serving.lazy import LazyZones
+
+    zones = LazyZones(copy, max_loaded=2)
+    (copy / f"{leaf[:-1]}.yaml").write_text("origin: [broken\n")
+    rounds = [zones.files_changed() for _ in range(2 * (len(zones.paths) // 2000 + 1))]
+    assert rounds.count(True) == 1 and leaf in zones.failed and leaf not in zones.loaded

@@ -345,9 +345,10 @@ class LazyZones:
 
     def files_changed(self) -> bool:
         """Whether the file of a zone that is not loaded changed: looks at the next :data:`FILE_CHECKS`
-        of them (a round goes through all). The first look at a zone's file notes its stamp. A zone
-        whose file changed is loaded again at once when parents follow their children (its parent
-        learns its summary), and otherwise forgotten, so that it loads afresh when asked."""
+        of them (a round goes through all), against their stamps taken at the start or when dropped.
+        A zone whose file changed is loaded at once when parents follow their children (its parent
+        learns its summary); otherwise, or when the file cannot be loaded, its new stamp is noted,
+        so that it is reported once, and it loads afresh when asked."""
         if not self._round:
             self._round = [o for o in self.paths if o not in self.loaded]
         batch, self._round = self._round[:FILE_CHECKS], self._round[FILE_CHECKS:]
@@ -360,13 +361,13 @@ class LazyZones:
             if was is _UNSEEN:
                 self.stamps[origin] = stamp
             elif stamp != was:
-                changed.append(origin)
-        for origin in changed:
+                changed.append((origin, stamp))
+        for origin, stamp in changed:
             if self.follow:
                 self.get(origin)
-            else:
-                with self._lock:
-                    self.stamps.pop(origin, None)
+            with self._lock:
+                if origin not in self.loaded:  # not followed, or a file that cannot be loaded: seen once
+                    self.stamps[origin] = stamp
         return bool(changed)
 
     def stores(self) -> list[ZoneStore]:
