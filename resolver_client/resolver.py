@@ -61,7 +61,7 @@ class _BaseResolver:
                  cache: ReplyCache | bool = True, max_depth: int = 8, max_queries: int = 256,
                  intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT,
                  validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
-                 details: bool = False) -> None:
+                 details: bool = False, fit: bool = True) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
@@ -85,6 +85,10 @@ class _BaseResolver:
         #: them (the brief option: half the bytes, twice the tools per datagram), and a caller that shows
         #: or calls a tool reads its own TXT record for the whole text (:mod:`.describe`)
         self.details = details
+        #: without details, a leaf whose answer does not fit one datagram answers with the best tools
+        #: that fit (the fit option) instead of a truncated reply asked again over TCP; False: all of
+        #: them, over TCP (leaves asked for more than 6 tools are asked over TCP either way)
+        self.fit = fit
 
     def _embed(self, intent: str) -> tuple[bytes | None, float]:
         """The intent's vector option data and the milliseconds embedding it took."""
@@ -103,7 +107,8 @@ class _BaseResolver:
                     trust=list(trust) if trust is not None else None,
                     exclude=list(exclude) if exclude else None,
                     max_depth=self.max_depth, max_queries=self.max_queries, intent_code=self.intent_code,
-                    vector=vector, fusion=self.fusion, brief=not self.details, require_secure=self.require_secure,
+                    vector=vector, fusion=self.fusion, brief=not self.details, fit=self.fit,
+                    require_secure=self.require_secure,
                     validator=Validator(self.trust_anchor) if self.trust_anchor is not None else None)
         walk.stats.embed_ms = ms
         return walk

@@ -88,6 +88,7 @@ class Stats:
     fallbacks: int = 0  # answers flagged as produced by a fallback scorer
     embed_ms: float = 0.0  # time spent embedding the intent (once per resolution)
     intent_shortened: int = 0  # the intent's length in bytes, when it was cut to fit the option
+    trimmed: int = 0  # answers with fewer tools than asked because no more fit one datagram (the fit option)
     bogus: int = 0  # DNSSEC: RRsets, delegations or zone keys that failed validation (their data dropped)
 
 

@@ -49,10 +49,11 @@ from tooldns.protocol import IntentError, NameError_
 from tooldns.protocol.ede import EDE_OPTION_CODE, decode_ede
 from tooldns.protocol.hygiene import neutralise, printable
 from tooldns.protocol.fusion import DEFAULT_WEIGHT, fuse
-from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent, shorten_intent
+from tooldns.protocol.intent import INTENT_OPTION_CODE, MAX_INTENT_BYTES, encode_intent, shorten_intent
 from tooldns.protocol.meta import META_OPTION_CODE, Meta, decode_meta
 from tooldns.protocol.txt import decode_pairs
 from tooldns.protocol.brief import BRIEF_OPTION_CODE, encode_brief
+from tooldns.protocol.fit import FIT_OPTION_CODE, encode_fit
 from tooldns.protocol.vector import VECTOR_OPTION_CODE
 
 from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
@@ -66,6 +67,14 @@ TOOLS_PER_DATAGRAM = 4
 #: the same without descriptions (the brief option); a reply that does not fit comes back truncated
 #: and is asked again over TCP
 BRIEF_TOOLS_PER_DATAGRAM = 6
+
+
+def _datagram_intent(extra: list[dns.edns.Option]) -> int:
+    """The longest intent (UTF-8 bytes) whose query fits one datagram with options *extra*, whatever
+    the name asked: header, the longest name, type and class, the OPT record, the intent option's
+    header and its own (version, length, K)."""
+    options = sum(4 + len(o.to_wire()) for o in extra)
+    return min(MAX_INTENT_BYTES, UDP_PAYLOAD - (12 + 255 + 4) - 11 - options - 4 - 4)
 
 
 def _number(pairs: dict[str, str], key: str) -> float | None:
@@ -157,6 +166,10 @@ class Walk:
     vector: bytes | None = None
     #: ask leaves for their tools without descriptions (the brief option, :mod:`tooldns.protocol.brief`)
     brief: bool = False
+    #: with *brief*: a leaf whose answer does not fit one datagram answers with the best tools that
+    #: fit rather than a truncated reply to ask again over TCP (the fit option, :mod:`tooldns.protocol.fit`);
+    #: leaves asked for more tools than :data:`BRIEF_TOOLS_PER_DATAGRAM` are still asked over TCP
+    fit: bool = False
     #: share of BM25 when tools of hybrid zones are fused over every leaf's answer
     fusion: float = DEFAULT_WEIGHT
     #: relevance floor: only tools scoring at least ``floor`` x the best score are returned (tools
@@ -173,12 +186,16 @@ class Walk:
             raise ResolverError("K needs at least one value")
         self.leaf_k = self.leaf_k or self._ks[0]
         self.stats = Stats()
-        sent = shorten_intent(self.intent)  # a long task description is cut, not refused
-        if sent != self.intent:
-            self.stats.intent_shortened = len(self.intent.encode("utf-8", "surrogatepass"))
         extra = [dns.edns.GenericOption(VECTOR_OPTION_CODE, self.vector)] if self.vector else []
         if self.brief:
             extra.append(dns.edns.GenericOption(BRIEF_OPTION_CODE, encode_brief()))
+        self.fit = self.fit and self.brief  # with descriptions a caller wants all K: over TCP when they need it
+        if self.fit:
+            extra.append(dns.edns.GenericOption(FIT_OPTION_CODE, encode_fit()))
+        # a long task description is cut, not refused; with fit, to what one datagram carries
+        sent = shorten_intent(self.intent, _datagram_intent(extra) if self.fit else MAX_INTENT_BYTES)
+        if sent != self.intent:
+            self.stats.intent_shortened = len(self.intent.encode("utf-8", "surrogatepass"))
         try:
             self._opts = {k: opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(sent, k)), *extra],
                                         UDP_PAYLOAD, dnssec=self.validator is not None) for k in {*self._ks, self.leaf_k}}
@@ -209,7 +226,7 @@ class Walk:
 
     def _wants_tcp(self, qname: str, k: int) -> bool:
         """TCP from the start: an intent too long for a datagram, or a leaf asked for more tools than
-        fit one (about 4 with their metadata), rather than a truncated UDP reply first."""
+        fit one (about 4 with their metadata, 6 without), rather than a truncated UDP reply first."""
         if self._tcp_only and 12 + len(qname) + 1 + 4 + len(self._opts[k]) > UDP_PAYLOAD:
             return True  # the name as sent: a long intent with a short name still fits a datagram
         cur = names.parse_cursor(qname)
@@ -258,6 +275,9 @@ class Walk:
         if meta is not None and meta.fallback:
             hop.fallback = True
             self.stats.fallbacks += 1
+        if meta is not None and meta.trimmed:
+            hop.note = hop.note or "fewer tools than asked: no more fit one datagram"
+            self.stats.trimmed += 1
         if self.validator is not None:
             if q.qtype == dns.rdatatype.DNSKEY:
                 return self._with_keys(self._take_keys(q, resp))

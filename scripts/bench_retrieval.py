@@ -160,6 +160,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--leaf-k", type=int, default=6,
                    help="tools asked of each leaf (default 6: chosen on one half of ToolRet's dev queries, the "
                         "smallest within half a point of 10; without descriptions, 6 fit one UDP datagram)")
+    p.add_argument("--no-fit", action="store_true",
+                   help="ask leaves for all --leaf-k tools, over TCP when they do not fit a datagram, instead of "
+                        "the best that fit (the resolver's default, the fit option)")
     p.add_argument("--json", help="write the figures here (also .md report and .png plot beside it)")
     p.add_argument("--port", type=int, default=6355, help="port of every zone server (0: any free one)")
     p.add_argument("--subnet", default="127.0")
@@ -327,7 +330,8 @@ def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: boo
     return {"metrics": score(ranked, correct), "failed": False, "reached": reached, "drop": drop, "ms": ms,
             "queries": res.stats.queries, "bytes": res.stats.bytes_sent + res.stats.bytes_received,
             "packets": res.stats.packets, "nodes": res.stats.nodes_visited, "embed_ms": res.stats.embed_ms,
-            "shortened": 1 if res.stats.intent_shortened else 0,
+            "shortened": 1 if res.stats.intent_shortened else 0, "trimmed": res.stats.trimmed,
+            "tcp": sum(1 for h in res.trace if h.transport == "tcp"),
             "docs": sum(tree.sizes.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR")}
 
 
@@ -348,6 +352,7 @@ def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: i
         "p99_ms": percentile([p["ms"] for p in ok], 99),
         "queries_per_resolution": mean("queries"), "bytes_per_resolution": mean("bytes"),
         "packets_per_resolution": mean("packets"), "nodes_per_resolution": mean("nodes"),
+        "tcp_per_resolution": mean("tcp"), "trimmed_per_resolution": mean("trimmed"),
         "route_recall": sum(p["reached"] for p in per) / len(per) if per else 0.0,
         "drop_depth": dict(sorted(drops.items())),
         "embed_ms_p50": statistics.median(p["embed_ms"] for p in ok) if ok else 0.0,
@@ -367,7 +372,9 @@ def measure_k(resolver: Resolver, endpoints: list[tuple[str, int]], queries, k, 
     for key in LLM_COUNTERS:
         s[f"llm_{key}_per_resolution"] = (after.get(f"scorer_{key}", 0) - before.get(f"scorer_{key}", 0)) / n
     print(f"K={k_text(k)}: hr@10 {s['hr@10']:.3f} recall@10 {s['recall@10']:.3f} docs {s['docs_scored_fraction']:.3f} "
-          f"route recall {s['route_recall']:.3f} p50 {s['p50_ms']:.1f} ms", file=sys.stderr)
+          f"route recall {s['route_recall']:.3f} p50 {s['p50_ms']:.1f} ms; {s['queries_per_resolution']:.1f} queries, "
+          f"{s['tcp_per_resolution']:.2f} over TCP, {s['trimmed_per_resolution']:.2f} answers trimmed to fit",
+          file=sys.stderr)
     return s
 
 
@@ -394,7 +401,8 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         # An LLM-scored zone may spend its whole budget before it answers.
         timeout = args.timeout if args.scorer != "llm" else max(args.timeout, args.llm_budget_ms / 1000 * 3)
         vectors = embedder if args.scorer == "hybrid" else None
-        with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion) as resolver:
+        with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion,
+                      fit=not args.no_fit) as resolver:
             resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up (or model load)
             sweep = {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split, args.leaf_k)
                      for k in ks}
@@ -474,7 +482,7 @@ def result_json(run: Run) -> dict:
     copied = ("docs_scored_fraction", "docs_scored_per_query", "p50_ms", "p99_ms", "queries_per_resolution",
               "bytes_per_resolution", "packets_per_resolution", "nodes_per_resolution", "llm_calls_per_resolution",
               "llm_prompt_tokens_per_resolution", "llm_fallbacks_per_resolution", "route_recall", "drop_depth",
-              "embed_ms_p50", "intents_shortened")
+              "embed_ms_p50", "intents_shortened", "tcp_per_resolution", "trimmed_per_resolution")
     return {
         **{k: head[k] for k in HEADLINE_METRICS + copied},
         "scorer": args.scorer, "embed": args.embed, "fusion": args.fusion, "half": args.half,
@@ -526,7 +534,9 @@ def markdown_headline(run: Run) -> list[str]:
         f"| zones visited per resolution | {head['nodes_per_resolution']:.1f} |" + pad,
         f"| resolution latency p50 / p99 | {head['p50_ms']:.1f} ms / {head['p99_ms']:.1f} ms |" + pad,
         f"| intent embedding p50 (within the latency) | {head['embed_ms_p50']:.1f} ms |" + pad,
-        f"| intents shortened to fit the option | {head['intents_shortened']} |" + pad,
+        f"| intents shortened to fit the option (or one datagram) | {head['intents_shortened']} |" + pad,
+        f"| TCP queries / answers trimmed to fit a datagram, per resolution | {head['tcp_per_resolution']:.2f} / "
+        f"{head['trimmed_per_resolution']:.2f} |" + pad,
     ]
     if args.scorer == "llm":
         lines.append(f"| LLM calls / prompt tokens / fallbacks per resolution | "

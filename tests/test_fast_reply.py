@@ -34,12 +34,13 @@ from tooldns.building.build import build
 from tooldns.building.trees import AutoTreeBuilder
 from tooldns.embedding.registry import make_embedder
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
-from tooldns.protocol.meta import META_OPTION_CODE
+from tooldns.protocol.meta import META_OPTION_CODE, decode_meta
 from tooldns.protocol.brief import BRIEF_OPTION_CODE
+from tooldns.protocol.fit import FIT_OPTION_CODE
 from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector
 from tooldns.serving.index import ZoneIndex
 from tooldns.serving.resolver import StaticSource, ZoneResolver
-from tooldns.serving.server import DNSServer
+from tooldns.serving.server import DNSServer, _Handler
 from tooldns.serving.tree import load_tree
 from tooldns.serving.wire import pack_reply, parse_request
 from tooldns.zone.zonefile import load_zone
@@ -112,8 +113,10 @@ def _indexes(zonedir: Path) -> list[ZoneIndex]:
 
 
 def _query(name: str, rdtype: str, intent: str | None, k: int, payload: int, rd: bool,
-           vector: bytes | None = None, brief: bool = False) -> bytes:
+           vector: bytes | None = None, brief: bool = False, fit: bool = False) -> bytes:
     options = [dns.edns.GenericOption(BRIEF_OPTION_CODE, b"")] if brief else []
+    if fit:
+        options.append(dns.edns.GenericOption(FIT_OPTION_CODE, b""))
     if intent is not None:
         options.append(dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent(intent, k)))
     if vector is not None:
@@ -153,13 +156,15 @@ def _queries(ix: ZoneIndex, n: int, seed: int, vectors: bool) -> list[tuple[byte
         if vectors and intent is not None and rng.random() < 0.6:
             vector = encode_vector(HASH.model, HASH.embed_one(intent))
         out.append((_query(name, rng.choice(QTYPES), intent, rng.choice(KS), rng.choice(PAYLOADS),
-                           rng.random() < 0.3, vector, brief=rng.random() < 0.4), rng.random() < 0.7))
+                           rng.random() < 0.3, vector, brief=rng.random() < 0.4, fit=rng.random() < 0.4),
+                    rng.random() < 0.7))
     return out
 
 
 def _reference(resolver: ZoneResolver, data: bytes, udp: bool) -> bytes:
     request = parse_request(data)
-    return pack_reply(resolver.resolve(request.record, None), request.udp_size if udp else 65535)
+    handler = _Handler("udp" if udp else "tcp", ("127.0.0.1", 53))  # the fit option trims over UDP only
+    return pack_reply(resolver.resolve(request.record, handler), request.udp_size if udp else 65535)
 
 
 def _dnspython(wire: bytes) -> tuple:
@@ -205,10 +210,16 @@ def _check_zone(ix: ZoneIndex, n: int, seed: int, vectors: bool = False) -> list
     return answered
 
 
+def _trimmed(wire: bytes) -> bool:
+    return any(int(o.otype) == META_OPTION_CODE and decode_meta(o.to_wire()).trimmed
+               for o in dns.message.from_wire(wire).options)
+
+
 def test_shipped_tree_fast_replies_are_the_reference_bytes():
     answered = [r for seed, ix in enumerate(_indexes(ZONES)) for r in _check_zone(ix, 160, seed)]
     assert len(answered) > 1000
     assert any(b"kind=self" in r for r in answered) and any(r[2] & 0x02 for r in answered)  # TC
+    assert any(_trimmed(r) for r in answered)  # the fit option: the best tools that fit, on both paths
 
 
 def test_built_trees_fast_replies_are_the_reference_bytes(built):

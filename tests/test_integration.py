@@ -212,14 +212,18 @@ def test_rejected_intent_raises(demo_tree):
         walk.result()
 
 
-def test_long_intent_goes_over_tcp(demo_tree):
-    """An intent too long for one UDP datagram (agents pass whole dialogues) is sent over TCP."""
+def test_long_intent_is_shortened_to_one_datagram_or_sent_whole_over_tcp(demo_tree):
+    """An intent too long for one UDP datagram (agents pass whole dialogues): the resolver cuts it to
+    what one carries (its start, at a word boundary) and asks over UDP; told not to (``fit=False``),
+    it sends it whole over TCP."""
     intent = "I need the historical weather records of Hong Kong for my report. " * 40  # ~2.7 kB
-    with resolver_for(demo_tree, cache=False) as r:
-        res = r.resolve(intent, k=2)
-    assert res.tools and res.tools[0].zone in ("hko.weather.tools.", "history.weather.tools.")
-    assert res.trace and all(h.transport == "tcp" for h in res.trace)
-    assert res.stats.intent_shortened == 0
+    with resolver_for(demo_tree, cache=False) as r, resolver_for(demo_tree, cache=False, fit=False) as whole:
+        short, full = r.resolve(intent, k=2), whole.resolve(intent, k=2)
+    for res in (short, full):
+        assert res.tools and res.tools[0].zone in ("hko.weather.tools.", "history.weather.tools.")
+    assert short.trace and all(h.transport == "udp" for h in short.trace)
+    assert short.stats.intent_shortened == len(intent.encode()) and short.intent == intent
+    assert full.trace and all(h.transport == "tcp" for h in full.trace) and full.stats.intent_shortened == 0
 
 
 def test_intent_longer_than_the_option_allows_is_shortened_not_refused(demo_tree):

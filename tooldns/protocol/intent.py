@@ -52,6 +52,9 @@ class Intent:
     #: set by a server from the query's brief option (:mod:`.brief`), not part of this option: the
     #: ranked tool answers leave the descriptions out
     brief: bool = False
+    #: set by a server from the query's fit option (:mod:`.fit`): a ranked tool answer too large for
+    #: the client's UDP payload keeps the best tools that fit instead of being truncated
+    fit: bool = False
 
 
 def _check_text(text: str) -> bytes:

@@ -7,7 +7,9 @@ Replies to an intent query carry this response-only option::
 flags: bit 0 FALLBACK (the zone's configured scorer failed and BM25 answered), bit 1 PRUNED
 (fewer than K results were returned because the rest scored far below the best), bit 2
 VECTOR_IGNORED (the query's vector, :mod:`tooldns.protocol.vector`, was of a model this zone does
-not know, or the zone scores no vectors: the zone ranked without it).
+not know, or the zone scores no vectors: the zone ranked without it), bit 3 TRIMMED (fewer than K
+tools were returned because no more fit the client's UDP payload; the query asked for that with
+the fit option, :mod:`tooldns.protocol.fit`).
 cache_ttl is how long a cache keyed on (name, type, intent, K) may keep the answer; the records
 themselves go out with TTL 0 so that no cache unaware of the intent keeps them.
 
@@ -31,6 +33,8 @@ FLAG_PRUNED = 0x02
 #: The query's vector was of a model this zone does not know, or the zone scores no vectors:
 #: the zone ranked without it.
 FLAG_VECTOR_IGNORED = 0x04
+#: Fewer than K tools came back because no more fit the client's UDP payload (the fit option).
+FLAG_TRIMMED = 0x08
 
 _META = struct.Struct("!BBI")
 
@@ -55,6 +59,10 @@ class Meta:
     @property
     def vector_ignored(self) -> bool:
         return bool(self.flags & FLAG_VECTOR_IGNORED)
+
+    @property
+    def trimmed(self) -> bool:
+        return bool(self.flags & FLAG_TRIMMED)
 
 
 def encode_meta(flags: int = 0, cache_ttl: int = 0, scorer: str = "") -> bytes:

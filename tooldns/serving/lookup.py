@@ -30,7 +30,7 @@ same :class:`Ranked` from bytes encoded once per zone, so both paths answer from
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from dnslib import CNAME, QTYPE, RR, SRV, TXT, DNSLabel
@@ -39,7 +39,7 @@ from ..protocol import names
 from ..exceptions import NameError_
 from .index import SELF, ZoneIndex
 from ..protocol.intent import Intent
-from ..protocol.meta import FLAG_FALLBACK, FLAG_PRUNED, FLAG_VECTOR_IGNORED
+from ..protocol.meta import FLAG_FALLBACK, FLAG_PRUNED, FLAG_TRIMMED, FLAG_VECTOR_IGNORED
 from ..protocol.vector import Vector
 from ..protocol.txt import FORMAT
 from ..scoring.scorer import Ranking
@@ -81,6 +81,29 @@ class Ranked:
     meta: tuple[int, int, str] | None
     #: tools' ranking TXT records without their descriptions (the query's brief option)
     brief: bool = False
+
+    def trimmed(self, n: int) -> "Ranked":
+        """The same answer keeping its best *n* tools, its meta saying so (the fit option)."""
+        flags, ttl, scorer = self.meta
+        return replace(self, chosen=self.chosen[:n], meta=(flags | FLAG_TRIMMED, ttl, scorer))
+
+
+def fits_trimmed(result: Result) -> int:
+    """How many tools *result* holds when it is a ranked answer of tools that the fit option may
+    trim (SRV records, one ranking TXT record each, a meta option), else 0."""
+    if result.kind is not Kind.ANSWER or result.meta is None:
+        return 0
+    tools = sum(1 for rr in result.answer if rr.rtype == QTYPE.SRV)
+    return tools if tools == len(result.additional) else 0
+
+
+def trimmed(result: Result, n: int) -> Result:
+    """*result*, a ranked answer of tools (:func:`fits_trimmed`), keeping its best *n*: the same
+    records as :meth:`Ranked.trimmed` packs."""
+    lead = len(result.answer) - len(result.additional)  # the CNAME from a cursor name, if any
+    flags, ttl, scorer = result.meta
+    return replace(result, answer=result.answer[:lead + n], additional=result.additional[:n],
+                   meta=(flags | FLAG_TRIMMED, ttl, scorer))
 
 
 _TXT_HEAD = [b"tooldns=" + FORMAT.encode()]

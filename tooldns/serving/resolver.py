@@ -29,13 +29,14 @@ from dnslib.server import BaseResolver
 
 from ..exceptions import IntentError
 from .index import ZoneIndex
-from ..protocol.intent import INTENT_OPTION_CODE, decode_intent
+from ..protocol.intent import INTENT_OPTION_CODE, Intent, decode_intent
 from ..protocol.brief import BRIEF_OPTION_CODE, decode_brief
+from ..protocol.fit import FIT_OPTION_CODE, decode_fit
 from ..protocol.vector import VECTOR_OPTION_CODE, decode_vector
 from .fastreply import PackedZone
-from .lookup import Kind, Result, lookup, ranked
+from .lookup import Kind, Ranked, Result, fits_trimmed, lookup, ranked, trimmed
 from .reply import BADVERS, error_reply, reply_for, request_opt
-from .wire import read_plain_query
+from .wire import CLASSIC_UDP_SIZE, SERVER_UDP_SIZE, pack_reply, read_plain_query
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,43 @@ def _decoded(datas: list[bytes], code: int, decode, what: str):
         raise IntentError(f"bad {what} option: {exc}") from exc
 
 
+def _with_flags(intent: Intent, option_data) -> Intent:
+    """*intent* with what the query's brief and fit options ask (*option_data*: code -> the data of
+    each option of that code); IntentError for a malformed one."""
+    brief = _decoded(option_data(BRIEF_OPTION_CODE), BRIEF_OPTION_CODE, decode_brief, "brief")
+    fit = _decoded(option_data(FIT_OPTION_CODE), FIT_OPTION_CODE, decode_fit, "fit")
+    return replace(intent, brief=bool(brief), fit=bool(fit)) if brief or fit else intent
+
+
+def _fit_packed(packed: PackedZone, data: bytes, query, route, result: Ranked) -> bytes | None:
+    """The reply with the most of *result*'s best tools that fits the client's UDP payload (the fit
+    option), or None when not even the best one does."""
+    for n in range(len(result.chosen) - 1, 0, -1):
+        wire = packed.pack(data, query, route, result.trimmed(n), query.udp_size)
+        if wire is None or not wire[2] & 0x02:
+            return wire
+    return None
+
+
+def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> DNSRecord:
+    """The full path's reply: *build(result)*, or, when the query's fit option asks it and the reply
+    would not fit the client's UDP payload, *build* of the most of its best tools that fits (as
+    :func:`_fit_packed` on the fast path: the same bytes, so the same count)."""
+    reply = build(result)
+    tools = fits_trimmed(result) if intent is not None and intent.fit and getattr(handler, "protocol", "") == "udp" else 0
+    if tools < 2:
+        return reply
+    opt = request_opt(request)
+    size = CLASSIC_UDP_SIZE if opt is None else min(max(opt.rclass, CLASSIC_UDP_SIZE), SERVER_UDP_SIZE)
+    if len(pack_reply(reply, None)) <= size:
+        return reply
+    for n in range(tools - 1, 0, -1):
+        smaller = build(trimmed(result, n))
+        if len(pack_reply(smaller, None)) <= size:
+            return smaller
+    return reply
+
+
 class ZoneResolver(BaseResolver):
     """Answers queries for one zone. Counters: ``stats`` (queries, by rcode, errors)."""
 
@@ -116,11 +154,12 @@ class ZoneResolver(BaseResolver):
                 return None
             intent = _decoded(query.option_data(self.intent_code), self.intent_code, decode_intent, "intent")
             vector = _decoded(query.option_data(VECTOR_OPTION_CODE), VECTOR_OPTION_CODE, decode_vector, "vector")
-            if intent is not None and _decoded(query.option_data(BRIEF_OPTION_CODE), BRIEF_OPTION_CODE, decode_brief,
-                                               "brief"):
-                intent = replace(intent, brief=True)
+            if intent is not None and (BRIEF_OPTION_CODE in query.options or FIT_OPTION_CODE in query.options):
+                intent = _with_flags(intent, query.option_data)
             result = ranked(index, route.cursor, query.qtype, intent, vector)
             wire = packed.pack(data, query, route, result, query.udp_size if udp else 65535) if result else None
+            if wire is not None and wire[2] & 0x02 and udp and intent.fit and result.kind is Kind.ANSWER:
+                wire = _fit_packed(packed, data, query, route, result) or wire
         except IntentError:
             return None  # a FORMERR, with the text resolve() gives it
         except Exception:
@@ -198,8 +237,8 @@ class ZoneResolver(BaseResolver):
         try:
             intent = _option(opt, self.intent_code, decode_intent, "intent")
             vector = _option(opt, VECTOR_OPTION_CODE, decode_vector, "vector")
-            if intent is not None and _option(opt, BRIEF_OPTION_CODE, decode_brief, "brief"):
-                intent = replace(intent, brief=True)  # ranked tool answers without descriptions
+            if intent is not None:  # ranked tool answers without descriptions; trimmed to fit
+                intent = _with_flags(intent, lambda code: [o.data for o in opt.rdata if o.code == code])
         except IntentError as exc:
             return self._formerr(request, str(exc))
         q = request.q
@@ -217,8 +256,11 @@ class ZoneResolver(BaseResolver):
             qname = "."
         index = self.source.index
         if index.signer is not None:  # a signed zone (tooldns.dnssec): DNSKEY, DS, and RRSIGs for DO queries
-            from .signing import signed_lookup
+            from .signing import secure, signed_lookup
 
             do = opt is not None and bool(opt.ttl & 0x8000)
-            return reply_for(request, signed_lookup(index, qname, q.qtype, intent, vector, do), dnssec=do)
-        return reply_for(request, lookup(index, qname, q.qtype, intent, vector))
+            result = signed_lookup(index, qname, q.qtype, intent, vector, False)  # secured below, once trimmed
+            return _fitted(request, handler, intent, result, lambda r: reply_for(
+                request, secure(index, index.signer, qname, q.qtype, r) if do else r, dnssec=do))
+        return _fitted(request, handler, intent, lookup(index, qname, q.qtype, intent, vector),
+                       lambda r: reply_for(request, r))
