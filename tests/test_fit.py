@@ -60,6 +60,13 @@ def _names(msg: dns.message.Message) -> list[str]:
     return [p["name"] for p in sorted(pairs, key=lambda p: int(p["rank"]))]
 
 
+def _counter(tree, name: str) -> int:
+    query = dns.message.make_query("stats.tooldns.", "TXT", "CH")
+    reply = dns.query.udp(query, tree.tree.addresses[LEAF][0], port=tree.tree.port, timeout=REPLY_TIMEOUT)
+    pairs = dict(s.decode().split("=", 1) for rrset in reply.answer for rd in rrset for s in rd.strings)
+    return int(pairs[name])
+
+
 def test_a_leaf_answers_the_best_tools_that_fit_instead_of_truncating(demo_tree):
     whole = _ask(demo_tree, fit=None, tcp=True)
     assert len(whole.to_wire()) > 1232 and not _meta(whole).trimmed
@@ -72,6 +79,7 @@ def test_a_leaf_answers_the_best_tools_that_fit_instead_of_truncating(demo_tree)
         names = _names(fitted)
         assert 0 < len(names) < len(_names(whole)) and names == _names(whole)[:len(names)]  # the best, in order
         assert len(fitted.answer[0]) == len(names)  # one SRV record per tool kept
+    assert _counter(demo_tree, "trimmed") == 3  # what the zone's counters say (dig CH TXT stats.tooldns.)
     assert len(_names(_ask(demo_tree, fit=b"", brief=True))) > len(_names(_ask(demo_tree, fit=b"")))
     over_tcp = _ask(demo_tree, fit=b"", tcp=True)  # TCP holds them all: nothing trimmed
     assert _names(over_tcp) == _names(whole) and not _meta(over_tcp).trimmed

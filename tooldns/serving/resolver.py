@@ -97,23 +97,23 @@ def _fit_packed(packed: PackedZone, data: bytes, query, route, result: Ranked) -
     return None
 
 
-def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> DNSRecord:
-    """The full path's reply: *build(result)*, or, when the query's fit option asks it and the reply
-    would not fit the client's UDP payload, *build* of the most of its best tools that fits (as
-    :func:`_fit_packed` on the fast path: the same bytes, so the same count)."""
+def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> tuple[DNSRecord, bool]:
+    """The full path's reply, *build(result)*, and whether it was trimmed: when the query's fit option
+    asks it and that reply would not fit the client's UDP payload, *build* of the most of its best
+    tools that fits (as :func:`_fit_packed` on the fast path: the same bytes, so the same count)."""
     reply = build(result)
     tools = fits_trimmed(result) if intent is not None and intent.fit and getattr(handler, "protocol", "") == "udp" else 0
     if tools < 2:
-        return reply
+        return reply, False
     opt = request_opt(request)
     size = CLASSIC_UDP_SIZE if opt is None else min(max(opt.rclass, CLASSIC_UDP_SIZE), SERVER_UDP_SIZE)
     if len(pack_reply(reply, None)) <= size:
-        return reply
+        return reply, False
     for n in range(tools - 1, 0, -1):
         smaller = build(trimmed(result, n))
         if len(pack_reply(smaller, None)) <= size:
-            return smaller
-    return reply
+            return smaller, True
+    return reply, False
 
 
 class ZoneResolver(BaseResolver):
@@ -122,7 +122,8 @@ class ZoneResolver(BaseResolver):
     def __init__(self, source: IndexSource, intent_code: int = INTENT_OPTION_CODE) -> None:
         self.source = source
         self.intent_code = intent_code
-        self.stats = {"queries": 0, "servfail": 0, "formerr": 0}
+        #: *trimmed*: answers that kept the best tools fitting the client's datagram (the fit option)
+        self.stats = {"queries": 0, "servfail": 0, "formerr": 0, "trimmed": 0}
         self._packed: tuple[weakref.ref, PackedZone | None] | None = None  # the fast path's, per index
         #: what hears a NOTIFY for one of this zone's children: (zone, child, client address) -> rcode
         #: (:meth:`tooldns.serving.summaries.SummaryKeeper.notified`); None: NOTIFY is not implemented
@@ -159,7 +160,10 @@ class ZoneResolver(BaseResolver):
             result = ranked(index, route.cursor, query.qtype, intent, vector)
             wire = packed.pack(data, query, route, result, query.udp_size if udp else 65535) if result else None
             if wire is not None and wire[2] & 0x02 and udp and intent.fit and result.kind is Kind.ANSWER:
-                wire = _fit_packed(packed, data, query, route, result) or wire
+                fitted = _fit_packed(packed, data, query, route, result)
+                if fitted is not None:
+                    wire = fitted
+                    self.stats["trimmed"] += 1
         except IntentError:
             return None  # a FORMERR, with the text resolve() gives it
         except Exception:
@@ -219,6 +223,12 @@ class ZoneResolver(BaseResolver):
         reply.header.aa = 1
         return reply
 
+    def _fitted(self, request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> DNSRecord:
+        """*build(result)*, or its form trimmed to fit the client's datagram (:func:`_fitted`), counted."""
+        reply, trimmed_ = _fitted(request, handler, intent, result, build)
+        self.stats["trimmed"] += trimmed_
+        return reply
+
     def _formerr(self, request: DNSRecord, why: str) -> DNSRecord:
         self.stats["formerr"] += 1
         return error_reply(request, RCODE.FORMERR, why)
@@ -260,7 +270,7 @@ class ZoneResolver(BaseResolver):
 
             do = opt is not None and bool(opt.ttl & 0x8000)
             result = signed_lookup(index, qname, q.qtype, intent, vector, False)  # secured below, once trimmed
-            return _fitted(request, handler, intent, result, lambda r: reply_for(
+            return self._fitted(request, handler, intent, result, lambda r: reply_for(
                 request, secure(index, index.signer, qname, q.qtype, r) if do else r, dnssec=do))
-        return _fitted(request, handler, intent, lookup(index, qname, q.qtype, intent, vector),
-                       lambda r: reply_for(request, r))
+        return self._fitted(request, handler, intent, lookup(index, qname, q.qtype, intent, vector),
+                            lambda r: reply_for(request, r))
