@@ -283,18 +283,20 @@ def _copy_with_a_deep_leaf(built, tmp_path):
     return copy, leaf
 
 
-def _add_airship(copy, origin: str) -> None:
-    """An organisation's edit of its leaf: a tool added, the serial left as it was."""
+def _add_airship(copy, origin: str, serial: int | None = None) -> None:
+    """An organisation's edit of its leaf: a tool added, the serial raised to *serial* or left as it was."""
     path = copy / f"{origin[:-1]}.yaml"
-    path.write_text(path.read_text().replace("tools:\n", "tools:\n" + AIRSHIP, 1))
+    text = path.read_text().replace("tools:\n", "tools:\n" + AIRSHIP, 1)
+    path.write_text(text if serial is None else text.replace("  serial: 1\n", f"  serial: {serial}\n", 1))
 
 
 @pytest.mark.parametrize("loaded", [True, False], ids=["leaf loaded", "leaf never loaded"])
 def test_a_leaf_edit_reaches_the_top_of_a_lazy_tree(built, tmp_path, loaded):
     """Parents of a lazy tree follow their children: a tool added to a leaf is findable from the top
-    with K = 1, whether the leaf was loaded when edited (it reloads) or not (the watcher sees its file
-    change); every zone above it serves a new serial, and what they learned outlives their being
-    dropped (at most two zones loaded)."""
+    with K = 1, whether the leaf was loaded when edited (it reloads and serves a new serial, the
+    file's left as it was) or not (the watcher sees its file change, whose serial the editor raised:
+    the server has no serial of its own for a zone it never served); every zone above it serves a
+    new serial, and what they learned outlives their being dropped (at most two zones loaded)."""
     from conftest import wait_until
 
     copy, leaf = _copy_with_a_deep_leaf(built, tmp_path)
@@ -306,9 +308,8 @@ def test_a_leaf_edit_reaches_the_top_of_a_lazy_tree(built, tmp_path, loaded):
         if loaded:
             zones.get(leaf)
         else:
-            assert leaf not in zones.loaded
-            assert wait_until(lambda: leaf in zones.stamps)  # the watcher's first look at its file
-        _add_airship(copy, leaf)
+            assert leaf not in zones.loaded and leaf in zones.stamps  # its file's stamp taken at the start
+        _add_airship(copy, leaf, serial=None if loaded else 2)
         assert wait_until(lambda: _found_airship(root)), "the new tool never became findable from the top"
         assert zones.top.serial > 1
         for intent in INTENTS:  # other zones loaded, the edited branch dropped

@@ -22,9 +22,11 @@ What laziness gives up, and where to get it back:
 
 Parents follow their children as parents served apart do (:mod:`.summaries`), without NOTIFY or
 polling: every zone of the tree is in this process. A zone that changes (its file reloaded, a
-summary learned of a child, a file changed while the zone was not loaded) serves a new serial and
-its parent learns its published summary, loaded for it if need be, under the same rules (``pin``,
-``serial``); what a zone learned and the serial it served outlive its being dropped. Zone files
+summary learned of a child, a file changed while the zone was not loaded) tells its parent, loaded
+for it if need be, its published summary, used under the same rules (``pin``, ``serial``); what a
+zone learned and the serial it served outlive its being dropped (raised by one if its file changed
+meanwhile). A zone never served has no serial of its own: changed, it serves its file's, so an
+edit reaches its parent when it raised the serial (as ``tooldns build --update`` does). Zone files
 added while serving (leaves split by ``tooldns build --update --split-leaves``) are served from the
 watcher's next look at the directory (:meth:`LazyZones.new_files`: a stat of the directory each
 round, a listing when it changed).
@@ -276,7 +278,7 @@ class LazyZones:
         changed = origin in self.failed or (was is not None and was != stamp)
         try:
             store = ZoneStore(path, limits=self.limits, signing=self.signing, learned=self.learned.get(origin),
-                              served=self.served.get(origin), changed=changed and self.follow)
+                              served=self.served.get(origin), changed=changed)
             if store.index.origin != origin:
                 store.index.close()
                 raise ZoneFileError(f"{path}:1: holds origin {store.index.origin}, not {origin} as its name says; "

@@ -54,7 +54,8 @@ class ZoneStore:
                  changed: bool = False) -> None:
         """Load the zone file at *path*. A zone served before in this process and loaded again (a lazy
         server's, :mod:`.lazy`) gets back what it had learned (*learned*) and the serial it served
-        (*served*), raised by one when its file *changed* since, as a reload raises it."""
+        (*served*), raised by one when its file *changed* since, as a reload raises it (at least the
+        file's serial either way)."""
         self.path = os.fspath(path)
         self.limits = limits
         self._stamp = _stamp(self.path)
@@ -68,10 +69,9 @@ class ZoneStore:
         children = {c.name for c in self.file_zone.children}
         self.learned: dict[str, Summary] = {n: s for n, s in (learned or {}).items() if n in children}
         #: the SOA serial served: the file's, raised by one at each change served since the start
-        self.serial = self.file_zone.soa.serial if served is None else served
-        if changed:
-            self.serial = self._next_serial(self.file_zone)
-        self.serial = max(self.serial, self.file_zone.soa.serial)
+        self.serial = self.file_zone.soa.serial
+        if served is not None:  # served before (a lazy server's zone loaded again): its serials go on
+            self.serial = max(self.serial, (served + 1) % 2**32 if changed else served)
         self.index = self._new_index(self._served(self.file_zone))
         self.last_error: str | None = None
         self.reloads = 0
