@@ -268,8 +268,8 @@ class LazyZones:
     def _load(self, origin: str, path: str) -> BaseResolver:
         """Load zone *origin* from *path* (under the lock), dropping the least recently asked past
         *max_loaded*; an :class:`Unloadable` when the file cannot be served, until it changes. A zone
-        loaded from a file that changed since it was last seen serves a new serial, and its parent
-        learns its summary (:meth:`_publish`)."""
+        loaded from a file that changed since it was last seen tells its parent its summary
+        (:meth:`_publish`), under a serial raised by one if it served one before."""
         stamp = _stamp(path)
         failed = self.failed.get(origin)
         if failed is not None and failed[0] == stamp:
