@@ -392,9 +392,13 @@ class Walk:
             return []
         hop.tools = self._take_tools(q, resp, status)
         cur = names.parse_cursor(q.qname)
-        if (cur is not None and not cur.expanded and self.leaf_k > q.k and len(hop.tools) >= q.k
-                and not (meta is not None and meta.pruned)):
-            # a leaf we did not know was one: ask it again for leaf_k tools
+        if cur is None or cur.expanded:
+            return []
+        # a leaf we did not know was one: ask it again for leaf_k tools, when it has more to give than
+        # it gave (more than asked at first, or what did not fit a datagram: the expanded name's ask
+        # of more than a datagram holds goes over TCP)
+        trimmed = meta is not None and meta.trimmed and self.leaf_k > BRIEF_TOOLS_PER_DATAGRAM
+        if trimmed or (self.leaf_k > q.k and len(hop.tools) >= q.k and not (meta is not None and meta.pruned)):
             hop.note = f"leaf: asking again for {self.leaf_k} tools"
             return [self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, self.leaf_k)]
         return []

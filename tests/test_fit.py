@@ -102,12 +102,17 @@ def test_the_resolver_takes_the_tools_that_fit_instead_of_asking_again_over_tcp(
                 Resolver(root=tree.root(), cache=False, timeout=REPLY_TIMEOUT, fit=False) as whole:
             lean, full = fit.resolve(INTENT, k=3, leaf_k=6), whole.resolve(INTENT, k=3, leaf_k=6)
             many = fit.resolve(INTENT, k=3, leaf_k=10)  # more than a datagram holds: TCP at once, all of them
+            # K = 10 reaches the leaf by its cursor name (the shipped tree marks no leaf): trimmed to fit,
+            # then asked again by its expanded name over TCP, as a truncated reply was
+            ten, ten_whole = fit.resolve(INTENT, k=10), whole.resolve(INTENT, k=10)
     finally:
         tree.stop()
     assert any(h.zone == LEAF for h in lean.trace) and lean.stats.trimmed >= 1
     assert all(h.transport == "udp" for h in lean.trace) and lean.stats.tcp_retries == 0
     assert full.stats.tcp_retries >= 1 and full.stats.trimmed == 0
     assert any(h.transport == "tcp" for h in many.trace) and many.stats.trimmed == 0
+    assert ten.stats.trimmed >= 1 and any(h.transport == "tcp" for h in ten.trace)
+    assert {t.name for t in ten.tools if t.zone == LEAF} == {t.name for t in ten_whole.tools if t.zone == LEAF}
     from_leaf = [t.name for t in lean.tools if t.zone == LEAF]
     assert from_leaf and from_leaf == [t.name for t in full.tools if t.zone == LEAF][:len(from_leaf)]
 

@@ -248,6 +248,8 @@ def test_files_added_and_taken_away_are_seen_when_the_directory_changes(built, t
     (copy / f"{new_origin[:-1]}.yaml").rename(copy / "renamed.txt")
     zones._dir_stamp = None
     assert zones.new_files() is False and leaf in zones.paths and new_origin in zones.paths  # both loaded
+    zones._drop(leaf, zones.loaded.pop(leaf))
+    assert leaf not in zones.paths and leaf not in zones.stamps  # its file gone: forgotten once dropped
     zones._drop(new_origin, zones.loaded.pop(new_origin))
     (copy / "renamed.txt").rename(copy / f"{new_origin[:-1]}.yaml")
     zones._dir_stamp = None
@@ -347,3 +349,25 @@ def test_a_broken_edit_of_a_zone_not_loaded_is_reported_once(built, tmp_path):
     (copy / f"{leaf[:-1]}.yaml").write_text("origin: [broken\n")
     rounds = [zones.files_changed() for _ in range(2 * (len(zones.paths) // 2000 + 1))]
     assert rounds.count(True) == 1 and leaf in zones.failed and leaf not in zones.loaded
+
+
+def test_changed_files_are_followed_a_few_loads_a_round(built, tmp_path, monkeypatch):
+    """An update that rewrites many zones not loaded is followed over several rounds, FOLLOW_LOADS
+    zones loaded in each, so that no round holds up the answers for long."""
+    from tooldns.serving import lazy
+    from tooldns.serving.lazy import LazyZones
+
+    copy, _ = _copy_with_a_deep_leaf(built, tmp_path)
+    monkeypatch.setattr(lazy, "FOLLOW_LOADS", 2)
+    zones = LazyZones(copy, max_loaded=50)
+    leaves = [o for o, p in zones.paths.items() if not load_zone(p).children][:5]
+    for origin in leaves:
+        _add_airship(copy, origin, serial=2)
+    loads, rounds = [], 1 + len(zones.paths) // lazy.FILE_CHECKS  # a round goes through every file
+    for _ in range(rounds + 2):
+        before = zones.loads
+        zones.files_changed()
+        loads.append(zones.loads - before)
+    # each round loads two changed leaves at most, and their parents (for the leaves to tell them)
+    assert all(n <= 2 * 3 for n in loads) and set(leaves) <= set(zones.loaded)
+    assert sum(1 for n in loads if n) >= 3  # five leaves, two a round: over three rounds at least

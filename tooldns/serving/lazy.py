@@ -67,6 +67,9 @@ DEFAULT_MAX_LOADED = 10_000
 ROOT_FILE = "root"
 #: files of zones not loaded the watcher looks at in each round (a stat each)
 FILE_CHECKS = 2000
+#: zones whose files changed loaded in each round at most, so that their parents learn: an update of
+#: thousands of zones is followed over many rounds rather than holding up answers for one long one
+FOLLOW_LOADS = 25
 #: a file not looked at yet
 _UNSEEN = object()
 
@@ -195,6 +198,8 @@ class LazyZones:
         self.listeners: list[Callable[[ZoneResolver, bool, bool], None]] = []
         self._lock = threading.RLock()  # a load may load the zone's parent (_publish)
         self._round: list[str] = []
+        #: zones whose files changed, to load so that their parents learn (FOLLOW_LOADS a round)
+        self._to_follow: dict[str, object] = {}
 
     def _top_origin(self, zonedir) -> str:
         """Without a ``root.yaml``: the origin every other file's origin lies under (the shipped tree's
@@ -311,10 +316,13 @@ class LazyZones:
                 self.retired[key] = self.retired.get(key, 0) + value
         self.drops += 1
         store = resolver.source
-        self.stamps[origin] = store._stamp
-        self.served[origin] = store.serial
-        if store.learned:
-            self.learned[origin] = dict(store.learned)
+        if _stamp(store.path) is None:  # its file was taken away while it was loaded: forgotten now
+            self.paths = {o: p for o, p in self.paths.items() if o != origin}
+        else:
+            self.stamps[origin] = store._stamp
+            self.served[origin] = store.serial
+            if store.learned:
+                self.learned[origin] = dict(store.learned)
         for listener in self.listeners:
             listener(resolver, False, False)
         store.index.close()
@@ -348,9 +356,10 @@ class LazyZones:
     def files_changed(self) -> bool:
         """Whether the file of a zone that is not loaded changed: looks at the next :data:`FILE_CHECKS`
         of them (a round goes through all), against their stamps taken at the start or when dropped.
-        A zone whose file changed is loaded at once when parents follow their children (its parent
-        learns its summary); otherwise, or when the file cannot be loaded, its new stamp is noted,
-        so that it is reported once, and it loads afresh when asked."""
+        A zone whose file changed is loaded when parents follow their children, so that its parent
+        learns its summary (:data:`FOLLOW_LOADS` a round at most, the others in the next rounds);
+        otherwise, or when the file cannot be loaded, its new stamp is noted, so that it is reported
+        once, and it loads afresh when asked."""
         if not self._round:
             self._round = [o for o in self.paths if o not in self.loaded]
         batch, self._round = self._round[:FILE_CHECKS], self._round[FILE_CHECKS:]
@@ -362,15 +371,31 @@ class LazyZones:
             stamp, was = _stamp(path), self.stamps.get(origin, _UNSEEN)
             if was is _UNSEEN:
                 self.stamps[origin] = stamp
-            elif stamp != was:
+            elif stamp != was and self._to_follow.get(origin) != stamp:  # reported once
                 changed.append((origin, stamp))
-        for origin, stamp in changed:
-            if self.follow:
-                self.get(origin)
+        if not self.follow:
             with self._lock:
-                if origin not in self.loaded:  # not followed, or a file that cannot be loaded: seen once
+                self.stamps.update(changed)  # reported once; loaded afresh when asked
+            return bool(changed)
+        self._to_follow.update(changed)
+        for origin in list(self._to_follow)[:FOLLOW_LOADS]:
+            stamp = self._to_follow.pop(origin)
+            if origin in self.loaded or origin not in self.paths:
+                continue
+            self.get(origin)
+            with self._lock:
+                if origin not in self.loaded:  # a file that cannot be loaded: seen once
                     self.stamps[origin] = stamp
         return bool(changed)
+
+    def check(self, store: ZoneStore) -> None:
+        """Reload *store* if its file changed (:meth:`ZoneStore.check`), under the loader's lock, which
+        a parent learning a summary takes too (:meth:`_publish`, from a query answered in the thread
+        pool); nothing for a zone dropped since the watcher listed the stores."""
+        with self._lock:
+            resolver = self.loaded.get(store.index.origin)
+            if store is self.top or (resolver is not None and resolver.source is store):
+                store.check()
 
     def stores(self) -> list[ZoneStore]:
         """The top zone's store and those of the zones loaded now."""

@@ -87,14 +87,31 @@ def _with_flags(intent: Intent, option_data) -> Intent:
     return replace(intent, brief=bool(brief), fit=bool(fit)) if brief or fit else intent
 
 
+def _most_that_fit(tools: int, fits) -> int:
+    """The largest n below *tools* (all of them did not fit) for which *fits(n)* holds, 0 for none,
+    *fits* called once for each n tried: a reply's size grows with its tools, so a binary search, a
+    few packings (or signings, for a signed zone) at most."""
+    low, high = 0, tools - 1  # fits(low) is taken to hold; the answer lies in [low, high]
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def _fit_packed(packed: PackedZone, data: bytes, query, route, result: Ranked) -> bytes | None:
     """The reply with the most of *result*'s best tools that fits the client's UDP payload (the fit
-    option), or None when not even the best one does."""
-    for n in range(len(result.chosen) - 1, 0, -1):
-        wire = packed.pack(data, query, route, result.trimmed(n), query.udp_size)
-        if wire is None or not wire[2] & 0x02:
-            return wire
-    return None
+    option), or None when not even the best one does (or the fast path cannot pack it)."""
+    replies: dict[int, bytes | None] = {}
+
+    def fits(n: int) -> bool:
+        replies[n] = packed.pack(data, query, route, result.trimmed(n), query.udp_size)
+        return replies[n] is not None and not replies[n][2] & 0x02
+
+    n = _most_that_fit(len(result.chosen), fits)
+    return replies[n] if n else None  # fits(n) held: its reply is the one packed last for n
 
 
 def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> tuple[DNSRecord, bool]:
@@ -109,11 +126,14 @@ def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, 
     size = CLASSIC_UDP_SIZE if opt is None else min(max(opt.rclass, CLASSIC_UDP_SIZE), SERVER_UDP_SIZE)
     if len(pack_reply(reply, None)) <= size:
         return reply, False
-    for n in range(tools - 1, 0, -1):
-        smaller = build(trimmed(result, n))
-        if len(pack_reply(smaller, None)) <= size:
-            return smaller, True
-    return reply, False
+    replies: dict[int, DNSRecord] = {}
+
+    def fits(n: int) -> bool:
+        replies[n] = build(trimmed(result, n))
+        return len(pack_reply(replies[n], None)) <= size
+
+    n = _most_that_fit(tools, fits)
+    return (replies[n], True) if n else (reply, False)
 
 
 class ZoneResolver(BaseResolver):

@@ -71,7 +71,7 @@ class ZoneStore:
         #: the SOA serial served: the file's, raised by one at each change served since the start
         self.serial = self.file_zone.soa.serial
         if served is not None:  # served before (a lazy server's zone loaded again): its serials go on
-            self.serial = max(self.serial, (served + 1) % 2**32 if changed else served)
+            self.serial = max(self.serial, served + 1) % 2**32 if changed else max(self.serial, served)
         self.index = self._new_index(self._served(self.file_zone))
         self.last_error: str | None = None
         self.reloads = 0

@@ -269,7 +269,10 @@ class Tree:
             await asyncio.sleep(self.watch_interval)
             for store in self._loaded_stores():
                 try:
-                    store.check()
+                    if self.lazy is not None:
+                        self.lazy.check(store)
+                    else:
+                        store.check()
                 except Exception:  # keep watching the others
                     log.exception("watching %s", store.path)
             if self.lazy is not None:
