@@ -17,13 +17,20 @@ watcher's interval (0.5 s) is part of what is measured, as it is part of what an
 A tree too big to copy is edited where it is (``--in-place``: the leaf's file is put back as it
 was at the end) and may be served lazily, where parents learn in-process:
 
-    python scripts/bench_propagation.py --zones /tmp/b1m --in-place --leaf LEAF. \
+    python scripts/bench_propagation.py --zones /tmp/b1m --in-place --leaf LEAF. --raise-serial \
         --serve-args "--lazy --listen 127.0.0.1 --max-loaded 20000"
+
+``--raise-serial`` raises the leaf's SOA serial with each edit, as a careful editor (and
+``tooldns build --update``) does: a lazy server reloads a zone it never served under its file's
+serial, so without it an edit of a leaf not loaded yet does not reach the parents
+(docs/summaries.md, "Lazy trees").
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import shutil
 import statistics
 import sys
@@ -70,6 +77,7 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=5391)
     ap.add_argument("--limit", type=float, default=30.0, help="seconds to wait for one edit to show")
     ap.add_argument("--in-place", action="store_true", help="edit --zones itself instead of a copy")
+    ap.add_argument("--raise-serial", action="store_true", help="raise the leaf's SOA serial with each edit")
     ap.add_argument("--serve-args", default="", help="more arguments for tooldns serve (\"--lazy --listen ADDR\")")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tooldns-propagation-"))
@@ -86,8 +94,11 @@ def main() -> int:
                 word = f"skyship{i}"
                 name = f"Zeppelin Route Planner {i}"
                 intent = f"zeppelin {word} dirigible"
-                path.write_text(original.replace("tools:\n", "tools:\n" + TOOL.format(label=f"zeppelin-{i}", name=name,
-                                                                                       word=word), 1), encoding="utf-8")
+                edited = original.replace("tools:\n", "tools:\n" + TOOL.format(label=f"zeppelin-{i}", name=name,
+                                                                                word=word), 1)
+                if args.raise_serial:  # the first serial of a zone file is its SOA's
+                    edited = re.sub(r"(?m)^(  serial: )(\d+)$", lambda m: f"{m[1]}{int(m[2]) + i + 1}", edited, count=1)
+                path.write_text(edited, encoding="utf-8")
                 seconds = wait_for(resolver, intent, name, True, args.limit)
                 added.append(seconds)
                 path.write_text(original, encoding="utf-8")
@@ -97,8 +108,10 @@ def main() -> int:
                       f"{'never' if seconds is None else f'{seconds:.2f} s'}; removed, gone after "
                       f"{'never' if gone is None else f'{gone:.2f} s'}", flush=True)
     finally:
-        path.write_text(original, encoding="utf-8")
         stop_servers(proc)
+        restored = path.with_name(f".{path.name}.restore")  # the file as it was, put back whole
+        restored.write_text(original, encoding="utf-8")
+        os.replace(restored, path)
         shutil.rmtree(work, ignore_errors=True)
     ok = [s for s in added if s is not None]
     gone = [s for s in removed if s is not None]

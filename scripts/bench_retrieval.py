@@ -148,6 +148,20 @@ def mean_metrics(rows: list[dict]) -> dict:
     return {k: statistics.mean(r[k] for r in rows) for k in rows[0]} if rows else {}
 
 
+def _shape_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the tree's shape and its servers' settings."""
+    p.add_argument("--max-children", type=int, help="tree shape: children a node at most (default the builder's)")
+    p.add_argument("--max-leaf", type=int, help="tree shape: tools a leaf, about (default the builder's)")
+    p.add_argument("--max-depth", type=int, help="tree shape: levels of splitting (default what the catalog needs)")
+    p.add_argument("--overlap", type=float, default=None,
+                   help="tree overlap (default the builder's: 0.9 of BM25's, 0.95 of the cosine with vectors)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the offline tree's k-means (default the builder's, 0): how much a figure owes to one "
+                        "clustering")
+    p.add_argument("--child-k1", type=float, default=10.0)
+    p.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--services", action="append", required=True, help="catalog JSON (repeat to merge)")
@@ -170,16 +184,7 @@ def parse_args() -> argparse.Namespace:
                    f"{','.join(MODES)} (each with its own K, leaf K and floor); default none")
     p.add_argument("--split", action="store_true", help="walk each part of intents that ask for several things too "
                    "(Resolver.resolve(split=True))")
-    p.add_argument("--max-children", type=int, help="tree shape: children a node at most (default the builder's)")
-    p.add_argument("--max-leaf", type=int, help="tree shape: tools a leaf, about (default the builder's)")
-    p.add_argument("--max-depth", type=int, help="tree shape: levels of splitting (default what the catalog needs)")
-    p.add_argument("--overlap", type=float, default=None,
-                   help="tree overlap (default the builder's: 0.9 of BM25's, 0.95 of the cosine with vectors)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed of the offline tree's k-means (default the builder's, 0): how much a figure owes to one "
-                        "clustering")
-    p.add_argument("--child-k1", type=float, default=10.0)
-    p.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
+    _shape_arguments(p)
     p.add_argument("--limit", type=int, help="use only the first N queries (smoke runs)")
     p.add_argument("--half", choices=("even", "odd", "all"), default="all",
                    help="only the queries whose id hashes to this half (last hex digit of its sha256), to choose "
