@@ -40,6 +40,8 @@ import dns.message
 from dnslib import RCODE, DNSError, DNSRecord
 
 from tooldns.protocol.ede import EDE_OPTION_CODE
+from tooldns.protocol.brief import BRIEF_OPTION_CODE
+from tooldns.protocol.fit import FIT_OPTION_CODE
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 from tooldns.protocol.meta import META_OPTION_CODE, encode_meta
 from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector
@@ -119,6 +121,8 @@ def intent_options(rng: random.Random) -> bytes:
         out += option(INTENT_OPTION_CODE, encode_intent(random_intent(rng), rng.choice((1, 3, 3, 5, 10, 255))))
     if rng.random() < 0.15:
         out += option(VECTOR_OPTION_CODE, rng.choice(_vectors()))
+    if rng.random() < 0.3:  # as resolver_client sends them: brief answers, trimmed to fit a datagram
+        out += option(BRIEF_OPTION_CODE, b"") + option(FIT_OPTION_CODE, b"")
     return out
 
 
@@ -327,9 +331,10 @@ def bad_vector(rng: random.Random) -> bytes:
 
 
 def intent_packet(rng: random.Random, target: Target) -> bytes:
-    """Bad intent and vector options, repeated options, a vector without an intent."""
+    """Bad intent and vector options, repeated options, a vector without an intent, brief and fit
+    options with data or twice."""
     q = question(encode_name(qname_for(rng, target)), rng.choice((33, 16)))
-    kind = rng.randrange(4)
+    kind = rng.randrange(5)
     if kind == 0:
         opts = option(INTENT_OPTION_CODE, bad_intent(rng))
     elif kind == 1:
@@ -339,8 +344,13 @@ def intent_packet(rng: random.Random, target: Target) -> bytes:
         code = rng.choice((INTENT_OPTION_CODE, VECTOR_OPTION_CODE))
         data = encode_intent("weather", 3) if code == INTENT_OPTION_CODE else encode_vector("m", [0.5, -0.5])
         opts = option(code, data) * rng.choice((2, 3))
-    else:
+    elif kind == 3:
         opts = option(VECTOR_OPTION_CODE, encode_vector("m", [rng.randint(-127, 127) / 127 for _ in range(16)]))
+    else:
+        flag = rng.choice((BRIEF_OPTION_CODE, FIT_OPTION_CODE))
+        data = rng.choice((b"\x00", b"\x01\x02", bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))))
+        opts = option(INTENT_OPTION_CODE, encode_intent(random_intent(rng), 10)) + rng.choice(
+            (option(flag, data), option(flag, b"") * 2))
     return header(0, ar=1) + q + opt_record(opts)
 
 
