@@ -236,7 +236,7 @@ class Walk:
         k = k or self.k_at(depth)
         return Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth,
                      opt=self._opts[k], tcp=self._wants_tcp(qname, k), k=k,
-                     cache_key=(qname, dns.rdatatype.SRV, self.intent, k, self.vector))
+                     cache_key=(qname, dns.rdatatype.SRV, self.intent, k, self.vector, self.brief, self.fit))
 
     def start(self) -> list[Query]:
         if not self.root:
