@@ -190,7 +190,8 @@ class _Page:
                  ("queries", str(s.queries)), ("zones", str(s.nodes_visited)), ("total", _ms(s.ms)),
                  ("bytes", f"{s.bytes_sent + s.bytes_received:,}"), ("packets", str(s.packets))]
         facts += [(name, str(value)) for name, value in (("cache hits", s.cache_hits), ("timeouts", s.timeouts),
-                  ("TCP retries", s.tcp_retries), ("fallbacks", s.fallbacks)) if value]
+                  ("TCP retries", s.tcp_retries), ("fallbacks", s.fallbacks),
+                  ("answers trimmed to fit a datagram", s.trimmed)) if value]
         if s.embed_ms:
             facts.append(("embedding", _ms(s.embed_ms)))
         chips = "".join(f'<span class="fact"><b>{v}</b> {name}</span>' for name, v in facts)
