@@ -93,8 +93,9 @@ def parse_ks(args, p: argparse.ArgumentParser) -> tuple[int, ...] | None:
         ks = tuple(int(x) for x in str(args.k).split(",")) if args.k is not None else None
     except ValueError:
         p.error("--k takes whole numbers: 3 or 5,3,2")
-    if not all(1 <= k <= 255 for k in ks or ()) or (args.leaf_k is not None and not 1 <= args.leaf_k <= 255):
-        p.error("--k and --leaf-k must be from 1 to 255")
+    if not all(1 <= k <= 255 for k in ks or ()) or any(
+            n is not None and not 1 <= n <= 255 for n in (args.leaf_k, getattr(args, "best_leaf_k", None))):
+        p.error("--k, --leaf-k and --best-leaf-k must be from 1 to 255")
     return ks
 
 
@@ -134,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", default=None, help="children asked for at each step, 1-255, or one per depth: 5,3,2 "
                    "(the last repeats; default the mode's: 3 for get_important)")
     p.add_argument("--leaf-k", type=int, default=None, help="tools asked of each leaf (default: the mode's, else the first K)")
+    p.add_argument("--best-leaf-k", type=int, default=None,
+                   help="tools asked of the leaf on the best path (each zone's first-ranked child), which may fill "
+                        "the whole result; the others are asked for --leaf-k (default: --leaf-k)")
     p.add_argument("--service", default=names.ANY_SERVICE,
                    help=f"service to find: {', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
@@ -159,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         root = parse_server(args.root)
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed),
                       details=args.details or bool(args.html), validate=args.validate or args.require_secure,
-                      trust_anchor=args.anchor, require_secure=args.require_secure) as resolver:
+                      trust_anchor=args.anchor, require_secure=args.require_secure,
+                      best_leaf_k=args.best_leaf_k) as resolver:
             res = resolver.resolve(args.intent, k=ks if ks is None or len(ks) > 1 else ks[0],
                                    service=args.service.lower(), trust=_split(args.trust), exclude=_split(args.exclude),
                                    top=args.top, leaf_k=args.leaf_k, split=args.split, mode=args.mode)

@@ -61,7 +61,7 @@ class _BaseResolver:
                  cache: ReplyCache | bool = True, max_depth: int = 8, max_queries: int = 256,
                  intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT,
                  validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
-                 details: bool = False, fit: bool = True) -> None:
+                 details: bool = False, fit: bool = True, best_leaf_k: int | None = None) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
@@ -89,6 +89,10 @@ class _BaseResolver:
         #: that fit (the fit option) instead of a truncated reply asked again over TCP; False: all of
         #: them, over TCP (leaves asked for more than 6 tools are asked over TCP either way)
         self.fit = fit
+        #: tools asked of the leaf on the walk's best path (each zone's first-ranked child): it may fill
+        #: the whole result while the others only share it, so it alone may be asked for more than
+        #: fit a datagram (None: as many as of the others)
+        self.best_leaf_k = best_leaf_k
 
     def _embed(self, intent: str) -> tuple[bytes | None, float]:
         """The intent's vector option data and the milliseconds embedding it took."""
@@ -103,7 +107,8 @@ class _BaseResolver:
 
     def _walk(self, intent: str, k: int, service: str, trust, exclude, leaf_k=None) -> Walk:
         vector, ms = self._embed(intent)
-        walk = Walk(intent=intent, k=k, leaf_k=leaf_k, root=self.root, service=service, root_zone=self.root_zone,
+        walk = Walk(intent=intent, k=k, leaf_k=leaf_k, best_leaf_k=self.best_leaf_k, root=self.root, service=service,
+                    root_zone=self.root_zone,
                     trust=list(trust) if trust is not None else None,
                     exclude=list(exclude) if exclude else None,
                     max_depth=self.max_depth, max_queries=self.max_queries, intent_code=self.intent_code,

@@ -113,6 +113,8 @@ class Query:
     tcp: bool = False
     attempts: int = 0
     k: int = 3  # K carried by this query's intent option
+    #: on the walk's best path: the root, and each child ranked first by a zone on it
+    first: bool = True
     cache_key: tuple = ()
     qtype: int = dns.rdatatype.SRV  # DNSKEY for the key queries of a validating walk
     #: set by Walk.take: how long the reply to this query may be cached (0: not at all)
@@ -136,7 +138,7 @@ class Query:
         """The same question again, to another server or over TCP (a new message ID)."""
         fields = dict(qname=self.qname, zone=self.zone, servers=self.servers, path=self.path, depth=self.depth,
                       opt=self.opt, k=self.k, server_index=self.server_index, tcp=self.tcp,
-                      attempts=self.attempts + 1, cache_key=self.cache_key, qtype=self.qtype)
+                      attempts=self.attempts + 1, cache_key=self.cache_key, qtype=self.qtype, first=self.first)
         fields.update(changes)
         return Query(**fields)
 
@@ -161,6 +163,9 @@ class Walk:
     intent_code: int = INTENT_OPTION_CODE
     #: tools asked of each leaf (None: K); branching stays K
     leaf_k: int | None = None
+    #: tools asked of the leaf on the walk's best path (each zone's first-ranked child from the root
+    #: down), which may fill the whole result while the others only share it (None: *leaf_k*)
+    best_leaf_k: int | None = None
     #: the intent's vector option data (:func:`tooldns.protocol.vector.encode_vector`), sent with
     #: every query so that hybrid zones compare vectors without running a model; None: no vector
     vector: bytes | None = None
@@ -185,6 +190,7 @@ class Walk:
         if not self._ks:
             raise ResolverError("K needs at least one value")
         self.leaf_k = self.leaf_k or self._ks[0]
+        self.best_leaf_k = max(self.best_leaf_k or 0, self.leaf_k)
         self.stats = Stats()
         extra = [dns.edns.GenericOption(VECTOR_OPTION_CODE, self.vector)] if self.vector else []
         if self.brief:
@@ -198,7 +204,8 @@ class Walk:
             self.stats.intent_shortened = len(self.intent.encode("utf-8", "surrogatepass"))
         try:
             self._opts = {k: opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(sent, k)), *extra],
-                                        UDP_PAYLOAD, dnssec=self.validator is not None) for k in {*self._ks, self.leaf_k}}
+                                        UDP_PAYLOAD, dnssec=self.validator is not None)
+                          for k in {*self._ks, self.leaf_k, self.best_leaf_k}}
             self._cursor = names.cursor(self.service, self.root_zone, self.transport)
         except (IntentError, NameError_) as exc:
             raise ResolverError(str(exc)) from exc
@@ -232,11 +239,15 @@ class Walk:
         cur = names.parse_cursor(qname)
         return k > (BRIEF_TOOLS_PER_DATAGRAM if self.brief else TOOLS_PER_DATAGRAM) and cur is not None and cur.expanded
 
-    def _query(self, qname: str, zone: str, servers, path, depth, k: int | None = None) -> Query:
+    def _query(self, qname: str, zone: str, servers, path, depth, k: int | None = None, first: bool = True) -> Query:
         k = k or self.k_at(depth)
         return Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth,
-                     opt=self._opts[k], tcp=self._wants_tcp(qname, k), k=k,
+                     opt=self._opts[k], tcp=self._wants_tcp(qname, k), k=k, first=first,
                      cache_key=(qname, dns.rdatatype.SRV, self.intent, k, self.vector, self.brief, self.fit))
+
+    def _leaf_k(self, first: bool) -> int:
+        """Tools asked of a leaf: :attr:`best_leaf_k` on the best path, :attr:`leaf_k` elsewhere."""
+        return self.best_leaf_k if first else self.leaf_k
 
     def start(self) -> list[Query]:
         if not self.root:
@@ -397,10 +408,11 @@ class Walk:
         # a leaf we did not know was one: ask it again for leaf_k tools, when it has more to give than
         # it gave (more than asked at first, or what did not fit a datagram: the expanded name's ask
         # of more than a datagram holds goes over TCP)
-        trimmed = meta is not None and meta.trimmed and self.leaf_k > BRIEF_TOOLS_PER_DATAGRAM
-        if trimmed or (self.leaf_k > q.k and len(hop.tools) >= q.k and not (meta is not None and meta.pruned)):
-            hop.note = f"leaf: asking again for {self.leaf_k} tools"
-            return [self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, self.leaf_k)]
+        leaf_k = self._leaf_k(q.first)
+        trimmed = meta is not None and meta.trimmed and leaf_k > BRIEF_TOOLS_PER_DATAGRAM
+        if trimmed or (leaf_k > q.k and len(hop.tools) >= q.k and not (meta is not None and meta.pruned)):
+            hop.note = f"leaf: asking again for {leaf_k} tools"
+            return [self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, leaf_k, q.first)]
         return []
 
     def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
@@ -528,7 +540,8 @@ class Walk:
             if why:
                 ref.followed, ref.why_not = False, why
                 continue
-            child, why = self._child_query(q, ref, pairs.get("leaf") == "1", servers, len(out))
+            child, why = self._child_query(q, ref, pairs.get("leaf") == "1", servers, len(out),
+                                           q.first and ref.rank == 1)
             if child is None:
                 ref.followed, ref.why_not = False, why
             else:
@@ -548,8 +561,9 @@ class Walk:
         return ""
 
     def _child_query(self, q: Query, ref: Referral, leaf: bool, servers: list[tuple[str, int]],
-                     pending: int) -> tuple[Query | None, str]:
-        """The query that follows referral *ref* from *q*, or None and why it is not followed."""
+                     pending: int, first: bool = False) -> tuple[Query | None, str]:
+        """The query that follows referral *ref* from *q* (*first*: on the walk's best path), or None
+        and why it is not followed."""
         zone = ref.zone
         if not names.is_subdomain(zone, q.zone):
             return None, f"outside {q.zone}"
@@ -561,10 +575,10 @@ class Walk:
         k = None  # the K of the child's depth
         if zone == q.zone:  # kind "self": this zone's own tools
             qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
-            depth, k = q.depth, self.leaf_k
+            depth, k = q.depth, self._leaf_k(first)
         elif leaf:  # a leaf: ask for its tools directly
             qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
-            depth, k = q.depth + 1, self.leaf_k
+            depth, k = q.depth + 1, self._leaf_k(first)
         else:
             qname = names.Cursor(self.service, self.transport, zone).to_text()
             depth = q.depth + 1
@@ -578,7 +592,7 @@ class Walk:
             return None, "query limit"
         self._asked.add((qname, zone))
         path = q.path if zone == q.zone else (*q.path, zone)
-        return self._query(qname, zone, servers, path, depth, k), ""
+        return self._query(qname, zone, servers, path, depth, k, first), ""
 
     def _hit_limit(self, why: str) -> None:
         self.errors.append(why)

@@ -174,6 +174,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--leaf-k", type=int, default=6,
                    help="tools asked of each leaf (default 6: chosen on one half of ToolRet's dev queries, the "
                         "smallest within half a point of 10; without descriptions, 6 fit one UDP datagram)")
+    p.add_argument("--best-leaf-k", type=int, default=None,
+                   help="tools asked of the leaf on the walk's best path (default: --leaf-k)")
     p.add_argument("--no-fit", action="store_true",
                    help="ask leaves for all --leaf-k tools, over TCP when they do not fit a datagram, instead of "
                         "the best that fit (the resolver's default, the fit option)")
@@ -407,7 +409,7 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         timeout = args.timeout if args.scorer != "llm" else max(args.timeout, args.llm_budget_ms / 1000 * 3)
         vectors = embedder if args.scorer == "hybrid" else None
         with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion,
-                      fit=not args.no_fit) as resolver:
+                      fit=not args.no_fit, best_leaf_k=args.best_leaf_k) as resolver:
             resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up (or model load)
             sweep = {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split, args.leaf_k)
                      for k in ks}
@@ -491,7 +493,8 @@ def result_json(run: Run) -> dict:
     return {
         **{k: head[k] for k in HEADLINE_METRICS + copied},
         "scorer": args.scorer, "embed": args.embed, "fusion": args.fusion, "half": args.half,
-        "k": k_text(run.head_k), "top": args.top, "leaf_k": args.leaf_k, "queries": len(run.queries),
+        "k": k_text(run.head_k), "top": args.top, "leaf_k": args.leaf_k, "best_leaf_k": args.best_leaf_k,
+        "queries": len(run.queries),
         "failures": head["failures"], "correct_ids_not_in_catalog": run.missing,
         **{f"flat_{name}": {k: means[k] for k in HEADLINE_METRICS} for name, means in run.flat.items()},
         "recall_by_correct": recall_by_correct(run),

@@ -136,3 +136,27 @@ def test_a_signed_leaf_trims_before_signing(tmp_path):
         assert res.stats.trimmed > 0
     finally:
         tree.stop()
+
+
+def test_the_leaf_on_the_best_path_is_asked_for_more(demo_tree):
+    """``best_leaf_k``: the leaf reached through each zone's first-ranked child is asked for that many
+    tools (over TCP when more than a datagram holds); every other leaf for ``leaf_k``. The shipped
+    tree marks no leaf, so each is asked by its cursor name first (K = 2) and, on the best path,
+    again by its expanded name for 8."""
+    intent = "historical weather Hong Kong"
+    with Resolver(root=demo_tree.root(), cache=False, timeout=REPLY_TIMEOUT, best_leaf_k=8) as best, \
+            Resolver(root=demo_tree.root(), cache=False, timeout=REPLY_TIMEOUT) as plain:
+        res, base = best.resolve(intent, k=2, leaf_k=2), plain.resolve(intent, k=2, leaf_k=2)
+    answered = [h for h in res.trace if h.tools]
+    assert [h.k for h in answered].count(8) == 1 and all(h.k in (2, 8) for h in answered)
+    assert all(h.k == 2 for h in base.trace if h.tools)
+    by_zone = {h.zone: h for h in res.trace if h.referrals}
+    zone = "tools."
+    while zone in by_zone:  # follow the first-ranked referral down from the root
+        nxt = next(r.zone for r in by_zone[zone].referrals if r.rank == 1)
+        if nxt == zone:  # "self": the zone's own tools
+            break
+        zone = nxt
+    best_hop = next(h for h in answered if h.k == 8)
+    assert best_hop.zone == zone and best_hop.transport == "tcp" and len(best_hop.tools) > 2
+    assert {t.name for t in base.tools} <= {t.name for t in res.tools}
