@@ -93,9 +93,8 @@ def parse_ks(args, p: argparse.ArgumentParser) -> tuple[int, ...] | None:
         ks = tuple(int(x) for x in str(args.k).split(",")) if args.k is not None else None
     except ValueError:
         p.error("--k takes whole numbers: 3 or 5,3,2")
-    if not all(1 <= k <= 255 for k in ks or ()) or any(
-            n is not None and not 1 <= n <= 255 for n in (args.leaf_k, getattr(args, "best_leaf_k", None))):
-        p.error("--k, --leaf-k and --best-leaf-k must be from 1 to 255")
+    if not all(1 <= k <= 255 for k in ks or ()) or (args.leaf_k is not None and not 1 <= args.leaf_k <= 255):
+        p.error("--k and --leaf-k must be from 1 to 255")
     return ks
 
 
@@ -159,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     if (args.validate or args.require_secure) and not args.anchor:
         p.error("--validate and --require-secure need --anchor FILE (the root zone's DNSKEY or DS)")
     ks = parse_ks(args, p)
+    if args.best_leaf_k is not None and not 1 <= args.best_leaf_k <= 255:
+        p.error("--best-leaf-k must be from 1 to 255")
     try:
         root = parse_server(args.root)
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed),
