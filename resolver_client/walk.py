@@ -69,12 +69,18 @@ TOOLS_PER_DATAGRAM = 4
 BRIEF_TOOLS_PER_DATAGRAM = 6
 
 
+#: the longest name a walk's queries are expected to ask, in octets: a cursor name five zones deep
+#: with labels of 20 characters (the million-tool tree's are under 60); a query whose name is
+#: longer still goes over TCP when its intent does not fit
+DATAGRAM_NAME = 128
+
+
 def _datagram_intent(extra: list[dns.edns.Option]) -> int:
-    """The longest intent (UTF-8 bytes) whose query fits one datagram with options *extra*, whatever
-    the name asked: header, the longest name, type and class, the OPT record, the intent option's
-    header and its own (version, length, K)."""
+    """The longest intent (UTF-8 bytes) whose query fits one datagram with options *extra* for any
+    name up to :data:`DATAGRAM_NAME` octets: header, name, type and class, the OPT record, the
+    intent option's header and its own (version, length, K)."""
     options = sum(4 + len(o.to_wire()) for o in extra)
-    return min(MAX_INTENT_BYTES, UDP_PAYLOAD - (12 + 255 + 4) - 11 - options - 4 - 4)
+    return min(MAX_INTENT_BYTES, UDP_PAYLOAD - (12 + DATAGRAM_NAME + 4) - 11 - options - 4 - 4)
 
 
 def _number(pairs: dict[str, str], key: str) -> float | None:
