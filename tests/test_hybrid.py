@@ -360,3 +360,13 @@ def test_built_hybrid_tree_answers_a_query_without_a_vector(hybrid_tree):
     reply = DNSRecord.parse(q.send(address, port, timeout=REPLY_TIMEOUT))
     assert reply.header.rcode == RCODE.NOERROR and [rr for rr in reply.auth if rr.rtype == QTYPE.NS]
     assert decode_meta(option(reply, META_OPTION_CODE)).scorer == "hybrid"
+
+
+def test_fusion_keeps_zero_as_the_floor_of_each_part():
+    """Two close cosines among the best few tools are not stretched to 0 and 1 (min-max over the
+    candidates would be, and would let a cosine of 0.82 beat a BM25 lead): each part is divided by
+    its largest value, as over a whole catalog whose least scores are near 0."""
+    fused = fuse([1.0, 0.9], [0.80, 0.82], weight=0.4)
+    assert fused[0] > fused[1]
+    assert fused == pytest.approx([0.4 + 0.6 * 0.80 / 0.82, 0.4 * 0.9 + 0.6])
+    assert fuse([0.0, 0.0], [-0.1, -0.2]) == [0.0, 0.0]  # nothing above 0: no signal either way
