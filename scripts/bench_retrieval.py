@@ -58,7 +58,7 @@ from tooldns.building.build import DEFAULT_PRUNE_RATIO, BuildReport, build, zone
 from tooldns.building.catalog import load_catalogs  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
 from tooldns.exceptions import EmbeddingError  # noqa: E402
-from tooldns.protocol.fusion import DEFAULT_WEIGHT, fuse  # noqa: E402
+from tooldns.protocol.fusion import DEFAULT_WEIGHT, fuse_min_max  # noqa: E402
 from tooldns.scoring.bm25 import BM25  # noqa: E402
 from tooldns.serving.tree import load_tree  # noqa: E402
 
@@ -442,8 +442,9 @@ def flat_baselines(catalog, queries, top: int, embedder=None, weight: float = DE
 def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows: list[dict], top: int, embedder,
                  weight: float) -> dict[str, list[dict]]:
     """Flat dense: the cosine of the query's and each tool's vector (the text the builder embeds), the
-    model alone. Flat hybrid: the same BM25 fused with the cosine over every tool, as the resolver fuses
-    leaves' parts; as in the tree, a query the model does not cover (:meth:`Embedder.covers`) is
+    model alone. Flat hybrid: the same BM25 fused with the cosine over every tool, each min-max
+    normalised per query (as issue 8 defines it; the resolver divides each part by its largest over
+    the leaves' tools instead, :mod:`tooldns.protocol.fusion`); as in the tree, a query the model does not cover (:meth:`Embedder.covers`) is
     ranked by BM25 alone, and a tool it does not cover by its scaled BM25 alone, as a hybrid zone
     ranks a tool without a vector."""
     import numpy as np
@@ -463,9 +464,9 @@ def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows
         lexical_scores = index.scores(q["query"])
         if uncovered.any():  # out of the cosines' scale, and ranked by their scaled BM25 alone
             cosines = np.where(uncovered, cosines[~uncovered].min() if not uncovered.all() else 0.0, cosines)
-        fused = fuse(lexical_scores, cosines.tolist(), weight)
+        fused = fuse_min_max(lexical_scores, cosines.tolist(), weight)  # the issue's flat hybrid
         if uncovered.any():
-            alone = fuse(lexical_scores, lexical_scores, 1.0)
+            alone = fuse_min_max(lexical_scores, lexical_scores, 1.0)
             fused = [a if u else f for f, a, u in zip(fused, alone, uncovered)]
         rows["hybrid"].append(metrics(top_ids(fused, ids, top), good))
     return rows

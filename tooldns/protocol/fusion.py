@@ -39,8 +39,26 @@ def _scaled(values: Sequence[float | None]) -> list[float | None]:
     return [None if v is None else v / hi if hi > 0 else 0.0 for v in values]
 
 
+def _min_max(values: Sequence[float | None]) -> list[float | None]:
+    known = [v for v in values if v is not None]
+    lo, hi = (min(known), max(known)) if known else (0.0, 0.0)
+    return [None if v is None else (v - lo) / (hi - lo) if hi > lo else 0.0 for v in values]
+
+
+def _fused(scaled_bm25, scaled_cosine, weight: float) -> list[float]:
+    return [b if c is None else weight * b + (1 - weight) * c for b, c in zip(scaled_bm25, scaled_cosine)]
+
+
 def fuse(bm25: Sequence[float], cosine: Sequence[float | None], weight: float = DEFAULT_WEIGHT) -> list[float]:
     """The fused score of each candidate, in the order given (a None cosine: BM25 alone)."""
     if len(bm25) != len(cosine):
         raise ValueError(f"{len(bm25)} BM25 scores but {len(cosine)} cosines")
-    return [b if c is None else weight * b + (1 - weight) * c for b, c in zip(_scaled(bm25), _scaled(cosine))]
+    return _fused(_scaled(bm25), _scaled(cosine), weight)
+
+
+def fuse_min_max(bm25: Sequence[float], cosine: Sequence[float | None], weight: float = DEFAULT_WEIGHT) -> list[float]:
+    """:func:`fuse` with each part min-max normalised: the flat hybrid search of the benchmark
+    (issue 8 defines it so), over every tool of a catalog."""
+    if len(bm25) != len(cosine):
+        raise ValueError(f"{len(bm25)} BM25 scores but {len(cosine)} cosines")
+    return _fused(_min_max(bm25), _min_max(cosine), weight)
