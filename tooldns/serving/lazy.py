@@ -56,7 +56,7 @@ from ..zone.limits import ZoneLimits
 from ..zone.model import Summary
 from .reply import error_reply
 from .resolver import ZoneResolver
-from .store import ZoneStore, _stamp
+from .store import ZoneStore, _stamp, stat_stamp
 from .summaries import learned_summary, publish
 
 log = logging.getLogger(__name__)
@@ -70,8 +70,6 @@ FILE_CHECKS = 2000
 #: zones whose files changed loaded in each round at most, so that their parents learn: an update of
 #: thousands of zones is followed over many rounds rather than holding up answers for one long one
 FOLLOW_LOADS = 25
-#: a file not looked at yet
-_UNSEEN = object()
 
 
 def _dir_stamp(path: str):
@@ -91,30 +89,28 @@ def _listing(zonedir: str) -> tuple[set[str], dict[str, str], dict[str, object]]
     file's stamp (a stat each, as telling files from directories takes anyway); ZoneFileError as
     :func:`~tooldns.zone.zonefile.zone_files` raises it."""
     try:
-        with os.scandir(zonedir) as it:
-            entries = sorted(it, key=lambda e: e.name)
+        listed = set(os.listdir(zonedir))
     except OSError as exc:
         raise ZoneFileError(f"{zonedir}: not a directory of zone files ({exc.strerror})") from exc
     files, stamps = {}, {}
-    for entry in entries:
-        stem, ext = os.path.splitext(entry.name)
-        if ext in (".yaml", ".yml"):
-            try:
-                st = entry.stat()
-            except OSError:  # gone since the listing, or a broken link
-                continue
-            if stat.S_ISREG(st.st_mode):
-                files[stem] = entry.path
-                stamps[entry.path] = (st.st_mtime_ns, st.st_size, st.st_ino)  # as store._stamp
+    for stem, path in _zone_names(zonedir, listed).items():
+        try:
+            st = os.stat(path)
+        except OSError:  # gone since the listing, or a broken link
+            continue
+        if stat.S_ISREG(st.st_mode):
+            files[stem] = path
+            stamps[path] = stat_stamp(st)
     if not files:
         raise ZoneFileError(f"{zonedir}: no *.yaml zone files")
-    return {e.name for e in entries}, files, stamps
+    return listed, files, stamps
 
 
 def _zone_names(zonedir: str, names_: set[str]) -> dict[str, str]:
-    """The zone files among the directory entries *names_*, by name without the extension."""
+    """The zone files among the directory entries *names_*, by name without the extension (of a
+    name and its ``.yml`` twin, the latter, as :func:`~tooldns.zone.zonefile.zone_files` sorts them)."""
     out = {}
-    for name in names_:
+    for name in sorted(names_):
         stem, ext = os.path.splitext(name)
         if ext in (".yaml", ".yml"):
             out[stem] = os.path.join(zonedir, name)
@@ -240,18 +236,29 @@ class LazyZones:
             return False
         with self._lock:
             gone = [o for o in gone if o in self.paths and o not in self.loaded]
-            for origin in gone:
-                for held in (self.stamps, self.learned, self.served, self.failed):
-                    held.pop(origin, None)
+            self._forget(gone)
             for origin, path in added.items():
                 log.info("%s: new zone file, zone %s served from now on", path, origin)
                 self.stamps[origin] = _stamp(path)  # a change from now on is an edit its parent hears of
-            paths = dict(self.paths)  # a new dict, swapped in whole: get() reads it without the lock
-            for origin in gone:
-                del paths[origin]
-            paths.update(added)
-            self.paths = paths
+            if added:
+                self.paths = {**self.paths, **added}  # a new dict, swapped in whole, as _forget swaps it
         return bool(added or gone)
+
+    def _forget(self, origins: list[str]) -> None:
+        """Zones whose files were taken away: no longer served from here (their names are answered by
+        their parents' files), nothing kept of them (under the lock)."""
+        for origin in origins:
+            self._clear(origin)
+        if origins:
+            paths = dict(self.paths)  # a new dict, swapped in whole: get() reads it without the lock
+            for origin in origins:
+                paths.pop(origin, None)
+            self.paths = paths
+
+    def _clear(self, origin: str) -> None:
+        """Forget what was kept of zone *origin* while it was not loaded."""
+        for held in (self.stamps, self.learned, self.served, self.failed):
+            held.pop(origin, None)
 
     def get(self, origin: str) -> BaseResolver | None:
         """The resolver of zone *origin*, loading it if need be; None when no file here holds it."""
@@ -293,8 +300,7 @@ class LazyZones:
             unloadable = Unloadable(origin, path)
             self.failed[origin] = (stamp, unloadable)
             return unloadable
-        for held in (self.stamps, self.learned, self.served, self.failed):
-            held.pop(origin, None)
+        self._clear(origin)
         resolver = ZoneResolver(store)
         self.loaded[origin] = resolver
         self.loads += 1
@@ -317,7 +323,7 @@ class LazyZones:
         self.drops += 1
         store = resolver.source
         if _stamp(store.path) is None:  # its file was taken away while it was loaded: forgotten now
-            self.paths = {o: p for o, p in self.paths.items() if o != origin}
+            self._forget([origin])
         else:
             self.stamps[origin] = store._stamp
             self.served[origin] = store.serial
@@ -368,10 +374,8 @@ class LazyZones:
             path = self.paths.get(origin)
             if path is None or origin in self.loaded:
                 continue
-            stamp, was = _stamp(path), self.stamps.get(origin, _UNSEEN)
-            if was is _UNSEEN:
-                self.stamps[origin] = stamp
-            elif stamp != was and self._to_follow.get(origin) != stamp:  # reported once
+            stamp = _stamp(path)  # against the stamp every zone not loaded has (start, drop, new file)
+            if stamp != self.stamps.get(origin, stamp) and self._to_follow.get(origin) != stamp:  # reported once
                 changed.append((origin, stamp))
         if not self.follow:
             with self._lock:

@@ -45,6 +45,11 @@ def _stamp(path: str):
         st = os.stat(path)
     except OSError:
         return None
+    return stat_stamp(st)
+
+
+def stat_stamp(st: os.stat_result) -> tuple[int, int, int]:
+    """What tells one version of a file from another: its modification time, size and inode."""
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
