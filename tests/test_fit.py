@@ -160,3 +160,18 @@ def test_the_leaf_on_the_best_path_is_asked_for_more(demo_tree):
     best_hop = next(h for h in answered if h.k == 8)
     assert best_hop.zone == zone and best_hop.transport == "tcp" and len(best_hop.tools) > 2
     assert {t.name for t in base.tools} <= {t.name for t in res.tools}
+
+
+def test_the_search_for_what_fits_tries_each_count_once_and_finds_the_largest():
+    from tooldns.serving.resolver import _most_that_fit
+
+    for tools in range(1, 34):
+        for most in range(tools):  # the largest count that fits; 0: none does
+            tried = []
+
+            def fitting(n: int):
+                tried.append(n)
+                return f"reply of {n}" if n <= most else None
+
+            assert _most_that_fit(tools, fitting) == (f"reply of {most}" if most else None)
+            assert len(tried) == len(set(tried)) <= tools.bit_length()

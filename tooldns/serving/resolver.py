@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from functools import partial
 from dataclasses import replace
 from typing import Protocol
 
@@ -61,10 +62,15 @@ CLASS_ANY = 255
 STATS_NAME = "stats.tooldns."
 
 
+def _option_data(opt, code: int) -> list[bytes]:
+    """The data of every option *code* of a query's OPT record (dnslib's), in order."""
+    return [o.data for o in opt.rdata if o.code == code] if opt is not None else []
+
+
 def _option(opt, code: int, decode, what: str):
     """The decoded option *code* of a query's OPT record, None without one; IntentError saying
     what is wrong with it (a FORMERR for the client)."""
-    return _decoded([o.data for o in opt.rdata if o.code == code] if opt is not None else [], code, decode, what)
+    return _decoded(_option_data(opt, code), code, decode, what)
 
 
 def _decoded(datas: list[bytes], code: int, decode, what: str):
@@ -87,31 +93,30 @@ def _with_flags(intent: Intent, option_data) -> Intent:
     return replace(intent, brief=bool(brief), fit=bool(fit)) if brief or fit else intent
 
 
-def _most_that_fit(tools: int, fits) -> int:
-    """The largest n below *tools* (all of them did not fit) for which *fits(n)* holds, 0 for none,
-    *fits* called once for each n tried: a reply's size grows with its tools, so a binary search, a
-    few packings (or signings, for a signed zone) at most."""
-    low, high = 0, tools - 1  # fits(low) is taken to hold; the answer lies in [low, high]
+def _most_that_fit(tools: int, fitting):
+    """The reply with the most tools below *tools* (all of them did not fit) that fits: *fitting(n)*
+    is the reply with the best n, or None when it does not fit; None when not even one does. A
+    reply's size grows with its tools, so a binary search: a few packings (or signings, for a
+    signed zone) at most, the same n found by both paths."""
+    low, high, best = 0, tools - 1, None  # the answer's count lies in [low, high]
     while low < high:
         mid = (low + high + 1) // 2
-        if fits(mid):
-            low = mid
+        reply = fitting(mid)
+        if reply is not None:
+            low, best = mid, reply
         else:
             high = mid - 1
-    return low
+    return best
 
 
 def _fit_packed(packed: PackedZone, data: bytes, query, route, result: Ranked) -> bytes | None:
     """The reply with the most of *result*'s best tools that fits the client's UDP payload (the fit
     option), or None when not even the best one does (or the fast path cannot pack it)."""
-    replies: dict[int, bytes | None] = {}
+    def fitting(n: int) -> bytes | None:
+        wire = packed.pack(data, query, route, result.trimmed(n), query.udp_size)
+        return wire if wire is not None and not wire[2] & 0x02 else None
 
-    def fits(n: int) -> bool:
-        replies[n] = packed.pack(data, query, route, result.trimmed(n), query.udp_size)
-        return replies[n] is not None and not replies[n][2] & 0x02
-
-    n = _most_that_fit(len(result.chosen), fits)
-    return replies[n] if n else None  # fits(n) held: its reply is the one packed last for n
+    return _most_that_fit(len(result.chosen), fitting)
 
 
 def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> tuple[DNSRecord, bool]:
@@ -126,14 +131,13 @@ def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, 
     size = CLASSIC_UDP_SIZE if opt is None else min(max(opt.rclass, CLASSIC_UDP_SIZE), SERVER_UDP_SIZE)
     if len(pack_reply(reply, None)) <= size:
         return reply, False
-    replies: dict[int, DNSRecord] = {}
 
-    def fits(n: int) -> bool:
-        replies[n] = build(trimmed(result, n))
-        return len(pack_reply(replies[n], None)) <= size
+    def fitting(n: int) -> DNSRecord | None:
+        smaller = build(trimmed(result, n))
+        return smaller if len(pack_reply(smaller, None)) <= size else None
 
-    n = _most_that_fit(tools, fits)
-    return (replies[n], True) if n else (reply, False)
+    fitted = _most_that_fit(tools, fitting)
+    return (reply, False) if fitted is None else (fitted, True)
 
 
 class ZoneResolver(BaseResolver):
@@ -268,7 +272,7 @@ class ZoneResolver(BaseResolver):
             intent = _option(opt, self.intent_code, decode_intent, "intent")
             vector = _option(opt, VECTOR_OPTION_CODE, decode_vector, "vector")
             if intent is not None:  # ranked tool answers without descriptions; trimmed to fit
-                intent = _with_flags(intent, lambda code: [o.data for o in opt.rdata if o.code == code])
+                intent = _with_flags(intent, partial(_option_data, opt))
         except IntentError as exc:
             return self._formerr(request, str(exc))
         q = request.q
