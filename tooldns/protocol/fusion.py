@@ -45,20 +45,18 @@ def _min_max(values: Sequence[float | None]) -> list[float | None]:
     return [None if v is None else (v - lo) / (hi - lo) if hi > lo else 0.0 for v in values]
 
 
-def _fused(scaled_bm25, scaled_cosine, weight: float) -> list[float]:
-    return [b if c is None else weight * b + (1 - weight) * c for b, c in zip(scaled_bm25, scaled_cosine)]
+def _fused(bm25: Sequence[float], cosine: Sequence[float | None], weight: float, scale) -> list[float]:
+    if len(bm25) != len(cosine):
+        raise ValueError(f"{len(bm25)} BM25 scores but {len(cosine)} cosines")
+    return [b if c is None else weight * b + (1 - weight) * c for b, c in zip(scale(bm25), scale(cosine))]
 
 
 def fuse(bm25: Sequence[float], cosine: Sequence[float | None], weight: float = DEFAULT_WEIGHT) -> list[float]:
     """The fused score of each candidate, in the order given (a None cosine: BM25 alone)."""
-    if len(bm25) != len(cosine):
-        raise ValueError(f"{len(bm25)} BM25 scores but {len(cosine)} cosines")
-    return _fused(_scaled(bm25), _scaled(cosine), weight)
+    return _fused(bm25, cosine, weight, _scaled)
 
 
 def fuse_min_max(bm25: Sequence[float], cosine: Sequence[float | None], weight: float = DEFAULT_WEIGHT) -> list[float]:
     """:func:`fuse` with each part min-max normalised per query: the benchmark's flat hybrid search
     over every tool of a catalog (the usual definition of that baseline)."""
-    if len(bm25) != len(cosine):
-        raise ValueError(f"{len(bm25)} BM25 scores but {len(cosine)} cosines")
-    return _fused(_min_max(bm25), _min_max(cosine), weight)
+    return _fused(bm25, cosine, weight, _min_max)
