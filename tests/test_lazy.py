@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from dnslib import EDNS0, RCODE, DNSRecord, EDNSOption
@@ -22,6 +23,7 @@ from tooldns.zone.zonefile import load_zone, zone_files
 
 from conftest import REPLY_TIMEOUT, ROOT, fresh_subnet, free_port
 from test_build import synthetic_catalog
+from test_summaries import AIRSHIP
 
 INTENTS = ["rain forecast for tomorrow", "stock dividend and currency exchange", "song lyrics by an artist",
            "directions to an address", "wind and humidity", "album chart", "portfolio quote"]
@@ -42,6 +44,15 @@ def _tools(root, intent):
     with Resolver(root=root, cache=False, timeout=REPLY_TIMEOUT) as resolver:
         res = resolver.resolve(intent, k=2, leaf_k=6)
     return [(t.name, t.score) for t in res.tools], res.stats.queries
+
+
+def _copied(built, tmp_path) -> Path:
+    """A copy of the built tree's zone files, to edit."""
+    copy = tmp_path / "zones"
+    copy.mkdir()
+    for f in built[0].glob("*.yaml"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    return copy
 
 
 def test_build_address_names_one_address_for_every_zone(built):
@@ -82,11 +93,8 @@ def _ask(address, port, zone, intent, tcp=False):
 
 
 def test_a_broken_zone_answers_servfail_until_fixed_and_the_others_keep_answering(built, tmp_path):
-    zones, address = built
-    copy = tmp_path / "zones"
-    copy.mkdir()
-    for f in zones.glob("*.yaml"):
-        (copy / f.name).write_bytes(f.read_bytes())
+    _, address = built
+    copy = _copied(built, tmp_path)
     top = load_zone(copy / "root.yaml")
     broken, healthy = top.children[0].name, top.children[1].name
     path = copy / f"{broken.rstrip('.')}.yaml"
@@ -176,11 +184,8 @@ def test_an_edit_of_a_dropped_zone_reaches_answers_the_server_had_cached(built, 
     dropped zones' files is what makes an edit of one reach the answers."""
     from conftest import wait_until
 
-    zones, address = built
-    copy = tmp_path / "zones"
-    copy.mkdir()
-    for f in zones.glob("*.yaml"):
-        (copy / f.name).write_bytes(f.read_bytes())
+    _, address = built
+    copy = _copied(built, tmp_path)
     leaf, other = [f for f in zone_files(copy) if not load_zone(f).children][:2]
     origin, other_origin = load_zone(leaf).origin, load_zone(other).origin
     with TreeThread(copy, free_port(address), listen=[address], lazy=True, max_loaded=1,
@@ -224,10 +229,7 @@ def test_files_added_and_taken_away_are_seen_when_the_directory_changes(built, t
     from tooldns.serving.lazy import LazyZones
 
     zones_dir, _ = built
-    copy = tmp_path / "zones"
-    copy.mkdir()
-    for f in zones_dir.glob("*.yaml"):
-        (copy / f.name).write_bytes(f.read_bytes())
+    copy = _copied(built, tmp_path)
     zones = LazyZones(copy, max_loaded=5)
     zones._dir_stamp = None  # as right after a change: file times tick too coarsely to trust a fresh one
     assert zones.new_files() is False  # listed again, nothing new
@@ -256,16 +258,6 @@ def test_files_added_and_taken_away_are_seen_when_the_directory_changes(built, t
     assert zones.new_files() is True and new_origin in zones.paths
 
 
-AIRSHIP = """\
-- label: zeppelin-routes
-  name: Zeppelin Airship Route Planner
-  service: http
-  target: airships.example.org.
-  port: 443
-  description: Plans routes for a zeppelin, airship or dirigible between mooring masts, with winds aloft.
-"""
-
-
 def _found_airship(root) -> bool:
     with Resolver(root=root, cache=False, timeout=REPLY_TIMEOUT) as resolver:
         return any(t.name == "Zeppelin Airship Route Planner"
@@ -274,11 +266,7 @@ def _found_airship(root) -> bool:
 
 def _copy_with_a_deep_leaf(built, tmp_path):
     """A copy of the built tree, and the origin of a leaf two levels or more below the top."""
-    zones_dir, _ = built
-    copy = tmp_path / "zones"
-    copy.mkdir()
-    for f in zones_dir.glob("*.yaml"):
-        (copy / f.name).write_bytes(f.read_bytes())
+    copy = _copied(built, tmp_path)
     leaves = [load_zone(f).origin for f in zone_files(copy) if not load_zone(f).children]
     leaf = max(leaves, key=lambda o: o.count("."))
     assert leaf.count(".") >= 3, leaf  # a leaf below a zone below the top: the edit climbs two levels
