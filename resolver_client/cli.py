@@ -123,6 +123,14 @@ def _add_dnssec_flags(p: argparse.ArgumentParser) -> None:
                    "(insecure ones, below delegations without DS, are dropped and named in the warnings)")
 
 
+def check_walk_args(args, p: argparse.ArgumentParser) -> None:
+    """--best-leaf-k and --beam in range (``tooldns-resolve`` and ``tooldns mcp``)."""
+    if args.best_leaf_k is not None and not 1 <= args.best_leaf_k <= 255:
+        p.error("--best-leaf-k must be from 1 to 255")
+    if args.beam is not None and args.beam < 1:
+        p.error("--beam must be at least 1")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = _parser()
     p.add_argument("intent", help="what the agent wants to do, in natural language")
@@ -137,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--best-leaf-k", type=int, default=None,
                    help="tools asked of the leaf on the best path (each zone's first-ranked child), which may fill "
                         "the whole result; the others are asked for --leaf-k (default: --leaf-k)")
+    p.add_argument("--beam", type=int, default=None,
+                   help="ask at most this many zones at each depth below the root, the best by their path's ranks: "
+                        "bounds the walk of a deep tree (default: every child each referral ranks)")
     p.add_argument("--service", default=names.ANY_SERVICE,
                    help=f"service to find: {', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
@@ -158,14 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     if (args.validate or args.require_secure) and not args.anchor:
         p.error("--validate and --require-secure need --anchor FILE (the root zone's DNSKEY or DS)")
     ks = parse_ks(args, p)
-    if args.best_leaf_k is not None and not 1 <= args.best_leaf_k <= 255:
-        p.error("--best-leaf-k must be from 1 to 255")
+    check_walk_args(args, p)
     try:
         root = parse_server(args.root)
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed),
                       details=args.details or bool(args.html), validate=args.validate or args.require_secure,
                       trust_anchor=args.anchor, require_secure=args.require_secure,
-                      best_leaf_k=args.best_leaf_k) as resolver:
+                      best_leaf_k=args.best_leaf_k, beam=args.beam) as resolver:
             res = resolver.resolve(args.intent, k=ks if ks is None or len(ks) > 1 else ks[0],
                                    service=args.service.lower(), trust=_split(args.trust), exclude=_split(args.exclude),
                                    top=args.top, leaf_k=args.leaf_k, split=args.split, mode=args.mode)

@@ -61,7 +61,8 @@ class _BaseResolver:
                  cache: ReplyCache | bool = True, max_depth: int = 8, max_queries: int = 256,
                  intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT,
                  validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
-                 details: bool = False, fit: bool = True, best_leaf_k: int | None = None) -> None:
+                 details: bool = False, fit: bool = True, best_leaf_k: int | None = None,
+                 beam: int | None = None) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
@@ -93,6 +94,9 @@ class _BaseResolver:
         #: the whole result while the others only share it, so it alone may be asked for more than
         #: fit a datagram (None: as many as of the others)
         self.best_leaf_k = best_leaf_k
+        #: at most this many zones asked at each depth below the root, the best by their path's ranks
+        #: (:attr:`.walk.Walk.beam`): what bounds a walk of a deep tree; None: every ranked child
+        self.beam = beam
 
     def _embed(self, intent: str) -> tuple[bytes | None, float]:
         """The intent's vector option data and the milliseconds embedding it took."""
@@ -107,7 +111,8 @@ class _BaseResolver:
 
     def _walk(self, intent: str, k: int, service: str, trust, exclude, leaf_k=None) -> Walk:
         vector, ms = self._embed(intent)
-        walk = Walk(intent=intent, k=k, leaf_k=leaf_k, best_leaf_k=self.best_leaf_k, root=self.root, service=service,
+        walk = Walk(intent=intent, k=k, leaf_k=leaf_k, best_leaf_k=self.best_leaf_k, beam=self.beam, root=self.root,
+                    service=service,
                     root_zone=self.root_zone,
                     trust=list(trust) if trust is not None else None,
                     exclude=list(exclude) if exclude else None,

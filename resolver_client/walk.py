@@ -22,7 +22,9 @@ Rules it follows (``docs/protocol.md``):
 * a timeout, refusal or server failure moves on to the zone's next name server; TC moves to TCP;
 * a response that does not match its query (ID, question) is treated like a lost one;
 * FORMERR ends the walk with :class:`IntentRejected`, carrying the server's EDE text;
-* depth and total queries are bounded;
+* depth and total queries are bounded; with a ``beam``, so are the zones asked at each depth: the
+  children of a depth wait until every zone of the depth above has answered, and only the best
+  ``beam`` of them, by the ranks on their paths, are asked;
 * with a relevance ``floor`` (search mode ``get_all``, :mod:`.modes`), only tools scoring at least
   ``floor`` x the best score found are returned;
 * with a ``validator`` (:mod:`.validate`), queries set DO, each zone visited is also asked for its
@@ -36,6 +38,7 @@ drivers (:mod:`resolver_client.modes`); the walk only carries it out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import dns.edns
@@ -121,6 +124,9 @@ class Query:
     k: int = 3  # K carried by this query's intent option
     #: on the walk's best path: the root, and each child ranked first by a zone on it
     first: bool = True
+    #: the rank of each zone of the path below the root in its parent's referral (() at the root):
+    #: how a beam (:attr:`Walk.beam`) orders the zones of one depth
+    ranks: tuple[int, ...] = ()
     cache_key: tuple = ()
     qtype: int = dns.rdatatype.SRV  # DNSKEY for the key queries of a validating walk
     #: set by Walk.take: how long the reply to this query may be cached (0: not at all)
@@ -144,7 +150,8 @@ class Query:
         """The same question again, to another server or over TCP (a new message ID)."""
         fields = dict(qname=self.qname, zone=self.zone, servers=self.servers, path=self.path, depth=self.depth,
                       opt=self.opt, k=self.k, server_index=self.server_index, tcp=self.tcp,
-                      attempts=self.attempts + 1, cache_key=self.cache_key, qtype=self.qtype, first=self.first)
+                      attempts=self.attempts + 1, cache_key=self.cache_key, qtype=self.qtype, first=self.first,
+                      ranks=self.ranks)
         fields.update(changes)
         return Query(**fields)
 
@@ -172,6 +179,13 @@ class Walk:
     #: tools asked of the leaf on the walk's best path (each zone's first-ranked child from the root
     #: down), which may fill the whole result while the others only share it (None: *leaf_k*)
     best_leaf_k: int | None = None
+    #: at most this many zones asked at each depth below the root, the best by their path's ranks
+    #: (the product of each zone's rank in its parent's referral, then the ranks from the root down):
+    #: a walk that widens where one parent's children rank close and stays narrow elsewhere, so
+    #: that a deep tree costs about ``beam`` queries a level rather than the product of the Ks.
+    #: The children of a depth wait until every zone of the depth above has answered. None: every
+    #: child a referral ranks is asked
+    beam: int | None = None
     #: the intent's vector option data (:func:`tooldns.protocol.vector.encode_vector`), sent with
     #: every query so that hybrid zones compare vectors without running a model; None: no vector
     vector: bytes | None = None
@@ -231,6 +245,12 @@ class Walk:
         self._parked: dict[str, list] = {}
         self._keys_asked: set[str] = set()
         self._keys_opt = opt_record([], UDP_PAYLOAD, dnssec=True)
+        if self.beam is not None and self.beam < 1:
+            raise ResolverError("a beam needs at least 1 zone a depth")
+        #: queries out (sent, not yet taken, or replies parked for their zone's keys) by depth, and the
+        #: children a beam holds until every zone of the depth above has answered
+        self._open: dict[int, int] = {}
+        self._held: dict[int, list[tuple[Query, Referral]]] = {}
 
     # -- building queries --
     def k_at(self, depth: int) -> int:
@@ -258,7 +278,8 @@ class Walk:
     def start(self) -> list[Query]:
         if not self.root:
             raise NoServersReachable("no root name server given")
-        return self._with_keys([self._query(self._cursor.to_text(), self.root_zone, self.root, (self.root_zone,), 0)])
+        return self._sent(self._with_keys([self._query(self._cursor.to_text(), self.root_zone, self.root,
+                                                       (self.root_zone,), 0)]))
 
     # -- taking results --
     def take(self, q: Query, wire: bytes | None, error: Exception | None = None, ms: float = 0.0,
@@ -268,6 +289,33 @@ class Walk:
 
         *cached* is a reply taken from a cache (already parsed and checked when it was received).
         """
+        self._open[q.depth] = self._open.get(q.depth, 0) - 1
+        out = self._sent(self._take(q, wire, error, ms, cached))
+        return out + self._sent(self._released())
+
+    def _sent(self, queries: list[Query]) -> list[Query]:
+        for q in queries:
+            self._open[q.depth] = self._open.get(q.depth, 0) + 1
+        return queries
+
+    def _released(self) -> list[Query]:
+        """The beam's best held children of a depth, once no zone above it has a query out."""
+        if not self._held:
+            return []
+        depth = min(self._held)
+        if any(n for d, n in self._open.items() if d < depth):
+            return []
+        held = sorted(self._held.pop(depth), key=lambda h: (math.prod(h[0].ranks), h[0].ranks))
+        room = min(self.beam, max(0, self.max_queries - self.stats.queries))
+        if room < min(self.beam, len(held)):
+            self._hit_limit(f"query limit {self.max_queries} reached")
+        for i, (_, ref) in enumerate(held[room:], room):
+            why = "query limit" if i < self.beam else f"beyond the beam of {self.beam} a depth"
+            ref.followed, ref.why_not = False, why
+        return self._with_keys([child for child, _ in held[:room]])
+
+    def _take(self, q: Query, wire: bytes | None, error: Exception | None, ms: float,
+              cached: Reply | None) -> list[Query]:
         if self.fatal is not None:
             return []
         if cached is None:
@@ -300,6 +348,7 @@ class Walk:
                 return self._with_keys(self._take_keys(q, resp))
             if not self.validator.status(q.zone):  # its keys are on their way
                 self._parked.setdefault(q.zone, []).append((q, resp, hop, meta))
+                self._open[q.depth] += 1  # still to be followed
                 return []
         return self._with_keys(self._follow(q, resp, hop, meta))
 
@@ -331,6 +380,7 @@ class Walk:
     def _release(self, zone: str) -> list[Query]:
         out = []
         for q, resp, hop, meta in self._parked.pop(zone, []):
+            self._open[q.depth] -= 1
             out.extend(self._follow(q, resp, hop, meta))
         return out
 
@@ -550,6 +600,9 @@ class Walk:
                                            q.first and ref.rank == 1)
             if child is None:
                 ref.followed, ref.why_not = False, why
+            elif self.beam is not None and child.zone != q.zone:  # asked once its depth's best are known
+                child.ranks = (*q.ranks, ref.rank)
+                self._held.setdefault(child.depth, []).append((child, ref))
             else:
                 out.append(child)
         return out

@@ -47,6 +47,15 @@ def test_resolve_trace_like_dig(demo_tree, capsys):
     assert "tool 1. HKO Weather Warning Summary" in out
 
 
+def test_resolve_with_a_beam_says_what_it_left(demo_tree, capsys):
+    assert resolve_main(["historical weather Hong Kong", *at(demo_tree), "--trace", "--k", "3", "--beam", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "not followed: beyond the beam of 1 a depth" in out and "hko.weather.tools." in out
+    with pytest.raises(SystemExit):
+        resolve_main(["weather", *at(demo_tree), "--beam", "0"])
+    assert "--beam must be at least 1" in capsys.readouterr().err
+
+
 def test_resolve_service_and_trust_flags(demo_tree, capsys):
     code = resolve_main(["Hong Kong Observatory warnings", *at(demo_tree), "--trust", "", "--json"])
     data = json.loads(capsys.readouterr().out)

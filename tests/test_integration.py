@@ -60,6 +60,32 @@ def test_async_resolver_same_answer(demo_tree):
     assert [t.key for t in res.tools] == [t.key for t in sync.tools]
 
 
+def _zones_by_depth(res) -> dict[int, set[str]]:
+    """The zones a resolution asked, by their depth below the root zone."""
+    out: dict[int, set[str]] = {}
+    for hop in res.trace:
+        out.setdefault(hop.zone.count(".") - 1, set()).add(hop.zone)
+    return out
+
+
+def test_a_beam_bounds_the_zones_asked_a_depth_with_both_resolvers(demo_tree):
+    """``beam``: real servers, UDP; at most that many zones asked at each depth, all of them among the
+    zones the unbounded walk asks, the best path kept, and the same walk from the async resolver."""
+    intent = "historical weather records for Hong Kong"
+    with resolver_for(demo_tree, cache=False) as full, resolver_for(demo_tree, cache=False, beam=1) as narrow:
+        wide, one = full.resolve(intent, k=3), narrow.resolve(intent, k=3)
+    by_depth, wide_depths = _zones_by_depth(one), _zones_by_depth(wide)
+    assert all(len(zones) <= 1 for zones in by_depth.values()), by_depth
+    assert set().union(*by_depth.values()) < set().union(*wide_depths.values())
+    assert one.tools and one.stats.queries < wide.stats.queries
+    assert one.tools[0].zone in ("hko.weather.tools.", "history.weather.tools.")
+    dropped = [r for h in one.trace for r in h.referrals if not r.followed]
+    assert dropped and all(r.why_not == "beyond the beam of 1 a depth" for r in dropped)
+    res = asyncio.run(AsyncResolver(root=demo_tree.root(), timeout=REPLY_TIMEOUT, cache=False, beam=1)
+                      .resolve(intent, k=3))
+    assert [t.key for t in res.tools] == [t.key for t in one.tools]
+
+
 def test_truncation_then_tcp_retry(demo_tree):
     with resolver_for(demo_tree, cache=False, details=True) as r:  # descriptions: 8 tools need more than a datagram
         res = r.resolve("create and edit documents: pdf, docx, xlsx, pptx, notes and files", k=8)

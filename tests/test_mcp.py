@@ -172,7 +172,8 @@ def test_without_the_mcp_extra_it_says_what_to_install():
 def test_bad_options_are_usage_errors():
     for args, says in ((["--k", "0"], "--k and --leaf-k must be from 1 to 255"), (["--root", "host:port"], "bad port"),
                        (["--service", "ftp"], "unknown service 'ftp'"),
-                       (["--best-leaf-k", "0"], "--best-leaf-k must be from 1 to 255")):
+                       (["--best-leaf-k", "0"], "--best-leaf-k must be from 1 to 255"),
+                       (["--beam", "0"], "--beam must be at least 1")):
         out = subprocess.run([*TOOLDNS, "mcp", *args], capture_output=True, text=True, timeout=WAIT_TIMEOUT)
         assert out.returncode == 2 and says in out.stderr, out.stderr
 

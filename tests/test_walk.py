@@ -259,3 +259,59 @@ def test_a_query_goes_over_tcp_only_when_it_cannot_fit_a_datagram():
     too_long = Walk(intent="x " * 620, k=3, root=[("127.0.0.1", 5300)])
     (q,) = too_long.start()
     assert q.tcp and len(q.wire) > 1232
+
+
+def _beam_walk(first_parent: str):
+    """A walk with beam 2 down a root of three children, two of which refer to two children each;
+    *first_parent* ("a" or "b") answers first."""
+    walk = Walk("weather", k=3, root=ROOT, beam=2)
+    [q] = walk.start()
+    level1 = walk.take(q, referral(q, [("a.tools.", "127.0.0.2", 1, 3.0, "functional"),
+                                       ("b.tools.", "127.0.0.3", 2, 2.9, "functional"),
+                                       ("c.tools.", "127.0.0.4", 3, 2.8, "functional")]))
+    by_zone = {n.zone: n for n in level1}
+    replies = {"a": [("a1.a.tools.", "127.0.0.5", 1, 5.0, "functional"), ("a2.a.tools.", "127.0.0.6", 2, 1.0, "functional")],
+               "b": [("b1.b.tools.", "127.0.0.7", 1, 9.0, "functional"), ("b2.b.tools.", "127.0.0.8", 2, 8.0, "functional")]}
+    order = [first_parent, "b" if first_parent == "a" else "a"]
+    first = walk.take(by_zone[f"{order[0]}.tools."], referral(by_zone[f"{order[0]}.tools."], replies[order[0]]))
+    second = walk.take(by_zone[f"{order[1]}.tools."], referral(by_zone[f"{order[1]}.tools."], replies[order[1]]))
+    return walk, level1, first, second
+
+
+@pytest.mark.parametrize("first_parent", ["a", "b"])
+def test_a_beam_asks_the_best_zones_of_a_depth_once_the_depth_above_has_answered(first_parent):
+    """At most ``beam`` zones a depth, ordered by the product of the ranks on their path (then the
+    ranks from the root down), whichever parent answered first; the rest are recorded as not
+    followed, and the children of a depth wait for every parent of it."""
+    walk, level1, first, second = _beam_walk(first_parent)
+    assert [n.zone for n in level1] == ["a.tools.", "b.tools."]  # c.tools. (rank 3) is beyond the beam
+    assert first == []  # its sibling has not answered: its children wait
+    # a1 (1 x 1) first; a2 (1 x 2) and b1 (2 x 1) tie, and the better parent's child goes first
+    assert [(n.zone, n.depth, n.ranks) for n in second] == [("a1.a.tools.", 2, (1, 1)), ("a2.a.tools.", 2, (1, 2))]
+    followed = {r.zone: (r.followed, r.why_not) for h in walk.trace for r in h.referrals}
+    assert followed["c.tools."] == (False, "beyond the beam of 2 a depth")
+    assert followed["b1.b.tools."] == followed["b2.b.tools."] == (False, "beyond the beam of 2 a depth")
+    assert followed["a1.a.tools."] == (True, "")
+
+
+def test_a_beam_waits_for_a_silent_parent_only_until_it_is_given_up():
+    walk = Walk("weather", k=2, root=ROOT, beam=1)
+    [q] = walk.start()
+    [a] = walk.take(q, referral(q, [("a.tools.", "127.0.0.2", 1, 3.0, "functional"),
+                                    ("b.tools.", "127.0.0.3", 2, 2.9, "functional")]))
+    [leaf] = walk.take(a, referral(a, [("a1.a.tools.", "127.0.0.5", 1, 5.0, "functional")]))
+    assert leaf.zone == "a1.a.tools."
+    walk = Walk("weather", k=2, root=ROOT, beam=2)
+    [q] = walk.start()
+    a, b = walk.take(q, referral(q, [("a.tools.", "127.0.0.2", 1, 3.0, "functional"),
+                                     ("b.tools.", "127.0.0.3", 2, 2.9, "functional")]))
+    assert walk.take(a, referral(a, [("a1.a.tools.", "127.0.0.5", 1, 5.0, "functional")])) == []
+    [leaf] = walk.take(b, None, TimeoutError("no reply"))  # b's only server: given up, a's child goes
+    assert leaf.zone == "a1.a.tools." and walk.unreachable == ["b.tools."]
+
+
+def test_a_beam_below_one_is_refused():
+    from resolver_client import ResolverError
+
+    with pytest.raises(ResolverError, match="beam"):
+        Walk("weather", root=ROOT, beam=0)
