@@ -11,18 +11,24 @@ after, and the hit rate@10 when the queries name their correct tools (``correct_
 children's serials (docs/summaries.md) before the clock runs. --serve-args passes more arguments
 to ``tooldns serve`` (a tree served lazily, docs/performance.md); --passes resolves that many
 batches of --count different queries (--same: the same ones), each with its figures (the first
-batch of a lazy tree loads the zones it reaches)::
+batch of a lazy tree loads the zones it reaches). --beam bounds the zones asked at each depth (the
+resolver's ``beam``). --reference DIR serves a second tree (on --port + 1; ToolRet's built tree,
+say) and resolves its queries in turn with ZONES's, one each, with the same resolver settings,
+and prints the ratio of the two p50s per pass: the machine's speed, which drifts during a run on a
+shared virtual machine, then weighs on both alike::
 
     python scripts/bench_serve.py /tmp/b100k --queries /tmp/synth100k.queries.json --settle 25
     python scripts/bench_serve.py built-en --queries ../shared/data/toolret/queries.dev.en.json
-    python scripts/bench_serve.py /tmp/b1m --queries /tmp/synth1m.queries.json \
-        --serve-args "--lazy --listen 127.0.0.1 --max-loaded 20000 --answer-cache 0" --passes 2 --same
+    python scripts/bench_serve.py /tmp/b1m --queries /tmp/synth1m.queries.json \\
+        --serve-args "--lazy --listen 127.0.0.1 --max-loaded 20000 --answer-cache 0" --passes 2 --same \\
+        --beam 6 --reference built-en
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import signal
@@ -37,10 +43,83 @@ sys.path.insert(0, str(ROOT))
 
 from resolver_client import Resolver  # noqa: E402
 
+#: the ToolRet benchmark's folder (README there), as the tests find it
+DATA = Path(os.environ.get("TOOLDNS_DATA", ROOT.parent / "shared" / "data" / "toolret"))
+
 
 def rss_mib(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as fh:
         return int(next(line for line in fh if line.startswith("VmRSS:")).split()[1]) // 1024
+
+
+def serve(zones: str, port: int, serve_args: str) -> tuple[subprocess.Popen, tuple[str, int], float]:
+    """``tooldns serve ZONES`` in its own process: it, its root server, and the seconds until it answered."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", zones, "--port", str(port),
+                             "--no-rate-limit", *shlex.split(serve_args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    for line in proc.stdout:
+        match = re.search(r"root zone on (\S+):(\d+);", line)
+        if match:
+            return proc, (match.group(1), int(match.group(2))), time.monotonic() - t0
+    stop(proc)
+    raise SystemExit(f"tooldns serve {zones} did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+class Figures:
+    """One tree's resolutions of one pass."""
+
+    def __init__(self) -> None:
+        self.ms, self.queries, self.size, self.tcp, self.hits = [], [], [], [], []
+
+    def resolve(self, resolver: Resolver, q: dict, k: tuple[int, ...], leaf_k: int) -> None:
+        res = resolver.resolve(q["query"], k=k, leaf_k=leaf_k, top=10)
+        correct = {str(c["id"]) for c in q.get("correct_tools", [])}
+        if correct:
+            self.hits.append(bool(correct & {t.id for t in res.tools}))
+        self.ms.append(res.stats.ms)
+        self.queries.append(res.stats.queries)
+        self.size.append(res.stats.bytes_sent + res.stats.bytes_received)
+        self.tcp.append(sum(1 for hop in res.trace if hop.transport == "tcp"))
+
+    def line(self, count: int, rss: int) -> str:
+        ms = sorted(self.ms)
+        hit_rate = f"; hit rate@10 {sum(self.hits) / len(self.hits):.3f} over {len(self.hits)}" if self.hits else ""
+        return (f"{count} resolutions: p50 {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms; "
+                f"per resolution {statistics.mean(self.queries):.2f} DNS queries, {statistics.mean(self.size):.0f} "
+                f"bytes, {statistics.mean(self.tcp):.2f} over TCP; RSS {rss} MiB after{hit_rate}")
+
+
+def batches(path: str, args) -> list[list[dict]]:
+    every = json.load(open(path, encoding="utf-8"))
+    return [every[:args.count] if args.same else every[n * args.count:(n + 1) * args.count]
+            for n in range(args.passes)]
+
+
+def run_pass(n: int, args, trees: list[tuple[str, subprocess.Popen, tuple[str, int], list[list[dict]], Resolver]],
+             k: tuple[int, ...]) -> None:
+    """Pass *n*: each query of the batch resolved on every tree in turn (the reference's first), so
+    that a change of the machine's speed during the pass weighs on both trees alike."""
+    figures = [Figures() for _ in trees]
+    for i in range(len(trees[0][3][n])):
+        for (_, _, _, batch, resolver), fig in zip(trees, figures):
+            if i < len(batch[n]):
+                fig.resolve(resolver, batch[n][i], k, args.leaf_k)
+    prefix = "" if args.passes == 1 else f"pass {n + 1}: "
+    for (name, proc, _, batch, _), fig in zip(trees, figures):
+        label = f"[{name}] " if len(trees) > 1 else ""
+        print(f"{prefix}{label}{fig.line(len(batch[n]), rss_mib(proc.pid))}", flush=True)
+    if len(trees) > 1:
+        mine, ref = statistics.median(figures[-1].ms), statistics.median(figures[0].ms)
+        print(f"{prefix}p50 {mine:.1f} ms against the reference's {ref:.1f} ms: {mine / ref:.2f}x", flush=True)
 
 
 def main() -> int:
@@ -51,54 +130,37 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=5390)
     ap.add_argument("--leaf-k", type=int, default=6)
     ap.add_argument("--k", default="5,3,2", help="K at each step from the root (default 5,3,2)")
+    ap.add_argument("--beam", type=int, default=None, help="at most this many zones asked a depth (the resolver's beam)")
     ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after start before resolving")
     ap.add_argument("--serve-args", default="", help="more arguments for tooldns serve, in one string")
     ap.add_argument("--passes", type=int, default=1, help="batches of --count different queries (default 1)")
     ap.add_argument("--same", action="store_true", help="every pass resolves the same queries (zones loaded by the "
                                                         "first; with --answer-cache 0, intents new to the scorer)")
+    ap.add_argument("--reference", metavar="DIR", help="also serve this tree (on --port + 1) and resolve its queries "
+                    "in turn with ZONES's, query by query, with the same resolver settings: the ratio of p50s")
+    ap.add_argument("--reference-queries", help="the reference's queries (default ToolRet's English dev queries)",
+                    default=str(DATA / "queries.dev.en.json"))
+    ap.add_argument("--reference-serve-args", default="--answer-cache 0")
     args = ap.parse_args()
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", args.zones, "--port", str(args.port),
-                             "--no-rate-limit", *shlex.split(args.serve_args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    k = tuple(int(x) for x in args.k.split(","))
+    trees, procs = [], []
     try:
-        root = None
-        for line in proc.stdout:
-            match = re.search(r"root zone on (\S+):(\d+);", line)
-            if match:
-                root = (match.group(1), int(match.group(2)))
-                break
-        if root is None:
-            raise SystemExit("tooldns serve did not start")
-        print(f"serving after {time.monotonic() - t0:.1f} s, RSS {rss_mib(proc.pid)} MiB", flush=True)
+        wanted = [("reference", args.reference, args.port + 1, args.reference_serve_args, args.reference_queries)] \
+            if args.reference else []
+        for name, zones, port, serve_args, queries in [*wanted, ("tree", args.zones, args.port, args.serve_args,
+                                                                 args.queries)]:
+            proc, root, seconds = serve(zones, port, serve_args)
+            procs.append(proc)
+            print(f"{'[' + name + '] ' if wanted else ''}serving after {seconds:.1f} s, RSS {rss_mib(proc.pid)} MiB",
+                  flush=True)
+            trees.append((name, proc, root, batches(queries, args),
+                          Resolver(root=root, cache=False, timeout=5, beam=args.beam)))
         time.sleep(args.settle)
-        every = json.load(open(args.queries, encoding="utf-8"))
-        k = tuple(int(x) for x in args.k.split(","))
         for n in range(args.passes):
-            batch = every[:args.count] if args.same else every[n * args.count:(n + 1) * args.count]
-            ms, queries, size, tcp, hits = [], [], [], [], []
-            with Resolver(root=root, cache=False, timeout=5) as resolver:
-                for q in batch:
-                    res = resolver.resolve(q["query"], k=k, leaf_k=args.leaf_k, top=10)
-                    correct = {str(c["id"]) for c in q.get("correct_tools", [])}
-                    if correct:
-                        hits.append(bool(correct & {t.id for t in res.tools}))
-                    ms.append(res.stats.ms)
-                    queries.append(res.stats.queries)
-                    size.append(res.stats.bytes_sent + res.stats.bytes_received)
-                    tcp.append(sum(1 for hop in res.trace if hop.transport == "tcp"))
-            ms.sort()
-            hit_rate = f"; hit rate@10 {sum(hits) / len(hits):.3f} over {len(hits)}" if hits else ""
-            print(f"{'' if args.passes == 1 else f'pass {n + 1}: '}{len(batch)} resolutions: p50 "
-                  f"{statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms; per resolution "
-                  f"{statistics.mean(queries):.2f} DNS queries, {statistics.mean(size):.0f} bytes, "
-                  f"{statistics.mean(tcp):.2f} over TCP; RSS {rss_mib(proc.pid)} MiB after{hit_rate}", flush=True)
+            run_pass(n, args, trees, k)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for proc in procs:
+            stop(proc)
     return 0
 
 
