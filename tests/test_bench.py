@@ -111,3 +111,39 @@ def test_bench_retrieval_with_the_llm_scorer(tmp_path):
         assert "LLM calls / prompt tokens" in (tmp_path / "r.md").read_text()
     finally:
         fake.close()
+
+
+def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
+    """``scripts/bench_serve.py --reference`` resolves two served trees in turn and gives the ratio of
+    their p50s; ``scripts/replay_walks.py`` replays the walk it recorded exactly (the same queries and
+    hit rate), and a beam of 1 asks fewer zones."""
+    from conftest import free_port
+
+    catalog = synthetic_catalog(40)
+    (tmp_path / "s.json").write_text(json.dumps(catalog))
+    queries = [{"query": t["description"], "correct_tools": [{"id": t["id"]}]} for t in catalog[::25]]
+    (tmp_path / "q.json").write_text(json.dumps(queries))
+    address = fresh_subnet() + ".1"
+    built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
+                            str(tmp_path / "tree"), "--address", address, "--max-children", "4", "--max-leaf", "8"],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    port = free_port(address)
+    common = ["--queries", str(tmp_path / "q.json"), "--count", str(len(queries)), "--port", str(port), "--k", "3"]
+    serve = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_serve.py"), str(tmp_path / "tree"), *common,
+                            "--beam", "2", "--reference", str(tmp_path / "tree"), "--reference-queries",
+                            str(tmp_path / "q.json"), "--serve-args", "--listen " + address,
+                            "--reference-serve-args", "--listen " + address],
+                           capture_output=True, text=True, timeout=300)
+    assert serve.returncode == 0, serve.stdout[-2000:] + serve.stderr[-2000:]
+    assert "[reference] " in serve.stdout and "[tree] " in serve.stdout and "against the reference's" in serve.stdout
+    replay = subprocess.run([sys.executable, str(ROOT / "scripts" / "replay_walks.py"), str(tmp_path / "tree"), *common[:6],
+                             "--k", "3", "--schedules", "3 2", "--beams", "1", "--serve-args", "--listen " + address],
+                            capture_output=True, text=True, timeout=300)
+    assert replay.returncode == 0, replay.stdout[-2000:] + replay.stderr[-2000:]
+    lines = replay.stdout.splitlines()
+    recorded = lines[0].split(": ")[1]  # "Q queries, hit rate@10 H"
+    queries_text, hit_text = recorded.split(" queries, hit rate@10 ")
+    rows = {line[:32].strip(): line[32:].split() for line in lines[2:]}
+    assert rows["K = 3"] == [queries_text, hit_text]  # the replay of the recorded walk is the walk
+    assert float(rows["K = 3, beam 1 by rank"][0]) < float(queries_text)

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Would a narrower walk find the same tools for fewer queries? Replays of recorded walks.
+
+Resolves --count queries of a queries file against ``tooldns serve ZONES`` at a wide K (--k,
+default 8,4,3; client cache off; --leaf-k tools asked of each leaf) and records what every zone
+answered: its ranked children, or its tools with their scores. It then replays narrower walks over
+the record, without the network:
+
+* K schedules (--schedules): each zone's referral cut to the K of its depth;
+* beams (--beams): at each depth only the B best zones are asked, best by the product along the
+  path of each referral's score over the best score of its referral (``ratio``) or of 1/rank
+  (``rank``): a walk that widens where a parent's scores are close and narrows where one child
+  stands out.
+
+The replay is exact for every walk that asks only zones the recorded one asked: a server's ranking
+does not depend on K (it keeps the best K, then drops those under ``prune_ratio`` x the best), so a
+narrower referral is a prefix of the recorded one, and leaves are asked for --leaf-k tools either
+way. The first line checks this: the replay of the recorded walk itself, against what the resolver
+returned. Tools are merged as the resolver merges BM25 leaves (best score first; hybrid leaves,
+whose parts the resolver fuses again, are replayed by their leaves' scores only). Prints per walk
+the DNS queries a resolution and the hit rate@10.
+
+    python scripts/replay_walks.py /tmp/b100k-one --queries /tmp/synth100k.queries.json \\
+        --serve-args "--lazy --listen 127.0.0.1 --answer-cache 0"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from benchlib import start_servers, stop_servers  # noqa: E402
+from resolver_client import Resolver  # noqa: E402
+
+
+@dataclass
+class Recorded:
+    """One resolution's record: each zone's referral (child, rank, score) and tools (id, score, rank, name)."""
+
+    correct: set[str]
+    hit: bool
+    queries: int
+    referrals: dict[str, list[tuple[str, int, float]]] = field(default_factory=dict)
+    tools: dict[str, list[tuple[str, float, int, str]]] = field(default_factory=dict)
+
+
+def record(resolution, correct: set[str]) -> Recorded:
+    rec = Recorded(correct, bool(correct & {t.id for t in resolution.tools}), resolution.stats.queries)
+    for hop in resolution.trace:
+        followed = [(r.zone, r.rank, r.score or 0.0) for r in hop.referrals if r.followed]
+        if followed:
+            rec.referrals[hop.zone] = followed
+        if hop.tools:
+            rec.tools.setdefault(hop.zone, []).extend((t.id, t.score or 0.0, t.rank, t.name) for t in hop.tools)
+    return rec
+
+
+def collect(args) -> list[Recorded]:
+    proc, root = start_servers(args.zones, args.port, extra=shlex.split(args.serve_args))
+    try:
+        out = []
+        with Resolver(root=root, cache=False, timeout=10, max_queries=4096) as resolver:
+            for q in json.load(open(args.queries, encoding="utf-8"))[:args.count]:
+                res = resolver.resolve(q["query"], k=args.k, leaf_k=args.leaf_k, top=10)
+                out.append(record(res, {str(c["id"]) for c in q.get("correct_tools", [])}))
+        return out
+    finally:
+        stop_servers(proc)
+
+
+def _weight(parent: float, rank: int, score: float, best: float, by: str) -> float:
+    if by == "rank":
+        return parent / rank
+    return parent * (score / best if best > 0 else 1.0 / rank)
+
+
+def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k: int, root: str) -> tuple[bool, int]:
+    """Whether the walk (*ks*, *beam* ranked *by*) finds a correct tool in its top 10, and its queries."""
+    found: list[tuple[str, float, int, str, str]] = []
+    level, depth, queries = [(root, 1.0)], 0, 0
+    while level:
+        below = []
+        for zone, weight in level:
+            queries += 1
+            children = [c for c in rec.referrals.get(zone, []) if c[1] <= ks[min(depth, len(ks) - 1)]]
+            if not children:
+                found += [(*t, zone) for t in rec.tools.get(zone, [])[:leaf_k]]
+            best = max((c[2] for c in children), default=0.0)
+            for child, rank, score in children:
+                if child == zone:  # this zone's own tools: one more query
+                    queries += 1
+                    found += [(*t, zone) for t in rec.tools.get(zone, [])[:leaf_k]]
+                else:
+                    below.append((child, _weight(weight, rank, score, best, by)))
+        depth += 1
+        below.sort(key=lambda c: -c[1])  # stable: ties keep the order the walk met them
+        level = below[:beam] if beam else below
+    merged: dict[str, tuple] = {}
+    for tool in found:
+        if tool[0] not in merged or tool[1] > merged[tool[0]][1]:
+            merged[tool[0]] = tool
+    tools = [t for t in merged.values() if t[1] > 0] or list(merged.values())
+    tools.sort(key=lambda t: (-t[1], t[2], t[4], t[3]))
+    return bool({t[0] for t in tools[:10]} & rec.correct), queries
+
+
+def figures(records: list[Recorded], *walk) -> tuple[float, float]:
+    runs = [replay(r, *walk) for r in records]
+    return sum(q for _, q in runs) / len(runs), sum(h for h, _ in runs) / len(runs)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("zones")
+    p.add_argument("--queries", required=True, help="queries JSON with correct_tools")
+    p.add_argument("--count", type=int, default=200)
+    p.add_argument("--k", default="8,4,3", help="the recorded walk's K at each depth (default 8,4,3)")
+    p.add_argument("--leaf-k", type=int, default=6)
+    p.add_argument("--schedules", default="8,4,3 5,3,2 3,2,1", help="K schedules to replay, space-separated")
+    p.add_argument("--beams", default="4,6,8,12", help="beam widths to replay on each schedule")
+    p.add_argument("--serve-args", default="", help="more arguments for tooldns serve, in one string")
+    p.add_argument("--port", type=int, default=5393)
+    p.add_argument("--root-zone", default="tools.")
+    args = p.parse_args()
+    args.k = tuple(int(x) for x in args.k.split(","))
+    records = collect(args)
+    print(f"{len(records)} resolutions recorded at K = {','.join(map(str, args.k))}: "
+          f"{sum(r.queries for r in records) / len(records):.1f} queries, "
+          f"hit rate@10 {sum(r.hit for r in records) / len(records):.3f}")
+    print(f"{'walk':32} {'queries':>8} {'hit rate@10':>12}")
+    for text in args.schedules.split():
+        ks = tuple(int(x) for x in text.split(","))
+        if any(a > b for a, b in zip(ks + ks[-1:] * 8, args.k + args.k[-1:] * 8)):
+            print(f"K = {text}: wider than the recorded walk somewhere, not replayed")
+            continue
+        for beam in [None, *(int(b) for b in args.beams.split(",") if b)]:
+            for by in (("ratio", "rank") if beam else ("ratio",)):
+                q, hr = figures(records, ks, beam, by, args.leaf_k, args.root_zone)
+                name = f"K = {text}" + (f", beam {beam} by {by}" if beam else "")
+                print(f"{name:32} {q:8.1f} {hr:12.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
