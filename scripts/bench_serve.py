@@ -13,8 +13,8 @@ to ``tooldns serve`` (a tree served lazily, docs/performance.md); --passes resol
 batches of --count different queries (--same: the same ones), each with its figures (the first
 batch of a lazy tree loads the zones it reaches). --beam bounds the zones asked at each depth (the
 resolver's ``beam``). --reference DIR serves a second tree (on --port + 1; ToolRet's built tree,
-say) and resolves its queries in turn with ZONES's, one each, with the same resolver settings,
-and prints the ratio of the two p50s per pass: the machine's speed, which drifts during a run on a
+say) and resolves its queries in turn with ZONES's, one each (walked at --reference-k, 5,3,2,
+without a beam; the same --leaf-k), and prints the ratio of the two p50s per pass: the machine's speed, which drifts during a run on a
 shared virtual machine, then weighs on both alike::
 
     python scripts/bench_serve.py /tmp/b100k --queries /tmp/synth100k.queries.json --settle 25
@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,25 +105,35 @@ def batches(path: str, args) -> list[list[dict]]:
             for n in range(args.passes)]
 
 
-def run_pass(n: int, args, trees: list[tuple[str, subprocess.Popen, tuple[str, int], list[list[dict]], Resolver]],
-             k: tuple[int, ...]) -> None:
+@dataclass
+class Served:
+    """A tree being measured: its server process, its batches of queries and how it is walked."""
+
+    name: str
+    proc: subprocess.Popen
+    batches: list[list[dict]]
+    resolver: Resolver
+    k: tuple[int, ...]
+
+
+def run_pass(n: int, args, trees: list[Served]) -> None:
     """Pass *n*: each query of the batch resolved on every tree in turn (the reference's first), so
     that a change of the machine's speed during the pass weighs on both trees alike."""
     figures = [Figures() for _ in trees]
-    for i in range(len(trees[0][3][n])):
-        for (_, _, _, batch, resolver), fig in zip(trees, figures):
-            if i < len(batch[n]):
-                fig.resolve(resolver, batch[n][i], k, args.leaf_k)
+    for i in range(max(len(t.batches[n]) for t in trees)):
+        for tree, fig in zip(trees, figures):
+            if i < len(tree.batches[n]):
+                fig.resolve(tree.resolver, tree.batches[n][i], tree.k, args.leaf_k)
     prefix = "" if args.passes == 1 else f"pass {n + 1}: "
-    for (name, proc, _, batch, _), fig in zip(trees, figures):
-        label = f"[{name}] " if len(trees) > 1 else ""
-        print(f"{prefix}{label}{fig.line(len(batch[n]), rss_mib(proc.pid))}", flush=True)
+    for tree, fig in zip(trees, figures):
+        label = f"[{tree.name}] " if len(trees) > 1 else ""
+        print(f"{prefix}{label}{fig.line(len(tree.batches[n]), rss_mib(tree.proc.pid))}", flush=True)
     if len(trees) > 1:
         mine, ref = statistics.median(figures[-1].ms), statistics.median(figures[0].ms)
         print(f"{prefix}p50 {mine:.1f} ms against the reference's {ref:.1f} ms: {mine / ref:.2f}x", flush=True)
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("zones")
     ap.add_argument("--queries", required=True, help="queries JSON: [{query: ...}, ...]")
@@ -137,27 +148,31 @@ def main() -> int:
     ap.add_argument("--same", action="store_true", help="every pass resolves the same queries (zones loaded by the "
                                                         "first; with --answer-cache 0, intents new to the scorer)")
     ap.add_argument("--reference", metavar="DIR", help="also serve this tree (on --port + 1) and resolve its queries "
-                    "in turn with ZONES's, query by query, with the same resolver settings: the ratio of p50s")
+                    "in turn with ZONES's, query by query: the ratio of p50s")
     ap.add_argument("--reference-queries", help="the reference's queries (default ToolRet's English dev queries)",
                     default=str(DATA / "queries.dev.en.json"))
     ap.add_argument("--reference-serve-args", default="--answer-cache 0")
-    args = ap.parse_args()
-    k = tuple(int(x) for x in args.k.split(","))
+    ap.add_argument("--reference-k", default="5,3,2", help="the reference's K at each step (default 5,3,2, no beam)")
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     trees, procs = [], []
     try:
-        wanted = [("reference", args.reference, args.port + 1, args.reference_serve_args, args.reference_queries)] \
-            if args.reference else []
-        for name, zones, port, serve_args, queries in [*wanted, ("tree", args.zones, args.port, args.serve_args,
-                                                                 args.queries)]:
+        wanted = [("reference", args.reference, args.port + 1, args.reference_serve_args, args.reference_queries,
+                   args.reference_k, None)] if args.reference else []
+        for name, zones, port, serve_args, queries, k, beam in [*wanted, ("tree", args.zones, args.port, args.serve_args,
+                                                                          args.queries, args.k, args.beam)]:
             proc, root, seconds = serve(zones, port, serve_args)
             procs.append(proc)
             print(f"{'[' + name + '] ' if wanted else ''}serving after {seconds:.1f} s, RSS {rss_mib(proc.pid)} MiB",
                   flush=True)
-            trees.append((name, proc, root, batches(queries, args),
-                          Resolver(root=root, cache=False, timeout=5, beam=args.beam)))
+            trees.append(Served(name, proc, batches(queries, args), Resolver(root=root, cache=False, timeout=5, beam=beam),
+                                tuple(int(x) for x in k.split(","))))
         time.sleep(args.settle)
         for n in range(args.passes):
-            run_pass(n, args, trees, k)
+            run_pass(n, args, trees)
     finally:
         for proc in procs:
             stop(proc)
