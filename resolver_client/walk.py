@@ -86,6 +86,16 @@ def _datagram_intent(extra: list[dns.edns.Option]) -> int:
     return min(MAX_INTENT_BYTES, UDP_PAYLOAD - (12 + DATAGRAM_NAME + 4) - 11 - options - 4 - 4)
 
 
+def _rank(pairs: dict[str, str], position: int) -> int:
+    """A referral's ``rank=``: its *position* in the referral when missing, not a number or below 1 (a
+    zone's own values must not put its children ahead of every other zone's in a beam)."""
+    try:
+        rank = int(pairs.get("rank", position))
+    except ValueError:
+        return position
+    return rank if rank >= 1 else position
+
+
 def _number(pairs: dict[str, str], key: str) -> float | None:
     try:
         return float(pairs[key]) if pairs.get(key) else None
@@ -300,12 +310,12 @@ class Walk:
 
     def _released(self) -> list[Query]:
         """The beam's best held children of a depth, once no zone above it has a query out."""
-        if not self._held:
+        if not self._held or self.fatal is not None:
             return []
         depth = min(self._held)
-        if any(n for d, n in self._open.items() if d < depth):
+        if any(n > 0 for d, n in self._open.items() if d < depth):
             return []
-        held = sorted(self._held.pop(depth), key=lambda h: (math.prod(h[0].ranks), h[0].ranks))
+        held = sorted(self._held.pop(depth), key=lambda h: (math.prod(h[0].ranks), h[0].ranks, h[0].zone))
         room = min(self.beam, max(0, self.max_queries - self.stats.queries))
         if room < min(self.beam, len(held)):
             self._hit_limit(f"query limit {self.max_queries} reached")
@@ -328,8 +338,8 @@ class Walk:
         resp = cached
         if resp is None:
             resp, retries = self._receive(q, wire, error, ms)
-            if resp is None:
-                return retries
+            if resp is None:  # retries, or a failed DNSKEY query's parked replies followed: new zones among them
+                return self._with_keys(retries)
         q.response = resp
         hop = Hop(_server_text(q), q.qname, _transport(q), dns.rcode.to_text(resp.rcode), ms, q.zone,
                   cached=cached is not None, k=q.k)
@@ -468,7 +478,9 @@ class Walk:
         trimmed = meta is not None and meta.trimmed and leaf_k > BRIEF_TOOLS_PER_DATAGRAM
         if trimmed or (leaf_k > q.k and len(hop.tools) >= q.k and not (meta is not None and meta.pruned)):
             hop.note = f"leaf: asking again for {leaf_k} tools"
-            return [self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, leaf_k, q.first)]
+            again = self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, leaf_k, q.first)
+            again.ranks = q.ranks
+            return [again]
         return []
 
     def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
@@ -587,8 +599,7 @@ class Walk:
         out = []
         for zone, ns_names in children.items():
             pairs = meta.get(zone, {})
-            score = pairs.get("score")
-            ref = Referral(zone, int(pairs.get("rank", len(hop.referrals) + 1)), float(score) if score else None,
+            ref = Referral(zone, _rank(pairs, len(hop.referrals) + 1), _number(pairs, "score"),
                            pairs.get("kind", "functional"), pairs.get("summary", ""))
             hop.referrals.append(ref)
             servers = [(addr, q.server[1]) for n in ns_names for addr in glue.get(n, [])]
@@ -600,8 +611,9 @@ class Walk:
                                            q.first and ref.rank == 1)
             if child is None:
                 ref.followed, ref.why_not = False, why
-            elif self.beam is not None and child.zone != q.zone:  # asked once its depth's best are known
-                child.ranks = (*q.ranks, ref.rank)
+                continue
+            child.ranks = q.ranks if child.zone == q.zone else (*q.ranks, ref.rank)
+            if self.beam is not None and child.zone != q.zone:  # asked once its depth's best are known
                 self._held.setdefault(child.depth, []).append((child, ref))
             else:
                 out.append(child)

@@ -315,3 +315,71 @@ def test_a_beam_below_one_is_refused():
 
     with pytest.raises(ResolverError, match="beam"):
         Walk("weather", root=ROOT, beam=0)
+
+
+def _formerr(q):
+    r = dns.message.make_response(msg(q))
+    r.set_rcode(dns.rcode.FORMERR)
+    return r.to_wire()
+
+
+def test_a_beam_asks_nothing_more_once_the_walk_has_failed():
+    walk = Walk("weather", k=3, root=ROOT, beam=2)
+    [q] = walk.start()
+    a, b = walk.take(q, referral(q, [("a.tools.", "127.0.0.2", 1, 3.0, "functional"),
+                                     ("b.tools.", "127.0.0.3", 2, 2.9, "functional")]))
+    assert walk.take(a, referral(a, [("a1.a.tools.", "127.0.0.5", 1, 5.0, "functional")])) == []
+    assert walk.take(b, _formerr(b)) == []  # a1 is not asked: the walk ends with IntentRejected
+    with pytest.raises(IntentRejected):
+        walk.result()
+
+
+def test_a_zone_cannot_rank_its_children_ahead_of_everyone_elses():
+    """Ranks below 1 or not numbers are read as the child's place in the referral: a zone's own values
+    must not win every place of a beam below it, nor stop the walk."""
+    walk = Walk("weather", k=3, root=ROOT, beam=2)
+    [q] = walk.start()
+    a, b = walk.take(q, referral(q, [("a.tools.", "127.0.0.2", 1, 3.0, "functional"),
+                                     ("b.tools.", "127.0.0.3", 2, 2.9, "functional")]))
+    assert walk.take(a, referral(a, [("a1.a.tools.", "127.0.0.5", 1, 5.0, "functional"),
+                                     ("a2.a.tools.", "127.0.0.6", 2, 1.0, "functional")])) == []
+    second = walk.take(b, referral(b, [("b1.b.tools.", "127.0.0.7", 0, 9.0, "functional"),
+                                       ("b2.b.tools.", "127.0.0.8", -1, 8.0, "functional"),
+                                       ("b3.b.tools.", "127.0.0.9", "first", 7.0, "functional")]))
+    assert [n.zone for n in second] == ["a1.a.tools.", "a2.a.tools."]
+    ranks = {r.zone: r.rank for h in walk.trace for r in h.referrals}
+    assert (ranks["b1.b.tools."], ranks["b2.b.tools."], ranks["b3.b.tools."]) == (1, 2, 3)
+
+
+class _KeysOnTheirWay:
+    """A validator whose zones are insecure once their keys were asked for (the walk's side of it only)."""
+
+    def __init__(self):
+        self.zones = {}
+
+    def status(self, zone):
+        return self.zones.get(zone, "")
+
+    def fail_keys(self, zone, why):
+        self.zones[zone] = "insecure"
+
+    def check(self, zone, section, wanted):
+        pass
+
+    def delegate(self, parent, child, authority):
+        return "insecure"
+
+
+def test_zones_reached_after_a_failed_key_query_have_their_keys_asked_for():
+    """A zone whose DNSKEY query gets no answer is followed unvalidated; the zones its parked referral
+    leads to still get their own DNSKEY queries (else their replies would wait for keys forever)."""
+    for beam in (None, 2):
+        walk = Walk("weather", k=2, root=ROOT[:1], validator=_KeysOnTheirWay(), beam=beam)
+        search, keys = walk.start()
+        assert keys.qtype == dns.rdatatype.DNSKEY
+        assert walk.take(search, referral(search, [("a.tools.", "127.0.0.2", 1, 3.0, "functional"),
+                                                   ("b.tools.", "127.0.0.3", 2, 2.9, "functional")])) == []
+        out = walk.take(keys, None, TimeoutError("no reply"))
+        assert sorted((q.zone, q.qtype) for q in out) == [
+            ("a.tools.", dns.rdatatype.SRV), ("a.tools.", dns.rdatatype.DNSKEY),
+            ("b.tools.", dns.rdatatype.SRV), ("b.tools.", dns.rdatatype.DNSKEY)], beam
