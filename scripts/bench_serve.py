@@ -127,8 +127,9 @@ def run_pass(n: int, args, trees: list[Served]) -> None:
     prefix = "" if args.passes == 1 else f"pass {n + 1}: "
     for tree, fig in zip(trees, figures):
         label = f"[{tree.name}] " if len(trees) > 1 else ""
-        print(f"{prefix}{label}{fig.line(len(tree.batches[n]), rss_mib(tree.proc.pid))}", flush=True)
-    if len(trees) > 1:
+        text = fig.line(len(tree.batches[n]), rss_mib(tree.proc.pid)) if fig.ms else "no queries left for this pass"
+        print(f"{prefix}{label}{text}", flush=True)
+    if len(trees) > 1 and all(fig.ms for fig in figures):
         mine, ref = statistics.median(figures[-1].ms), statistics.median(figures[0].ms)
         print(f"{prefix}p50 {mine:.1f} ms against the reference's {ref:.1f} ms: {mine / ref:.2f}x", flush=True)
 

@@ -7,10 +7,11 @@ answered: its ranked children, or its tools with their scores. It then replays n
 the record, without the network:
 
 * K schedules (--schedules): each zone's referral cut to the K of its depth;
-* beams (--beams): at each depth only the B best zones are asked, best by the product along the
-  path of each referral's score over the best score of its referral (``ratio``) or of 1/rank
-  (``rank``): a walk that widens where a parent's scores are close and narrows where one child
-  stands out.
+* beams (--beams): at each depth only the B best zones are asked, best by the product of the
+  ranks on their path (``rank``, the resolver's ``beam``: ties to the better ranks from the root
+  down) or by the product along the path of each referral's score over the best score of its
+  referral (``ratio``): a walk that widens where a parent's children rank close and narrows
+  where one stands out.
 
 The replay is exact for every walk that asks only zones the recorded one asked: a server's ranking
 does not depend on K (it keeps the best K, then drops those under ``prune_ratio`` x the best), so a
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -76,19 +78,20 @@ def collect(args) -> list[Recorded]:
         stop_servers(proc)
 
 
-def _weight(parent: float, rank: int, score: float, best: float, by: str) -> float:
-    if by == "rank":
-        return parent / rank
-    return parent * (score / best if best > 0 else 1.0 / rank)
+def _order(child: tuple[str, tuple[int, ...], float], by: str) -> tuple:
+    """How a beam orders a depth's zones: as the resolver does (``rank``: the product of the path's
+    ranks, then the ranks from the root down, then the name), or by the product of relative scores."""
+    zone, ranks, relative = child
+    return (math.prod(ranks), ranks, zone) if by == "rank" else (-relative, ranks, zone)
 
 
 def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k: int, root: str) -> tuple[bool, int]:
     """Whether the walk (*ks*, *beam* ranked *by*) finds a correct tool in its top 10, and its queries."""
     found: list[tuple[str, float, int, str, str]] = []
-    level, depth, queries = [(root, 1.0)], 0, 0
+    level, depth, queries = [(root, (), 1.0)], 0, 0
     while level:
         below = []
-        for zone, weight in level:
+        for zone, ranks, relative in level:
             queries += 1
             children = [c for c in rec.referrals.get(zone, []) if c[1] <= ks[min(depth, len(ks) - 1)]]
             if not children:
@@ -99,9 +102,9 @@ def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k
                     queries += 1
                     found += [(*t, zone) for t in rec.tools.get(zone, [])[:leaf_k]]
                 else:
-                    below.append((child, _weight(weight, rank, score, best, by)))
+                    below.append((child, (*ranks, rank), relative * (score / best if best > 0 else 1.0 / rank)))
         depth += 1
-        below.sort(key=lambda c: -c[1])  # stable: ties keep the order the walk met them
+        below.sort(key=lambda c: _order(c, by))
         level = below[:beam] if beam else below
     merged: dict[str, tuple] = {}
     for tool in found:
