@@ -223,6 +223,45 @@ def test_a_dropped_zone_is_freed(built):
     assert index() is None and first not in zones.loaded
 
 
+def test_dropped_zones_are_freed_without_the_cycle_collector_and_loads_are_frozen_out_of_it(built):
+    """Zones hold no reference cycles: with the collector off, every zone loaded, answered from (both
+    paths) and dropped leaves nothing for it to find, which is what lets ``tooldns serve`` freeze
+    loaded zones out of its full collections (:mod:`tooldns.serving.gcpolicy`); and the lazy
+    tree's listener freezes every ``every`` loads."""
+    import gc
+    import weakref
+
+    from tooldns.protocol import names
+    from tooldns.serving.gcpolicy import FreezeLoads
+    from tooldns.serving.lazy import LazyZones
+
+    zones_dir, _ = built
+    zones = LazyZones(zones_dir, max_loaded=1)
+    freezer = FreezeLoads(every=3)
+    zones.listeners.append(freezer)
+    gc.collect()
+    gc.disable()
+    try:
+        gc.unfreeze()  # what this test process froze before, if anything, back in collections
+        indexes = []
+        for origin in zones.paths:
+            resolver = zones.get(origin)
+            indexes.append(weakref.ref(resolver.source.index))
+            for udp in (True, False):
+                query = DNSRecord.question(names.Cursor("any", "tcp", origin).to_text(), "SRV")
+                query.add_ar(EDNS0(udp_len=1232, opts=[EDNSOption(INTENT_OPTION_CODE, encode_intent("rain forecast", 2))]))
+                assert resolver.fast_answer(bytes(query.pack()), udp) is not None  # the fast path's pieces made
+                assert resolver.resolve(query, None).header.rcode == RCODE.NOERROR  # and dnslib's
+            del resolver
+        assert freezer.loads == len(zones.paths) >= 6 and gc.get_freeze_count() > 0
+        gc.unfreeze()
+        assert sum(ref() is not None for ref in indexes) == 1  # the one zone still loaded
+        assert gc.collect() == 0  # no garbage cycle among the dropped zones
+    finally:
+        gc.unfreeze()
+        gc.enable()
+
+
 def test_files_added_and_taken_away_are_seen_when_the_directory_changes(built, tmp_path):
     """LazyZones.new_files: a new zone file under the top zone is served, a temporary file being
     written, a file of no origin under the top and a file taken away while loaded are not acted on."""

@@ -43,6 +43,7 @@ try:
     from .scoring.hybrid import one_blas_thread
     from .serving.server import MAX_TCP, MAX_TCP_PER_CLIENT, TCP_IDLE, TCP_IDLE_BUSY
     from .serving.descriptors import ensure_descriptors
+    from .serving.gcpolicy import freeze_tree
     from .serving.metrics import parse_address
     from .serving.lazy import DEFAULT_MAX_LOADED
     from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
@@ -170,6 +171,7 @@ def _serve(args) -> int:
         code = _serve_workers(args, tree)
     else:
         one_blas_thread()
+        freeze_tree(tree)  # the loaded zones out of the collector's full collections (gcpolicy)
         asyncio.run(_run_tree(tree, args))
         code = 0
     print("stopped", flush=True)

@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection, wait
 
 from ..exceptions import ServeError, ToolDNSError
 from ..scoring.hybrid import one_blas_thread
+from .gcpolicy import freeze_tree
 from .tree import Tree
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ async def _serve(zonedir: str, port: int, options: dict, conn: Connection, index
         options = {**options, "metrics": (address, metrics_port + index)}
     try:
         tree = Tree(zonedir, port, reuse_port=True, **options)
+        freeze_tree(tree)
         await tree.start()
     except (OSError, ToolDNSError, ValueError) as exc:
         conn.send(("error", str(exc)))
