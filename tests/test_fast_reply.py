@@ -314,6 +314,18 @@ def test_server_handle_answers_as_before_the_fast_path():
     assert with_fast.stats == without.stats and with_fast.stats["dropped"] >= 2
 
 
+def test_a_query_as_a_bytearray_is_answered_as_its_bytes(caplog):
+    """dnslib's ``DNSRecord.pack()`` gives a bytearray: the packet cache and the fast path take it as
+    the bytes it holds (no traceback, no full path standing in)."""
+    ix = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
+    for cache_size in (0, 16):
+        server = DNSServer(ZoneResolver(StaticSource(ix)), cache_size=cache_size)
+        for data, _ in _queries(ix, 20, 7, False):
+            for udp in (True, False):
+                assert server.handle(bytearray(data), udp) == server.handle(data, udp)
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
 def test_cached_fast_replies_keep_their_id():
     ix = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
     server = DNSServer(ZoneResolver(StaticSource(ix)))
