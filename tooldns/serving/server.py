@@ -160,10 +160,8 @@ class DNSServer:
 
         Intent searches come from the resolver's fast path when it has one (``fast_answer``: the
         same bytes, packed from pieces encoded once per zone); every other query is parsed,
-        resolved and packed with dnslib. *data* may be any bytes-like object (dnslib's ``pack()`` gives
-        a bytearray): it is read as bytes."""
-        if type(data) is not bytes:
-            data = bytes(data)
+        resolved and packed with dnslib. A bytearray (dnslib's ``pack()``) is read as its bytes."""
+        data = data if type(data) is bytes else bytes(data)
         index = self._index()
         cacheable = self.cache_size > 0 and index is not None and index.cacheable
         if cacheable:
