@@ -262,6 +262,33 @@ def test_dropped_zones_are_freed_without_the_cycle_collector_and_loads_are_froze
         gc.enable()
 
 
+def test_a_reloaded_zone_is_freed_without_the_cycle_collector(built, tmp_path):
+    """The other half of what lets ``tooldns serve`` freeze loaded zones: an edit's reload leaves the
+    old index to reference counting alone."""
+    import gc
+    import os
+    import time
+    import weakref
+
+    from tooldns.serving.resolver import ZoneResolver
+    from tooldns.serving.store import ZoneStore
+
+    path = next(p for p in _copied(built, tmp_path).glob("*.yaml") if p.name != "tools.yaml")
+    store = ZoneStore(str(path))
+    ZoneResolver(store).fast_answer(b"", True)  # a resolver on it, as a server has
+    gc.collect()
+    gc.disable()
+    try:
+        old = weakref.ref(store.index)
+        serial = store.serial
+        path.write_text(path.read_text().replace(f"serial: {serial}", f"serial: {serial + 1}"))
+        os.utime(path, (time.time() + 5, time.time() + 5))
+        assert store.check() == "reloaded" and store.serial == serial + 1
+        assert old() is None and gc.collect() == 0
+    finally:
+        gc.enable()
+
+
 def test_files_added_and_taken_away_are_seen_when_the_directory_changes(built, tmp_path):
     """LazyZones.new_files: a new zone file under the top zone is served, a temporary file being
     written, a file of no origin under the top and a file taken away while loaded are not acted on."""
