@@ -182,6 +182,16 @@ def test_shipped_zones_with_lines_changed_load_or_are_refused(text):
         assert parse_zone(dump_zone(zone)) == zone
 
 
+def test_a_vector_of_without_its_vector_is_written_back_as_read():
+    """Found by the test above: ``vector_of`` (what text a tool's vector embeds) left by a hand edit
+    without the vector survives a dump and a parse (it was dropped, so the two zones differed)."""
+    text = (ZONES / "calendar.productivity.tools.yaml").read_text(encoding="utf-8")
+    text = text.replace("- label: google-calendar-events\n", "- label: google-calendar-events\n  vector_of: 1\n", 1)
+    zone = parse_zone(text)
+    assert zone.tools[0].vector_of == "1" and not zone.tools[0].vector
+    assert parse_zone(dump_zone(zone)) == zone
+
+
 SETTINGS = ["scorer", "scorer_options", "child_scorer_options", "prune_ratio", "max_k", "intent_ttl", "embed_intents",
             "rate_limit", "nope"]
 RATE_LIMIT = ["responses_per_second", "nxdomains_per_second", "errors_per_second", "window", "slip", "exempt",

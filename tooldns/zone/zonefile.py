@@ -906,5 +906,6 @@ def _dump_tool(tool: Tool) -> dict[str, Any]:
                              for p in tool.parameters]
     if tool.vector:
         out["vector"] = base64.b64encode(tool.vector).decode("ascii")
+    if tool.vector_of:  # written as read, even without its vector (a hand edit may leave it alone)
         out["vector_of"] = tool.vector_of
     return out
