@@ -2,9 +2,12 @@
 
 The default profile, ``ci``, runs every property with the number of examples its test asks for
 (a few hundred: all of them together take seconds), with no deadline (a loaded CI machine must
-not fail a test) and no example database on disk. ``HYPOTHESIS_PROFILE=fuzz`` multiplies every
-count by ``FUZZ_SCALE`` (default 100) and keeps failing examples in ``.hypothesis/`` so that a
-rerun tries them first::
+not fail a test), no example database on disk, and the same examples on every run
+(``derandomize``), so that a failing run is a change's doing, not the draw's. New examples come
+from ``HYPOTHESIS_PROFILE=fuzz``, which draws afresh, multiplies every count by ``FUZZ_SCALE``
+(default 100) and keeps failing examples in ``.hypothesis/`` so that a rerun tries them first
+(a failure it finds becomes a fixed test, as ``test_a_vector_of_without_its_vector_is_written_back_as_read``
+did)::
 
     HYPOTHESIS_PROFILE=fuzz python3 -m pytest -q tests/test_fuzz_*.py
     HYPOTHESIS_PROFILE=fuzz FUZZ_SCALE=1000 python3 -m pytest -q tests/test_fuzz_parser.py
@@ -20,7 +23,7 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("ci", deadline=None, database=None, print_blob=True)
+settings.register_profile("ci", deadline=None, database=None, print_blob=True, derandomize=True)
 settings.register_profile("fuzz", deadline=None, print_blob=True)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
