@@ -29,9 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchlib import start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
 
 #: the ToolRet benchmark's folder (README there), as the tests find it
@@ -51,28 +50,6 @@ DATA = Path(os.environ.get("TOOLDNS_DATA", ROOT.parent / "shared" / "data" / "to
 def rss_mib(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as fh:
         return int(next(line for line in fh if line.startswith("VmRSS:")).split()[1]) // 1024
-
-
-def serve(zones: str, port: int, serve_args: str) -> tuple[subprocess.Popen, tuple[str, int], float]:
-    """``tooldns serve ZONES`` in its own process: it, its root server, and the seconds until it answered."""
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", zones, "--port", str(port),
-                             "--no-rate-limit", *shlex.split(serve_args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    for line in proc.stdout:
-        match = re.search(r"root zone on (\S+):(\d+);", line)
-        if match:
-            return proc, (match.group(1), int(match.group(2))), time.monotonic() - t0
-    stop(proc)
-    raise SystemExit(f"tooldns serve {zones} did not start")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 class Figures:
@@ -165,7 +142,9 @@ def main() -> int:
                    args.reference_k, None)] if args.reference else []
         for name, zones, port, serve_args, queries, k, beam in [*wanted, ("tree", args.zones, args.port, args.serve_args,
                                                                           args.queries, args.k, args.beam)]:
-            proc, root, seconds = serve(zones, port, serve_args)
+            t0 = time.monotonic()
+            proc, root = start_servers(zones, port, extra=shlex.split(serve_args))
+            seconds = time.monotonic() - t0
             procs.append(proc)
             print(f"{'[' + name + '] ' if wanted else ''}serving after {seconds:.1f} s, RSS {rss_mib(proc.pid)} MiB",
                   flush=True)
@@ -176,7 +155,7 @@ def main() -> int:
             run_pass(n, args, trees)
     finally:
         for proc in procs:
-            stop(proc)
+            stop_servers(proc)
     return 0
 
 
