@@ -13,12 +13,17 @@ the same run against the same process:
 3. when the zone scores vectors (a tree built with ``tooldns build --embed``), distinct intents
    with the intent's vector option (65303) too, as a resolver with an embedder sends them;
 
-each at full speed for --seconds (queries per second) and at a fixed 1,000 queries per second
-(latency percentiles from dnsperf's per-query report). The queries are the messages the resolver
-library sends (RD=0, its OPT record), given to dnsperf in its binary input format (``-B``: one
-whole message per record, so each may carry its own intent option, which ``-E`` cannot). Both
-rates come from the same generator against the same process; the last line gives their ratio.
-Each row also gives the server's time per reply, 1e6 / q/s at full speed.
+each at full speed for --seconds (queries per second), in --rounds rounds that take the cases in
+turn (fixed, distinct, fixed, distinct ...), so that the machine's speed, which drifts on a shared
+virtual machine, weighs on both alike; then each at a fixed 1,000 queries per second (latency
+percentiles from dnsperf's per-query report). Every round sends intents the server has not been
+sent before. The queries are the messages the resolver library sends (RD=0, its OPT record),
+given to dnsperf in its binary input format (``-B``: one whole message per record, so each may
+carry its own intent option, which ``-E`` cannot). Both rates come from the same generator
+against the same process; the last lines give their ratio in each round and its median. Each row
+gives the medians over the rounds of the rate, of the time per reply (1e6 / q/s) and of the
+server process's CPU time per reply (user and system, from ``/proc``: the server's own cost,
+whatever dnsperf takes of the machine).
 
 The vector is the first intent's embedding with the zone's model: all-MiniLM-L6-v2 (``minilm``)
 or the hashing embedder (``hash:DIM``); for another model, a hashing vector of its size under its
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import socket
@@ -112,37 +118,59 @@ def probe(address: str, port: int, wire: bytes) -> str:
     return f"{rcode}, scorer {meta.scorer}" + (", vector ignored" if meta.vector_ignored else "")
 
 
-def measure(address: str, port: int, full_file: str, paced_file: str, messages: int, seconds: float) -> dict:
-    """dnsperf at full speed over *full_file* (*messages* queries in it), then at 1,000 q/s over *paced_file*."""
-    full = dnsperf(["-s", address, "-p", str(port), "-d", full_file, "-B", "-l", str(seconds), "-q", "64",
-                    "-t", "2"])
-    qps = float(re.search(r"Queries per second:\s+([\d.]+)", full).group(1))
-    lost = int(re.search(r"Queries lost:\s+(\d+)", full).group(1))
-    sent = int(re.search(r"Queries sent:\s+(\d+)", full).group(1))
-    paced = dnsperf(["-s", address, "-p", str(port), "-d", paced_file, "-B", "-l", str(seconds), "-Q", "1000",
-                     "-t", "2", "-v"])
-    lat = [float(m.group(1)) * 1000 for m in re.finditer(r"^> \w+ .* ([\d.]+)$", paced, re.M)]
-    rcodes = set(re.findall(r"^> (\w+) ", paced, re.M))
-    return {"qps": qps, "us": 1e6 / qps if qps else 0.0, "lost": lost, "laps": sent / messages, "n": len(lat),
-            "rcodes": sorted(rcodes), "p50_ms": statistics.median(lat), "p90_ms": percentile(lat, 90),
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time process *pid* has used so far (Linux: ``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def full_speed(address: str, port: int, path: str, messages: int, seconds: float, pid: int) -> dict:
+    """dnsperf at full speed over *path* (*messages* queries in it); the server process's (*pid*) CPU
+    time per query meanwhile."""
+    cpu = cpu_seconds(pid)
+    out = dnsperf(["-s", address, "-p", str(port), "-d", path, "-B", "-l", str(seconds), "-q", "64", "-t", "2"])
+    cpu = cpu_seconds(pid) - cpu
+    qps = float(re.search(r"Queries per second:\s+([\d.]+)", out).group(1))
+    lost = int(re.search(r"Queries lost:\s+(\d+)", out).group(1))
+    sent = int(re.search(r"Queries sent:\s+(\d+)", out).group(1))
+    return {"qps": qps, "us": 1e6 / qps if qps else 0.0, "cpu_us": cpu * 1e6 / sent if sent else 0.0,
+            "lost": lost, "laps": sent / messages}
+
+
+def paced(address: str, port: int, path: str, seconds: float) -> dict:
+    """dnsperf at 1,000 q/s over *path*: latency percentiles and the rcodes seen."""
+    out = dnsperf(["-s", address, "-p", str(port), "-d", path, "-B", "-l", str(seconds), "-Q", "1000", "-t", "2",
+                   "-v"])
+    lat = [float(m.group(1)) * 1000 for m in re.finditer(r"^> \w+ .* ([\d.]+)$", out, re.M)]
+    rcodes = set(re.findall(r"^> (\w+) ", out, re.M))
+    return {"n": len(lat), "rcodes": sorted(rcodes), "p50_ms": statistics.median(lat), "p90_ms": percentile(lat, 90),
             "p99_ms": percentile(lat, 99), "max_ms": max(lat)}
 
 
-def run(zones: str, address: str, port: int, cases: list[tuple[str, list[bytes], list[bytes]]],
-        seconds: float) -> list[tuple[str, dict]]:
-    """Every case, (label, messages at full speed, messages at 1,000 q/s), against one server process."""
+#: one case: its label, the messages sent at full speed in each round, and those sent at 1,000 q/s
+Case = tuple[str, list[list[bytes]], list[bytes]]
+
+
+def run(zones: str, address: str, port: int, cases: list[Case], seconds: float) -> list[tuple[str, list[dict], dict]]:
+    """Every case against one server process: per case its label, its full-speed figures in each round
+    (the cases taken in turn, round after round) and its paced figures."""
     proc, _ = start_servers(zones, port)
-    rows = []
+    rounds: dict[str, list[dict]] = {label: [] for label, _, _ in cases}
+    out = []
     try:
         with tempfile.TemporaryDirectory(prefix="tooldns-perf-") as tmp:
-            for n, (label, full, paced) in enumerate(cases):
-                checked = probe(address, port, paced[-1])
-                figures = measure(address, port, query_file(full, tmp, f"full{n}.bin"),
-                                  query_file(paced, tmp, f"paced{n}.bin"), len(full), seconds)
-                rows.append((label, {**figures, "checked": checked}))
+            for r in range(max(len(full) for _, full, _ in cases)):
+                for n, (label, full, _) in enumerate(cases):
+                    wires = full[r % len(full)]
+                    rounds[label].append(full_speed(address, port, query_file(wires, tmp, f"full{n}-{r}.bin"),
+                                                    len(wires), seconds, proc.pid))
+            for n, (label, _, slow) in enumerate(cases):
+                checked = probe(address, port, slow[-1])
+                out.append((label, rounds[label], {**paced(address, port, query_file(slow, tmp, f"paced{n}.bin"),
+                                                          seconds), "checked": checked}))
     finally:
         stop_servers(proc)
-    return rows
+    return out
 
 
 def intent_vector(index: ZoneIndex, intent: str) -> tuple[bytes | None, str]:
@@ -173,7 +201,9 @@ def main() -> int:
                    help="JSON list of {\"query\": text}: where the distinct intents come from")
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--service", default="any")
-    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--seconds", type=float, default=3.0, help="length of each dnsperf run (default 3)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="full-speed rounds, each taking the cases in turn (default 3; the ratio's median is quoted)")
     p.add_argument("--port", type=int, default=5353 + 1000)
     args = p.parse_args()
     if shutil.which("dnsperf") is None:
@@ -184,36 +214,47 @@ def main() -> int:
     address = stores[args.zone].zone.nameservers[0].address
     qname = Cursor(args.service, "tcp", args.zone).to_text()
     vector, how = intent_vector(stores[args.zone].index, args.intent)
+    rounds = max(1, args.rounds)
     full_count, paced_count = max(50_000, int(args.seconds * 25_000)), int(args.seconds * 1000) + 1000
-    texts = intent_texts(Path(args.intents), full_count + paced_count, args.intent)
+    texts = intent_texts(Path(args.intents), full_count * rounds + paced_count, args.intent)
     print(f"zone {args.zone} on {address}:{args.port}, query {qname} SRV, K={args.k}; fixed intent {args.intent!r}; "
-          f"{len(texts)} distinct intents from {args.intents if Path(args.intents).exists() else args.intent!r}")
+          f"{len(texts)} distinct intents from {args.intents if Path(args.intents).exists() else args.intent!r}; "
+          f"{rounds} rounds of {args.seconds:g} s a case")
     print(f"vector: {how}" + (f", {len(vector)} bytes" if vector else "; no row with a vector"))
     fixed = queries(qname, [args.intent], args.k, None)
-    cases = [("fixed intent", fixed, fixed),
-             ("distinct intents", queries(qname, texts[:full_count], args.k, None),
-              queries(qname, texts[full_count:], args.k, None))]
+    slices = [texts[r * full_count:(r + 1) * full_count] for r in range(rounds)]  # never sent before
+    cases: list[Case] = [("fixed intent", [fixed], fixed),
+                         ("distinct intents", [queries(qname, part, args.k, None) for part in slices],
+                          queries(qname, texts[rounds * full_count:], args.k, None))]
     if vector:
-        cases.append(("distinct, with vector", queries(qname, texts[:full_count], args.k, vector),
-                      queries(qname, texts[full_count:], args.k, vector)))
+        cases.append(("distinct, with vector", [queries(qname, part, args.k, vector) for part in slices],
+                      queries(qname, texts[rounds * full_count:], args.k, vector)))
     print_rows(run(args.zones, address, args.port, cases, args.seconds))
     return 0
 
 
-def print_rows(rows: list[tuple[str, dict]]) -> None:
-    print(f"{'':21} {'q/s':>9} {'us/reply':>8} {'lost':>5}   at 1000 q/s: {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} "
-          f"{'max ms':>7}  rcodes")
-    for label, r in rows:
-        print(f"{label:21} {r['qps']:9.0f} {r['us']:8.1f} {r['lost']:5d}   {'':12}{r['p50_ms']:7.3f} "
-              f"{r['p90_ms']:7.3f} {r['p99_ms']:7.3f} {r['max_ms']:7.3f}  {','.join(r['rcodes'])}  ({r['checked']})")
-    by_label = dict(rows)
+def print_rows(rows: list[tuple[str, list[dict], dict]]) -> None:
+    def median(figures: list[dict], key: str) -> float:
+        return statistics.median(f[key] for f in figures)
+
+    print(f"{'':21} {'q/s':>9} {'us/reply':>8} {'cpu us':>6} {'lost':>5}   at 1000 q/s: {'p50 ms':>7} {'p90 ms':>7} "
+          f"{'p99 ms':>7} {'max ms':>7}  rcodes")
+    for label, full, r in rows:
+        print(f"{label:21} {median(full, 'qps'):9.0f} {median(full, 'us'):8.1f} {median(full, 'cpu_us'):6.1f} "
+              f"{sum(f['lost'] for f in full):5d}   {'':12}{r['p50_ms']:7.3f} {r['p90_ms']:7.3f} {r['p99_ms']:7.3f} "
+              f"{r['max_ms']:7.3f}  {','.join(r['rcodes'])}  ({r['checked']})")
+    by_label = {label: full for label, full, _ in rows}
     fixed, distinct = by_label["fixed intent"], by_label["distinct intents"]
-    if distinct["laps"] > 1:
-        print(f"note: the distinct intents ran out ({distinct['laps']:.1f} laps): some came from the packet cache")
-    print(f"distinct / fixed intent: {distinct['qps']:.0f} / {fixed['qps']:.0f} q/s = "
-          f"{distinct['qps'] / fixed['qps']:.3f} of the packet-cache rate")
+    if any(f["laps"] > 1 for f in distinct):
+        print("note: the distinct intents ran out in a round: some came from the packet cache")
+    ratios = [d["qps"] / f["qps"] for f, d in zip(fixed, distinct)]
+    for n, (f, d, ratio) in enumerate(zip(fixed, distinct, ratios), 1):
+        print(f"round {n}: distinct / fixed intent {d['qps']:.0f} / {f['qps']:.0f} q/s = {ratio:.3f}; "
+              f"server CPU per reply {d['cpu_us']:.1f} / {f['cpu_us']:.1f} us")
+    print(f"distinct / fixed intent, median of {len(ratios)} rounds: {statistics.median(ratios):.3f} of the "
+          f"packet-cache rate")
     if "distinct, with vector" in by_label:
-        plain, vector = distinct["us"], by_label["distinct, with vector"]["us"]
+        plain, vector = median(distinct, "us"), median(by_label["distinct, with vector"], "us")
         print(f"time per reply at full speed, distinct intents: {plain:.1f} us without the vector, {vector:.1f} us "
               f"with it ({vector - plain:+.1f} us)")
 
