@@ -84,3 +84,52 @@ def test_tokenizer_scripts():
     assert tokenize("天气预报") == ["天", "气", "预", "报", "天气", "气预", "预报"]
     assert tokenize("天 weather_forecasts") == ["天", "weather", "forecast"]
     assert tokenize("MP3文件 2023年") == ["mp3", "文", "件", "文件", "2023", "年"]
+
+
+def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch):
+    """An index asked often keeps each word's posting lists (tooldns.scoring.bm25._WordLists); its
+    rankings stay those of tokenizing every query, and all caches together keep at most WORD_BUDGET words."""
+    import tooldns.scoring.bm25 as bm25
+
+    docs = ["getHistoricalWeather for Hong Kong", "stock quotes and prices", "weather forecasts by city",
+            "convert currencies", "translate text between languages"]
+    queries = ["historical weather in Hong Kong", "Stock prices, quotes!", "getWeather forecasts", "the of and",
+               "currency convert translate languages text", "天气 weather", "zzz unknown words"]
+    plain = BM25(docs)
+    fresh = [plain.rank(q, 5) for q in queries]
+    assert plain._words is None  # asked fewer than WORDS_AFTER times: no cache
+    monkeypatch.setattr(bm25, "WORD_BUDGET", 6)
+    cached = BM25(docs)
+    for _ in range(bm25.WORDS_AFTER):
+        cached.rank("weather", 1)
+    assert cached._words is not None
+    assert [cached.rank(q, 5) for q in queries] == fresh  # every word worked out afresh or from the cache
+    assert [cached.rank(q, 5) for q in queries] == fresh  # and again, over a budget of 6 words spent many times
+    assert bm25._WordLists.kept <= bm25.WORD_BUDGET
+    assert len(cached._words) <= bm25.WORD_BUDGET
+    other = BM25(["weather"], tokenizer=str.split)  # a tokenizer of its own: never cached
+    for _ in range(bm25.WORDS_AFTER + 1):
+        other.rank("weather", 1)
+    assert other._words is None
+
+
+def test_many_postings_rank_as_the_plain_sums():
+    """Queries touching more than MANY_POSTINGS postings are added with numpy (BM25._rank_many): the
+    same best documents, scores and ties as the plain sums of scores(), with or without the word cache."""
+    import tooldns.scoring.bm25 as bm25
+
+    words = ["weather", "stock", "price", "city", "forecast", "map", "route", "news", "sport", "music"]
+    # word w in the documents whose number has bit w set (about half), some twice: many ties, many postings
+    docs = [" ".join(w for b, w in enumerate(words) if i >> b & 1 for _ in range(1 + (i + b) % 2)) or "empty"
+            for i in range(400)]
+    queries = ["weather price city", "news sport music map route", "weather weather forecast", "stock"]
+    index = BM25(docs)
+    for round_ in range(2):  # the second round from the word cache
+        for query in queries:
+            assert sum(len(index._postings.get(t, ())) for t in tokenize(query)) > bm25.MANY_POSTINGS
+            scores = index.scores(query)
+            expected = sorted(range(len(docs)), key=lambda i: (-scores[i], i))[:10]
+            assert index.rank(query, 10) == [(i, scores[i]) for i in expected]
+        for _ in range(bm25.WORDS_AFTER):
+            index.rank("weather", 1)
+    assert index._words is not None

@@ -26,20 +26,55 @@ local df), so the same document scores the same in every zone that holds it.
 
 from __future__ import annotations
 
-import heapq
 import math
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Callable, Iterable, Sequence
 
 from ..exceptions import ScorerError
 from .scorer import Ranking, Scorer
-from .tokenize import Tokenized, tokenize
+from .tokenize import Tokenized, ascii_words, tokenize, word_terms
 
 
 #: above this many postings for one query, :meth:`BM25.rank` adds them with numpy (cheaper from about
 #: a hundred: a query of ToolRet's with a built tree's root of 92 children touches some 350)
 MANY_POSTINGS = 128
+
+
+#: an index keeps the posting lists of each ASCII word it is asked from its this-many-th query on
+#: (zones asked rarely, such as the leaves of a large tree, keep none); all indexes together keep
+#: at most WORD_BUDGET words (about 130 bytes each), and all forget theirs when that is reached
+WORDS_AFTER = 64
+WORD_BUDGET = 1 << 17
+
+
+class _WordLists(dict):
+    """One index's ASCII word (bytes) -> the posting lists of its terms, in order (empty for a word
+    none of whose terms it holds): a query's lists in one lookup per word, its terms neither joined,
+    split nor hashed again. Worked out on lookup, within :data:`WORD_BUDGET` over all indexes."""
+
+    __slots__ = ("postings", "__weakref__")
+    kept = 0
+    every: "weakref.WeakSet[_WordLists]" = weakref.WeakSet()
+
+    __hash__ = object.__hash__  # kept in a WeakSet: one cache is itself, whatever it holds
+    __eq__ = object.__eq__
+
+    def __init__(self, postings: dict[str, list]) -> None:
+        super().__init__()
+        self.postings = postings
+        _WordLists.every.add(self)
+
+    def __missing__(self, word: bytes) -> tuple:
+        if _WordLists.kept >= WORD_BUDGET:
+            for lists in list(_WordLists.every):
+                lists.clear()
+            _WordLists.kept = 0
+        found = self[word] = tuple(filter(None, map(self.postings.get, word_terms(word).split())))
+        _WordLists.kept += 1
+        return found
 
 
 @dataclass
@@ -96,7 +131,9 @@ class BM25:
                 idf = math.log(1 + (max(n_docs, df) - df + 0.5) / (df + 0.5))
                 postings.setdefault(term, []).append((i, idf * tf / (tf + norm)))
         self._postings = postings
-        self._arrays: dict[str, tuple] = {}  # postings as numpy arrays, made when first needed
+        self._arrays: dict[int, tuple] = {}  # posting lists as numpy arrays, made when first needed
+        self._asked = 0  # queries ranked, up to WORDS_AFTER
+        self._words: _WordLists | None = None  # made at the WORDS_AFTER-th query
 
     def scores_tokens(self, query_tokens: Sequence[str]) -> list[float]:
         scores = [0.0] * self.n
@@ -118,18 +155,16 @@ class BM25:
         in the same order); documents scoring 0 follow in document order. When the query's terms
         have many postings (common words in a large zone), numpy adds them (:meth:`_rank_many`).
         """
-        postings = self._postings
-        tokens = self.tokenizer(query)
-        lists = list(filter(None, map(postings.get, tokens)))
+        lists = self._lists(query)
         if sum(map(len, lists)) > MANY_POSTINGS:
-            return self._rank_many([t for t in tokens if t in postings], k)
+            return self._rank_many(lists, k)
         touched: dict[int, float] = {}
         add = touched.get
         for posting in lists:
             for i, w in posting:
                 touched[i] = add(i, 0.0) + w
-        keyed = [(-s, i) for i, s in touched.items()]
-        best = heapq.nsmallest(k, keyed) if k < len(keyed) else sorted(keyed)
+        # at most MANY_POSTINGS documents: sorting them all in C beats heapq.nsmallest's Python loop
+        best = sorted([(-s, i) for i, s in touched.items()])[:k]
         out = [(i, -s) for s, i in best]
         if len(out) < k:  # documents scoring 0, in document order
             for i in range(self.n):
@@ -139,18 +174,30 @@ class BM25:
                         break
         return out
 
-    def _rank_many(self, terms: list[str], k: int) -> list[tuple[int, float]]:
-        """:meth:`rank` over postings kept as numpy arrays: the same sums, added in the same order
+    def _lists(self, query: str) -> list[list[tuple[int, float]]]:
+        """The posting lists of *query*'s terms that the index holds, in the terms' order; from the
+        word cache (:class:`_WordLists`) when the index is asked often and the query is ASCII."""
+        words = self._words
+        if words is not None and query.isascii():
+            return list(chain.from_iterable(map(words.__getitem__, ascii_words(query))))
+        if words is None and self.tokenizer is tokenize:
+            self._asked += 1
+            if self._asked >= WORDS_AFTER:
+                self._words = _WordLists(self._postings)
+        return list(filter(None, map(self._postings.get, self.tokenizer(query))))
+
+    def _rank_many(self, lists: list[list[tuple[int, float]]], k: int) -> list[tuple[int, float]]:
+        """:meth:`rank` over posting *lists* kept as numpy arrays: the same sums, added in the same order
         (``bincount`` adds its weights one by one, in order), the same ties."""
         import numpy as np  # only for large zones: the client's hashing embedder uses this module's tokenizer
 
-        arrays = self._arrays
-        for term in terms:
-            if term not in arrays:
-                arrays[term] = (np.array([i for i, _ in self._postings[term]], dtype=np.intp),
-                                np.array([w for _, w in self._postings[term]], dtype=np.float64))
-        scores = np.bincount(np.concatenate([arrays[t][0] for t in terms]),
-                             weights=np.concatenate([arrays[t][1] for t in terms]), minlength=self.n)
+        arrays = self._arrays  # keyed by the posting list's id: the lists live as long as the index
+        for posting in lists:
+            if id(posting) not in arrays:
+                arrays[id(posting)] = (np.array([i for i, _ in posting], dtype=np.intp),
+                                       np.array([w for _, w in posting], dtype=np.float64))
+        scores = np.bincount(np.concatenate([arrays[id(p)][0] for p in lists]),
+                             weights=np.concatenate([arrays[id(p)][1] for p in lists]), minlength=self.n)
         order = np.argsort(-scores, kind="stable")[:k]
         return [(int(i), float(scores[i])) for i in order]
 

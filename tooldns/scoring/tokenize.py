@@ -71,6 +71,14 @@ class _WordTerms(dict):
 
 
 _ASCII_WORDS = _WordTerms()
+#: an ASCII word (bytes, from :func:`ascii_words`) -> its index terms joined by spaces ("" for a stop word)
+word_terms = _ASCII_WORDS.__getitem__
+
+
+def ascii_words(text: str) -> list[bytes]:
+    """The words of ASCII *text*, as bytes: what :func:`tokenize` makes terms of, one word at a time
+    (a scorer may keep what it works out per word: :class:`tooldns.scoring.bm25.BM25`)."""
+    return text.encode("ascii").translate(_ASCII_SPACES).split()
 
 
 def tokenize(text: str) -> list[str]:
