@@ -97,6 +97,14 @@ def _strings(strings: list[bytes]) -> bytes:
     return out
 
 
+def _score_string(score: float | None) -> bytes:
+    """:func:`_strings` of :func:`score_strings` of a score without parts, formatted in one step."""
+    if score is None:
+        return b""
+    text = b"score=%.4f" % score
+    return _LENGTH[len(text)] + text
+
+
 #: the first strings of a ranking TXT record (format, rank) for ranks 1 to 255, as TXT RDATA
 _RANK_HEADS = [b""] + [_strings(rank_strings(rank, None)) for rank in range(1, 256)]
 
@@ -323,7 +331,7 @@ class PackedZone:
                 return None
         authority = additional = 0
         for rank, ((_, score), piece, (txt_at, glue_at)) in enumerate(zip(ranked.chosen, pieces, owners), 1):
-            rdata = _RANK_HEADS[rank] + _strings(score_strings(score)) + piece.strings
+            rdata = _RANK_HEADS[rank] + _score_string(score) + piece.strings
             out += _U16.pack(0xC000 | txt_at)
             out += _TXT_HEAD
             out += _U16.pack(len(rdata))
@@ -391,7 +399,9 @@ class PackedZone:
             out += srv
         brief = ranked.brief
         for rank, ((i, score), (_, owner, strings, short)) in enumerate(zip(ranked.chosen, pieces), 1):
-            _put_txt(out, seen, owner, _RANK_HEADS[rank] + _strings(score_strings(score, ranked.parts.get(i)))
+            parts = ranked.parts.get(i) if ranked.parts else None
+            _put_txt(out, seen, owner, _RANK_HEADS[rank] + (_score_string(score) if parts is None else
+                                                            _strings(score_strings(score, parts)))
                      + (short if brief else strings))
         return answer + len(pieces), 0, len(pieces)
 

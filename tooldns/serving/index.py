@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
@@ -47,6 +47,11 @@ class Candidates:
 
     entries: list  # Delegation or SELF (children), or Tool (tools)
     scorer: Scorer
+    #: whether SELF is among the entries (the zone's own tools compete with its children)
+    has_self: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.has_self = any(e is SELF for e in self.entries)
 
 
 def tool_metadata(tool: Tool, full: bool, brief: bool = False) -> list[tuple[str, object]]:

@@ -284,7 +284,7 @@ def _rank_children(ix: ZoneIndex, cur: names.Cursor, asked: _Asked | None) -> Ra
         return Ranked(Kind.REFERRAL, entries, chosen, {}, None)
     k = min(asked.intent.k, zone.settings.max_k)
     ranking = asked.rank(ix.child_candidates.scorer, k + 1)
-    if not has_service:
+    if not has_service and ix.child_candidates.has_self:
         ranking.items = [(i, s) for i, s in ranking.items if entries[i] is not SELF]
     chosen, pruned = select(ranking, k, zone.settings.prune_ratio)
     return Ranked(Kind.REFERRAL, entries, chosen, {}, _meta(ix, ranking, pruned, asked))
