@@ -15,14 +15,20 @@ query, and prints the median microseconds per call over several repeats for:
     python scripts/bench_handle.py --zones built/ --zone tools.
     python scripts/bench_handle.py --intents ../shared/data/toolret/queries.dev.en.json
 
-Being one process with no network, its figures are steadier than dnsperf's; to count instructions
-instead of time (the same count run after run), run it under ``valgrind --tool=callgrind`` with
-``--rounds 0`` and again with rounds, and divide the difference by the number of calls.
+Being one process with no network, its figures are steadier than dnsperf's. To count instructions
+instead of time (the same count run after run, whatever the machine's load), ``--count ROW`` makes
+one pass over every packet of that row (warming the caches a server warms), then --rounds calls
+inside ``functools.reduce``, which callgrind can be told to count alone; divide by --rounds:
+
+    PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
+        --toggle-collect=functools_reduce python scripts/bench_handle.py --count distinct \
+        --intents ../shared/data/toolret/queries.dev.en.json --rounds 4000
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -74,6 +80,14 @@ def per_call(server: DNSServer, packets: list[bytes], calls: int, repeats: int) 
     return statistics.median(runs)
 
 
+def count(server: DNSServer, packets: list[bytes], calls: int) -> None:
+    """One pass over *packets*, then *calls* calls inside ``functools.reduce`` (what callgrind counts
+    with ``--toggle-collect=functools_reduce``), each its own packet when there are enough."""
+    for packet in packets[:calls]:
+        server.handle(packet, True)
+    functools.reduce(lambda _, i: server.handle(packets[i % len(packets)], True), range(calls), None)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--zones", default=str(ROOT / "zones"))
@@ -83,6 +97,8 @@ def main() -> int:
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--rounds", type=int, default=2000, help="calls per repeat of the uncached rows (0: set-up only)")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--count", choices=["cached", "distinct", "vector"],
+                   help="for callgrind: --rounds calls of this row inside functools.reduce, no timing (see above)")
     args = p.parse_args()
     one_blas_thread()  # as tooldns serve does
     store = next((s for s in load_tree(args.zones) if s.index.origin == args.zone), None)
@@ -99,6 +115,14 @@ def main() -> int:
         rows.append(("distinct intents with a vector", DNSServer(ZoneResolver(store), cache_size=0),
                      [query(args.zone, text, args.k, vector) for text in texts],
                      args.rounds))
+    if args.count:
+        which = ["cached", "distinct", "vector"].index(args.count)
+        if which >= len(rows):
+            raise SystemExit(f"zone {args.zone} has no vectors: no row {args.count}")
+        name, server, packets, _ = rows[which]
+        count(server, packets, args.rounds)
+        print(f"{name}: {args.rounds} calls inside functools.reduce")
+        return 0
     print(f"zone {args.zone} of {args.zones}, K={args.k}, {'vectors of ' + model if model else 'no vectors'}; "
           f"distinct intents {'from ' + args.intents if args.intents else repr(args.intent) + ' numbered'}")
     for name, server, packets, calls in rows:
