@@ -147,3 +147,37 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
     rows = {line[:32].strip(): line[32:].split() for line in lines[2:]}
     assert rows["K = 3"] == [queries_text, hit_text]  # the replay of the recorded walk is the walk
     assert float(rows["K = 3, beam 1 by rank"][0]) < float(queries_text)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("dnsperf"), reason="dnsperf is not installed (apt-get install dnsperf)")
+def test_bench_server_alternates_rounds_and_quotes_their_median(tmp_path):
+    """``scripts/bench_server.py`` takes the fixed intent and the distinct intents in turn, round after
+    round, against one server process, and quotes each round's ratio and their median."""
+    from conftest import free_port
+
+    intents = [{"query": f"historical weather in city number {i}"} for i in range(50)]
+    (tmp_path / "i.json").write_text(json.dumps(intents))
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_server.py"), "--rounds", "2", "--seconds", "0.5",
+                          "--intents", str(tmp_path / "i.json"), "--port", str(free_port("127.0.0.1"))],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    rounds = [line for line in out.stdout.splitlines() if line.startswith("round ")]
+    assert [r.split(":")[0] for r in rounds] == ["round 1", "round 2"]
+    ratios = [float(r.split(" = ")[1].split(";")[0]) for r in rounds]
+    median = float(out.stdout.split("median of 2 rounds: ")[1].split()[0])
+    assert all(0 < r < 1 for r in ratios) and abs(median - sum(ratios) / 2) < 0.002  # the median of two is their mean
+    rows = {line.split("  ")[0]: line for line in out.stdout.splitlines() if line.startswith(("fixed", "distinct"))}
+    assert "NOERROR" in rows["fixed intent"] and "NOERROR" in rows["distinct intents"]
+
+
+def test_bench_handle_counts_calls_inside_reduce():
+    """``scripts/bench_handle.py --count ROW`` makes its calls (for callgrind) and says how many; a row the
+    zone cannot have is refused."""
+    script = str(ROOT / "scripts" / "bench_handle.py")
+    done = subprocess.run([sys.executable, script, "--count", "distinct", "--rounds", "30"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "distinct intents: 30 calls inside functools.reduce"
+    refused = subprocess.run([sys.executable, script, "--count", "vector", "--rounds", "3"], capture_output=True,
+                             text=True, timeout=300)
+    assert refused.returncode != 0 and "has no vectors" in refused.stderr
