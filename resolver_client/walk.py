@@ -96,6 +96,12 @@ def _rank(pairs: dict[str, str], position: int) -> int:
     return rank if rank >= 1 else position
 
 
+def beam_order(zone: str, ranks: tuple[int, ...]) -> tuple:
+    """How a beam (:attr:`Walk.beam`) orders the zones of one depth, best first: by the product of the
+    ranks on their paths, then by those ranks from the root down, then by name."""
+    return math.prod(ranks), ranks, zone
+
+
 def _number(pairs: dict[str, str], key: str) -> float | None:
     try:
         return float(pairs[key]) if pairs.get(key) else None
@@ -275,10 +281,11 @@ class Walk:
         cur = names.parse_cursor(qname)
         return k > (BRIEF_TOOLS_PER_DATAGRAM if self.brief else TOOLS_PER_DATAGRAM) and cur is not None and cur.expanded
 
-    def _query(self, qname: str, zone: str, servers, path, depth, k: int | None = None, first: bool = True) -> Query:
+    def _query(self, qname: str, zone: str, servers, path, depth, k: int | None = None, first: bool = True,
+               ranks: tuple[int, ...] = ()) -> Query:
         k = k or self.k_at(depth)
         return Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth,
-                     opt=self._opts[k], tcp=self._wants_tcp(qname, k), k=k, first=first,
+                     opt=self._opts[k], tcp=self._wants_tcp(qname, k), k=k, first=first, ranks=ranks,
                      cache_key=(qname, dns.rdatatype.SRV, self.intent, k, self.vector, self.brief, self.fit))
 
     def _leaf_k(self, first: bool) -> int:
@@ -315,7 +322,7 @@ class Walk:
         depth = min(self._held)
         if any(n > 0 for d, n in self._open.items() if d < depth):
             return []
-        held = sorted(self._held.pop(depth), key=lambda h: (math.prod(h[0].ranks), h[0].ranks, h[0].zone))
+        held = sorted(self._held.pop(depth), key=lambda h: beam_order(h[0].zone, h[0].ranks))
         room = min(self.beam, max(0, self.max_queries - self.stats.queries))
         if room < min(self.beam, len(held)):
             self._hit_limit(f"query limit {self.max_queries} reached")
@@ -478,9 +485,7 @@ class Walk:
         trimmed = meta is not None and meta.trimmed and leaf_k > BRIEF_TOOLS_PER_DATAGRAM
         if trimmed or (leaf_k > q.k and len(hop.tools) >= q.k and not (meta is not None and meta.pruned)):
             hop.note = f"leaf: asking again for {leaf_k} tools"
-            again = self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, leaf_k, q.first)
-            again.ranks = q.ranks
-            return [again]
+            return [self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, leaf_k, q.first, q.ranks)]
         return []
 
     def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
@@ -612,7 +617,6 @@ class Walk:
             if child is None:
                 ref.followed, ref.why_not = False, why
                 continue
-            child.ranks = q.ranks if child.zone == q.zone else (*q.ranks, ref.rank)
             if self.beam is not None and child.zone != q.zone:  # asked once its depth's best are known
                 self._held.setdefault(child.depth, []).append((child, ref))
             else:
@@ -662,8 +666,8 @@ class Walk:
             self._hit_limit(f"query limit {self.max_queries} reached")
             return None, "query limit"
         self._asked.add((qname, zone))
-        path = q.path if zone == q.zone else (*q.path, zone)
-        return self._query(qname, zone, servers, path, depth, k, first), ""
+        path, ranks = (q.path, q.ranks) if zone == q.zone else ((*q.path, zone), (*q.ranks, ref.rank))
+        return self._query(qname, zone, servers, path, depth, k, first, ranks), ""
 
     def _hit_limit(self, why: str) -> None:
         self.errors.append(why)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from benchlib import start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
+from resolver_client.walk import beam_order  # noqa: E402
 
 
 @dataclass
@@ -82,7 +82,7 @@ def _order(child: tuple[str, tuple[int, ...], float], by: str) -> tuple:
     """How a beam orders a depth's zones: as the resolver does (``rank``: the product of the path's
     ranks, then the ranks from the root down, then the name), or by the product of relative scores."""
     zone, ranks, relative = child
-    return (math.prod(ranks), ranks, zone) if by == "rank" else (-relative, ranks, zone)
+    return beam_order(zone, ranks) if by == "rank" else (-relative, ranks, zone)
 
 
 def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k: int, root: str) -> tuple[bool, int]:
