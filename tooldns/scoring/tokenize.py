@@ -84,8 +84,7 @@ def ascii_words(text: str) -> list[bytes]:
 def tokenize(text: str) -> list[str]:
     """Split *text* into index terms."""
     if text.isascii():  # most intents: a server tokenizes every one it is sent
-        words = text.encode("ascii").translate(_ASCII_SPACES).split()
-        return " ".join(map(_ASCII_WORDS.__getitem__, words)).split()
+        return " ".join(map(word_terms, ascii_words(text))).split()
     tokens: list[str] = []
     for word in _TOKEN_RE.findall(text):
         tokens += _word_tokens(word)
