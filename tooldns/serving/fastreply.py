@@ -97,8 +97,10 @@ def _strings(strings: list[bytes]) -> bytes:
     return out
 
 
-def _score_string(score: float | None) -> bytes:
-    """:func:`_strings` of :func:`score_strings` of a score without parts, formatted in one step."""
+def _score_string(score: float | None, parts: tuple[float, float | None] | None = None) -> bytes:
+    """:func:`_strings` of :func:`score_strings`; a score without parts (the common case) formatted in one step."""
+    if parts is not None:
+        return _strings(score_strings(score, parts))
     if score is None:
         return b""
     text = b"score=%.4f" % score
@@ -399,9 +401,7 @@ class PackedZone:
             out += srv
         brief = ranked.brief
         for rank, ((i, score), (_, owner, strings, short)) in enumerate(zip(ranked.chosen, pieces), 1):
-            parts = ranked.parts.get(i) if ranked.parts else None
-            _put_txt(out, seen, owner, _RANK_HEADS[rank] + (_score_string(score) if parts is None else
-                                                            _strings(score_strings(score, parts)))
+            _put_txt(out, seen, owner, _RANK_HEADS[rank] + _score_string(score, ranked.parts.get(i))
                      + (short if brief else strings))
         return answer + len(pieces), 0, len(pieces)
 
