@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import statistics
 import subprocess
@@ -40,11 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import start_servers, stop_servers  # noqa: E402
+from benchlib import DATA, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
-
-#: the ToolRet benchmark's folder (README there), as the tests find it
-DATA = Path(os.environ.get("TOOLDNS_DATA", ROOT.parent / "shared" / "data" / "toolret"))
 
 
 def rss_mib(pid: int) -> int:

@@ -56,7 +56,7 @@ import dns.rcode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import percentile, start_servers, stop_servers  # noqa: E402
+from benchlib import DATA, percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client.message import make_query, opt_record, parse_reply  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
 from tooldns.exceptions import EmbeddingError  # noqa: E402
@@ -69,7 +69,7 @@ from tooldns.serving.tree import load_tree  # noqa: E402
 
 MINILM = "all-MiniLM-L6-v2"
 #: where the distinct intents come from by default (the "query" field of each entry)
-TOOLRET_QUERIES = ROOT.parent / "shared" / "data" / "toolret" / "queries.dev.en.json"
+TOOLRET_QUERIES = DATA / "queries.dev.en.json"
 
 
 def dnsperf(args: list[str]) -> str:

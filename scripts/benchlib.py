@@ -1,7 +1,8 @@
-"""What the benchmark scripts share: a ``tooldns serve`` process to measure, and percentiles."""
+"""What the benchmark scripts share: where the ToolRet data is, a ``tooldns serve`` process to measure, and percentiles."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the ToolRet benchmark's folder (README there), as the tests find it: TOOLDNS_DATA, or ../shared/data/toolret
+DATA = Path(os.environ.get("TOOLDNS_DATA", ROOT.parent / "shared" / "data" / "toolret"))
 
 
 def percentile(values, p: float) -> float:
