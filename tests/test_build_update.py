@@ -20,7 +20,7 @@ import pytest
 from conftest import REPLY_TIMEOUT, fresh_subnet, start_tree, wait_until
 from resolver_client import Resolver
 from test_build import synthetic_catalog
-from tooldns.building.build import build, build_zones, zone_tool
+from tooldns.building.build import build, build_zones, facet_terms, zone_tool
 from tooldns.building.catalog import load_catalogs, parse_catalog
 from tooldns.building.state import SELF, BuildState, Totals, drift
 from tooldns.building.trees import AutoTreeBuilder, Category
@@ -82,6 +82,9 @@ def _check(zones: Path, catalog: list[dict]) -> dict[str, object]:
             ids = sorted(beneath(child.name), key=index.__getitem__)
             text = " ".join(zone_tool(cat.tools[index[i]], "x", "http").text() for i in ids)
             assert not child.summary.corpus and dict(child.summary.corpus_terms) == Counter(tokenize(text))
+            # the tools beneath in groups, in catalog order, as the build makes them (the bm25 scorer's facets)
+            facets = facet_terms([tokenize(zone_tool(cat.tools[index[i]], "x", "http").text()) for i in ids])
+            assert list(map(dict, child.summary.facets)) == list(map(dict, facets)), (origin, child.label)
             assert child.summary.serial == loaded[child.name].soa.serial, (origin, child.label)
             assert terms.children[child.label] == child.summary.counts(), (origin, child.label)
             assert child.leaf == (not loaded[child.name].children)
@@ -286,14 +289,16 @@ def test_splicing_writes_what_a_full_dump_would(built):
     text = (built / "root.yaml").read_text()
     zone = parse_zone(text)
     first, second = zone.children[0], zone.children[1]
-    spliced = splice_zone(text, 77, {first.label: (Counter(new=2, text=1), 5, None), second.label: (None, 6, False)})
+    facets = ((("new", 2),), (("text", 1),))
+    spliced = splice_zone(text, 77, {first.label: (Counter(new=2, text=1), facets, 5, None),
+                                     second.label: (None, None, 6, False)})
     children = [dataclasses.replace(first, summary=dataclasses.replace(first.summary, corpus_terms=(("new", 2), ("text", 1)),
-                                                                       serial=5)),
+                                                                       facets=facets, serial=5)),
                 dataclasses.replace(second, summary=dataclasses.replace(second.summary, serial=6), leaf=False),
                 *zone.children[2:]]
     expected = dataclasses.replace(zone, soa=dataclasses.replace(zone.soa, serial=77), children=tuple(children))
     assert spliced == dump_zone(expected, zone_header(text))
-    assert splice_zone(text, 2, {"no-such-child": (None, 2, None)}) is None
+    assert splice_zone(text, 2, {"no-such-child": (None, None, 2, None)}) is None
     assert splice_zone("origin: tools.\n", 2, {}) is None
     mapping = json.loads((built / "catalog-map.json").read_text())
     assert dump_mapping({**mapping, "é\"": []}) == json.dumps({**mapping, "é\"": []}, ensure_ascii=False, indent=0)
@@ -397,3 +402,37 @@ def test_a_tree_on_one_address_splits_its_leaves_onto_that_address_and_serves_la
             res = r.resolve("hurricane storm warning alerts", k=2)
         assert set(served.tree.lazy.loaded) & set(report.new_zones)  # reached through the split
     assert res.tools and res.tools[0].id.startswith("storm_")
+
+
+def test_a_served_root_ranks_its_children_by_their_best_facet_over_dns(built):
+    """Every delegation of a built zone carries facets, so the root's referral, over DNS, ranks the
+    children as a BM25 over the facets does (each child by its best), not as one over their whole
+    summaries would."""
+    from tooldns.scoring.tokenize import Tokenized
+
+    root = load_zone(built / "root.yaml")
+    owners = [i for i, c in enumerate(root.children) for _ in c.summary.facets]
+    facets = BM25([Tokenized(" ", dict(f)) for c in root.children for f in c.summary.facets], k1=1.5)
+    options = root.settings.child_scorer_options
+    whole = BM25([c.summary.document() for c in root.children], k1=options["k1"], b=options["b"])
+
+    def ranked(scores: list[float]) -> list[str]:
+        return [root.children[i].name for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
+
+    def by_facets(query: str) -> list[str]:
+        best = [0.0] * len(root.children)
+        for owner, score in zip(owners, facets.scores(query)):
+            best[owner] = max(best[owner], score)
+        return ranked(best)
+
+    queries = ("song lyrics album", "stock dividend currency", "weather storm", "forecast map", "tool 26", "tool 29")
+    assert any(by_facets(q)[:3] != ranked(whole.scores(q))[:3] for q in queries)  # facets change the referrals
+    served = start_tree(built)
+    try:
+        with Resolver(root=served.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
+            for query in queries:
+                hop = r.resolve(query, k=len(root.children)).trace[0]
+                got = [str(ref.zone).lower() for ref in hop.referrals]
+                assert got and got == by_facets(query)[:len(got)], query
+    finally:
+        served.stop()

@@ -1,5 +1,7 @@
 """Scorers: BM25 agrees with bm25s (Lucene variant), ranks tiny corpora, registry by name."""
 
+from collections import Counter
+
 import pytest
 
 from tooldns.scoring.bm25 import BM25, CorpusStats
@@ -133,3 +135,76 @@ def test_many_postings_rank_as_the_plain_sums():
         for _ in range(bm25.WORDS_AFTER):
             index.rank("weather", 1)
     assert index._words is not None
+
+
+def _faceted_docs(n_docs: int, seed: int, common: int = 0):
+    """*n_docs* documents, each with 1 to 5 facets of words from a small vocabulary (and the word
+    "common" in *common* of every facet, so that a query of it touches many postings)."""
+    import random
+
+    from tooldns.scoring.tokenize import Tokenized
+
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(40)]
+    docs = []
+    for _ in range(n_docs):
+        facets = []
+        for _ in range(rng.randint(1, 5)):
+            counts = {w: rng.randint(1, 3) for w in rng.sample(vocab, rng.randint(1, 6))}
+            if common:
+                counts["common"] = common
+            facets.append(counts)
+        total: dict[str, int] = {}
+        for f in facets:
+            for w, c in f.items():
+                total[w] = total.get(w, 0) + c
+        docs.append(Tokenized(" ".join(total), total, tuple(facets)))
+    return docs
+
+
+@pytest.mark.parametrize("common", [0, 2])  # 2: "common" touches every facet, through numpy's path
+def test_bm25_ranks_documents_with_facets_by_their_best_facet(common):
+    """Every document with facets: each ranks by its best facet's BM25 (over the facets, with
+    ``facet_k1``), ties in document order, then documents that score 0 in order."""
+    from tooldns.scoring.bm25 import MANY_POSTINGS
+    from tooldns.scoring.tokenize import Tokenized
+
+    docs = _faceted_docs(60, seed=common, common=common)
+    scorer = make_scorer("bm25", docs, k1=10.0, facet_k1=1.2)
+    facets = BM25([Tokenized(" ", f) for d in docs for f in d.facets], k1=1.2)
+    owners = [i for i, d in enumerate(docs) for _ in d.facets]
+    if common:
+        assert len(facets._lists("common w1")[0]) > MANY_POSTINGS
+    for query in ("w1", "w2 w3 w4", "common w5", "w7 w7 w8", "nothing here", "common"):
+        scores = facets.scores(query)
+        best = [0.0] * len(docs)
+        for i, s in enumerate(scores):
+            best[owners[i]] = max(best[owners[i]], s)
+        expected = sorted(range(len(docs)), key=lambda i: (-best[i], i))[:7]
+        got = scorer.rank(query, 7).items
+        assert [i for i, _ in got] == expected, query
+        assert [s for _, s in got] == pytest.approx([best[i] for i in expected])
+    assert scorer.rank("w1", 7).items != make_scorer("bm25", [str(d) for d in docs], k1=10.0).rank("w1", 7).items
+
+
+def test_bm25_uses_facets_only_when_every_document_has_them():
+    """One document without facets (a learned summary, a delegation written by hand): the zone ranks
+    every child by its whole document, as before facets."""
+    docs = _faceted_docs(20, seed=3)
+    mixed = [*docs[:-1], str(docs[-1])]
+    assert make_scorer("bm25", mixed, k1=10.0).facets is None
+    for query in ("w1", "w2 w3"):
+        assert make_scorer("bm25", mixed, k1=10.0).rank(query, 5).items == BM25(mixed, k1=10.0).rank(query, 5)
+
+
+def test_facets_of_groups_tools_in_order_within_bounds():
+    from tooldns.scoring.bm25 import FACET_SIZE, MAX_FACETS, facets_of
+
+    tools = [[f"t{i}", "shared"] for i in range(10)]
+    groups = facets_of(tools)
+    assert [sorted(g) for g in groups] == [sorted({f"t{i}" for i in range(a, min(a + FACET_SIZE, 10))} | {"shared"})
+                                           for a in range(0, 10, FACET_SIZE)]
+    assert sum(groups, Counter()) == Counter(t for tokens in tools for t in tokens)
+    many = facets_of([[f"t{i}"] for i in range(1000)])
+    assert len(many) <= MAX_FACETS and sum(map(len, many)) == 1000
+    assert facets_of([]) == ()

@@ -221,3 +221,36 @@ def test_corpus_terms_rank_a_child_exactly_as_its_corpus_text_would():
 ])
 def test_malformed_corpus_terms_are_refused_with_their_line(pairs, fragment):
     one_error(with_corpus(f"corpus_terms: '{pairs}'"), 15, "summary of child 'history' 'corpus_terms'", fragment)
+
+
+def test_facets_are_read_written_and_kept_to_delegations():
+    """``facets`` (what ``tooldns build`` writes: the tools beneath a child in groups) come back as
+    they were written, through ``dump_zone``; a zone's own summary has none."""
+    from tooldns.zone.zonefile import dump_zone
+
+    text = with_corpus("facets: ['rain:3 radar:1', 'storm:2']")
+    zone = parse_zone(text, "w.yaml")
+    assert zone.children[0].summary.facets == ((("rain", 3), ("radar", 1)), (("storm", 2),))
+    assert parse_zone(dump_zone(zone), "w.yaml") == zone
+    document = zone.children[0].summary.document()
+    assert document.facets == ({"rain": 3, "radar": 1}, {"storm": 2})
+    one_error(GOOD.replace("  description: Weather data\n", "  description: Weather data\n  facets: ['rain:1']\n"),
+              10, "unknown key 'facets'")
+
+
+@pytest.mark.parametrize("facets, line, fragment", [
+    ("['rain:3', 'radar']", 15, "facet 2 of summary of child 'history': pair 1 ('radar') is not term:count"),
+    ("['rain:1 rain:2']", 15, "facet 1 of summary of child 'history' counts a term twice"),
+    ("[7]", 15, "facet 1 of summary of child 'history' must be term:count pairs"),
+    ("['']", 15, "facet 1 of summary of child 'history' must be term:count pairs"),
+    ("rain:1", 15, "'facets' in summary of child 'history' must be a list"),
+])
+def test_malformed_facets_are_refused_with_their_line(facets, line, fragment):
+    one_error(with_corpus(f"facets: {facets}"), line, fragment)
+
+
+def test_too_many_facets_are_refused():
+    from tooldns.zone.limits import ZoneLimits
+
+    many = "[" + ", ".join(f"'t{i}:1'" for i in range(ZoneLimits().max_facets + 1)) + "]"
+    one_error(with_corpus(f"facets: {many}"), 15, "max_facets")

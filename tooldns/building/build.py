@@ -40,7 +40,7 @@ from ..exceptions import BuildError, EmbeddingError
 from ..protocol import names
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import encode_vector
-from ..scoring.bm25 import CorpusStats
+from ..scoring.bm25 import CorpusStats, facets_of
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 from ..zone.zonefile import write_zone
@@ -224,6 +224,13 @@ def corpus_counts(token_lists) -> Counter:
     return counts
 
 
+def facet_terms(token_lists) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """A delegation's ``facets``: the index terms of the tools beneath it (their token lists, in
+    catalog order) counted in groups (:func:`~tooldns.scoring.bm25.facets_of`; ``tooldns build`` and
+    ``tooldns build --update`` alike)."""
+    return tuple(tuple(counts.items()) for counts in facets_of(list(token_lists)))
+
+
 def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, ...], tool_tokens: list[list[str]],
           settings: Settings, stats: CorpusStats | None, embedded: "Embedded | None") -> Zone:
     """The zone of one category: its tools, and a delegation to each child whose summary counts the
@@ -231,7 +238,8 @@ def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, .
     children = tuple(
         Delegation(child.label, layout.origin_of[id(child)], child.kind,
                    Summary(_title(child), tuple(child.keywords), serial=SERIAL,
-                           corpus_terms=tuple(corpus_counts(tool_tokens[i] for i in child.all_tools()).items())),
+                           corpus_terms=tuple(corpus_counts(tool_tokens[i] for i in child.all_tools()).items()),
+                           facets=facet_terms(tool_tokens[i] for i in sorted(child.all_tools()))),
                    layout.nameservers(child), leaf=not child.children,
                    vectors=embedded.centroids(sorted(child.all_tools())) if embedded else ())
         for child in cat.children)

@@ -57,7 +57,7 @@ from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
 from ..zone.zonefile import dump_zone, format_terms, parse_zone, zone_header
-from .build import _addresses, _tool_labels, corpus_counts, single_address, zone_tool
+from .build import _addresses, _tool_labels, corpus_counts, facet_terms, single_address, zone_tool
 from .catalog import Catalog, load_catalogs, json_loads
 from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest, write_atomically
 from .trees import LEAF_SLACK, AutoTreeBuilder
@@ -173,19 +173,22 @@ _TOP_KEY = re.compile(r"^[^\s#-]", re.M)
 _ITEM = re.compile(r"^- ", re.M)
 
 
-def _child_item(child: dict, counts: Counter | None, serial: int | None, leaf: bool | None) -> dict:
-    """A delegation item of a zone file with its summary's corpus terms and serial (and leaf mark)
-    set, keys in the order ``dump_zone`` writes them."""
+def _child_item(child: dict, counts: Counter | None, facets: tuple | None, serial: int | None,
+                leaf: bool | None) -> dict:
+    """A delegation item of a zone file with its summary's corpus terms, facets and serial (and leaf
+    mark) set, keys in the order ``dump_zone`` writes them."""
     child = dict(child)
     summary = dict(child.get("summary") or {})
     if summary.get("pin"):  # the operator's copy: never rewritten
-        counts = serial = None
+        counts = facets = serial = None
     if counts is not None:
         summary.pop("corpus", None)  # a tree built before corpus_terms: its text goes, counted
         summary["corpus_terms"] = format_terms(counts)
+    if facets is not None:
+        summary["facets"] = [format_terms(facet) for facet in facets]
     if serial is not None:
         summary["serial"] = serial
-    order = ("description", "keywords", "corpus", "corpus_terms", "serial", "pin")
+    order = ("description", "keywords", "corpus", "corpus_terms", "facets", "serial", "pin")
     child["summary"] = {**{k: summary[k] for k in order if k in summary},
                         **{k: v for k, v in summary.items() if k not in order}}
     if leaf is not None:
@@ -197,9 +200,10 @@ def _child_item(child: dict, counts: Counter | None, serial: int | None, leaf: b
     return child
 
 
-def splice_zone(text: str, serial: int, children: dict[str, tuple[Counter | None, int | None, bool | None]]) -> str | None:
+def splice_zone(text: str, serial: int, children: dict[str, tuple]) -> str | None:
     """*text* (a zone file as ``dump_zone`` writes it) with its SOA serial set to *serial* and, for each
-    child label in *children*, its delegation's corpus terms, serial and leaf mark set (None: kept), the
+    child label in *children*, its delegation's corpus terms, facets, serial and leaf mark set
+    (``(counts, facets, serial, leaf)``, each None: kept), the
     other bytes untouched; None when the file is not laid out as expected (the caller then parses it
     whole). Only the changed items are parsed and dumped again: a 30 MB root is done in milliseconds."""
     m = _SOA_SERIAL.search(text)
@@ -438,9 +442,11 @@ class _Update:
             for child in self.children[origin]:
                 if child in serials:
                     label = child.split(".", 1)[0]
-                    counts = (corpus_counts(map(self.tokens, self._tools_beneath(child, beneath)))
-                              if (origin, label) in changed_pairs else None)
-                    corpora[label] = (counts, serials[child], False if child in splits else None)
+                    counts = facets = None
+                    if (origin, label) in changed_pairs:
+                        tokens = list(map(self.tokens, self._tools_beneath(child, beneath)))
+                        counts, facets = corpus_counts(tokens), facet_terms(tokens)
+                    corpora[label] = (counts, facets, serials[child], False if child in splits else None)
             serials[origin] = self._write(origin, new_tools.get(origin), corpora, splits.get(origin),
                                           self.report.refreshed, self.state.written)
             if self.report.refreshed and (n % 200 == 0 or n == len(order)):
@@ -586,10 +592,11 @@ class _Update:
         children = []
         for child in zone.children:
             if child.label in corpora and not child.summary.pinned:
-                counts, child_serial, leaf = corpora[child.label]
+                counts, facets, child_serial, leaf = corpora[child.label]
                 summary = dataclasses.replace(child.summary, serial=child_serial,
                                               **({"corpus": "", "corpus_terms": tuple(counts.items())}
-                                                 if counts is not None else {}))
+                                                 if counts is not None else {}),
+                                              **({"facets": facets} if facets is not None else {}))
                 child = dataclasses.replace(child, summary=summary, **({"leaf": leaf} if leaf is not None else {}))
             children.append(child)
         if tools is None:
@@ -642,10 +649,11 @@ class _Update:
             self.children[origin].append(child_origin)
             self.children[child_origin] = []
             indices = sorted(members[j][0] for j in set(child.tools))
-            corpus = corpus_counts(map(self.tokens, indices))
+            tokens = list(map(self.tokens, indices))
             delegation = Delegation(child.label, child_origin, child.kind,
                                     Summary(title, tuple(child.keywords), serial=serial,
-                                            corpus_terms=tuple(corpus.items())), ns, leaf=True)
+                                            corpus_terms=tuple(corpus_counts(tokens).items()),
+                                            facets=facet_terms(tokens)), ns, leaf=True)
             delegations.append(delegation)
             # as the parent's scorer sees it (build's _child_terms): the summary's text and corpus, counted
             children_terms[child.label] = Counter(delegation.summary.counts())

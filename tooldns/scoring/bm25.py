@@ -50,6 +50,45 @@ WORDS_AFTER = 64
 WORD_BUDGET = 1 << 17
 
 
+#: a delegation's facets (``facets`` in zone files): groups of at least FACET_SIZE of the tools
+#: beneath it, in catalog order, and at most MAX_FACETS groups however large the subtree
+FACET_SIZE = 4
+MAX_FACETS = 16
+
+
+def facets_of(token_lists: Sequence[Sequence[str]]) -> tuple[Counter, ...]:
+    """The facets of the tools whose index terms are *token_lists* (in catalog order): consecutive
+    groups of ``max(FACET_SIZE, ceil(n / MAX_FACETS))`` tools, each group's terms counted.
+
+    A child is ranked by its best facet (:class:`BM25Scorer`): a few tools that match an intent
+    well are not drowned by the many others of a large child, as they are in one document of all
+    their terms. Tools of one service sit together in a catalog, so a group is mostly one service's.
+    """
+    size = max(FACET_SIZE, -(-len(token_lists) // MAX_FACETS))
+    out = []
+    for start in range(0, len(token_lists), size):
+        counts: Counter = Counter()
+        for tokens in token_lists[start:start + size]:
+            counts.update(tokens)
+        out.append(counts)
+    return tuple(out)
+
+
+def best_of(scored: dict[int, float], k: int, n: int) -> list[tuple[int, float]]:
+    """The *k* best of *scored* (index -> score above 0), best first, ties in index order; then
+    indexes below *n* scoring 0, in order, up to *k*."""
+    # at most MANY_POSTINGS entries: sorting them all in C beats heapq.nsmallest's Python loop
+    best = sorted([(-s, i) for i, s in scored.items()])[:k]
+    out = [(i, -s) for s, i in best]
+    if len(out) < k:  # scoring 0, in order
+        for i in range(n):
+            if i not in scored:
+                out.append((i, 0.0))
+                if len(out) == k:
+                    break
+    return out
+
+
 class _WordLists(dict):
     """One index's ASCII word (bytes) -> the posting lists of its terms, in order (empty for a word
     none of whose terms it holds): a query's lists in one lookup per word, its terms neither joined,
@@ -158,21 +197,17 @@ class BM25:
         lists = self._lists(query)
         if sum(map(len, lists)) > MANY_POSTINGS:
             return self._rank_many(lists, k)
+        return best_of(self._touched(lists), k, self.n)
+
+    @staticmethod
+    def _touched(lists: list[list[tuple[int, float]]]) -> dict[int, float]:
+        """Document -> its score, for the documents the posting *lists* touch, added in their order."""
         touched: dict[int, float] = {}
         add = touched.get
         for posting in lists:
             for i, w in posting:
                 touched[i] = add(i, 0.0) + w
-        # at most MANY_POSTINGS documents: sorting them all in C beats heapq.nsmallest's Python loop
-        best = sorted([(-s, i) for i, s in touched.items()])[:k]
-        out = [(i, -s) for s, i in best]
-        if len(out) < k:  # documents scoring 0, in document order
-            for i in range(self.n):
-                if i not in touched:
-                    out.append((i, 0.0))
-                    if len(out) == k:
-                        break
-        return out
+        return touched
 
     def _lists(self, query: str) -> list[list[tuple[int, float]]]:
         """The posting lists of *query*'s terms that the index holds, in the terms' order; from the
@@ -191,15 +226,21 @@ class BM25:
         (``bincount`` adds its weights one by one, in order), the same ties."""
         import numpy as np  # only for large zones: the client's hashing embedder uses this module's tokenizer
 
+        scores = self._scores_many(lists)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(int(i), float(scores[i])) for i in order]
+
+    def _scores_many(self, lists: list[list[tuple[int, float]]]):
+        """Every document's score (a numpy array) from posting *lists*, added in their order."""
+        import numpy as np
+
         arrays = self._arrays  # keyed by the posting list's id: the lists live as long as the index
         for posting in lists:
             if id(posting) not in arrays:
                 arrays[id(posting)] = (np.array([i for i, _ in posting], dtype=np.intp),
                                        np.array([w for _, w in posting], dtype=np.float64))
-        scores = np.bincount(np.concatenate([arrays[id(p)][0] for p in lists]),
-                             weights=np.concatenate([arrays[id(p)][1] for p in lists]), minlength=self.n)
-        order = np.argsort(-scores, kind="stable")[:k]
-        return [(int(i), float(scores[i])) for i in order]
+        return np.bincount(np.concatenate([arrays[id(p)][0] for p in lists]),
+                           weights=np.concatenate([arrays[id(p)][1] for p in lists]), minlength=self.n)
 
 
 class BM25Scorer(Scorer):
@@ -208,12 +249,44 @@ class BM25Scorer(Scorer):
     name = "bm25"
 
     def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None, vectors=None, k1: float = 1.5,
-                 b: float = 0.75, stats: CorpusStats | None = None) -> None:
+                 b: float = 0.75, stats: CorpusStats | None = None, facet_k1: float = 1.5) -> None:
         del briefs, vectors  # lexical scoring reads the full documents, and only them
+        docs = list(docs)
+        #: with facets: the index of every document's facets, and the document each facet is of
+        self.facets: BM25 | None = None
+        self.owners: list[int] = []
         try:
-            self.index = BM25(list(docs), k1=float(k1), b=float(b), stats=stats)
+            self.index = BM25(docs, k1=float(k1), b=float(b), stats=stats)
+            if docs and all(isinstance(d, Tokenized) and d.facets for d in docs):
+                parts = [Tokenized(" ", facet) for d in docs for facet in d.facets]
+                self.owners = [i for i, d in enumerate(docs) for _ in d.facets]
+                self.facets = BM25(parts, k1=float(facet_k1), b=float(b))
         except (TypeError, ValueError) as exc:
             raise ScorerError(f"bm25: {exc}") from exc
+        self._owner_array = None
 
     def rank(self, intent: str, k: int, vector=None) -> Ranking:
+        if self.facets is not None:
+            return Ranking(self._rank_by_facets(intent, k), scorer=self.name)
         return Ranking(self.index.rank(intent, k), scorer=self.name)
+
+    def _rank_by_facets(self, intent: str, k: int) -> list[tuple[int, float]]:
+        """Documents ranked by the score of their best facet: what :meth:`rank` does when every
+        document has facets (a zone built by ``tooldns build``, docs/building.md)."""
+        facets, owners = self.facets, self.owners
+        lists = facets._lists(intent)
+        if sum(map(len, lists)) > MANY_POSTINGS:
+            import numpy as np
+
+            if self._owner_array is None:
+                self._owner_array = np.array(owners, dtype=np.intp)
+            best = np.zeros(self.index.n)
+            np.maximum.at(best, self._owner_array, facets._scores_many(lists))
+            order = np.argsort(-best, kind="stable")[:k]
+            return [(int(i), float(best[i])) for i in order]
+        best: dict[int, float] = {}
+        for i, score in facets._touched(lists).items():
+            owner = owners[i]
+            if score > best.get(owner, 0.0):
+                best[owner] = score
+        return best_of(best, k, self.index.n)

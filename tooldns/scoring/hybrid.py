@@ -10,7 +10,8 @@ intent text and, when the client embedded it with the zone's model, its vector
 where cosine is the best over the document's vectors. A document without a vector (a tool an
 organisation added by hand, not yet embedded, or one in a language the model does not cover) is
 scored by BM25 alone (``bm25 / max``); when the query has no usable vector, every document is, with
-BM25's own scores, so the zone answers exactly as a ``bm25`` zone would. ``alpha`` is 0.3 by default, chosen by
+BM25's own scores, so the zone answers exactly as a ``bm25`` zone would without facets (the hybrid scores
+a child's whole summary: facets were measured with BM25 alone, docs/building.md). ``alpha`` is 0.3 by default, chosen by
 cross-validation on ToolRet's dev queries (``docs/building.md``). Besides the fused score the
 ranking keeps each document's raw BM25 score and cosine (:attr:`Ranking.parts`), which answers
 carry, so that a client can fuse the tools of several leaves over their union

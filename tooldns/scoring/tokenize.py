@@ -94,11 +94,15 @@ def tokenize(text: str) -> list[str]:
 class Tokenized(str):
     """Text whose index terms are known already, counted (a child's published summary, or a zone
     file's ``corpus_terms``, carries its terms and their counts, not its text): scorers that
-    tokenize use :attr:`counts`; others read the text."""
+    tokenize use :attr:`counts`; others read the text. :attr:`facets`, when a delegation carries
+    them, are the same terms in a few groups of tools (``facets`` in zone files), which the ``bm25``
+    scorer ranks a child by, its best group (:class:`tooldns.scoring.bm25.BM25Scorer`)."""
 
     counts: dict[str, int]
+    facets: tuple[dict[str, int], ...]
 
-    def __new__(cls, text: str, counts: dict[str, int]) -> "Tokenized":
+    def __new__(cls, text: str, counts: dict[str, int], facets: tuple[dict[str, int], ...] = ()) -> "Tokenized":
         obj = super().__new__(cls, text)
         obj.counts = counts
+        obj.facets = facets
         return obj

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
@@ -22,8 +23,10 @@ from ..protocol import names
 from ..protocol.summary import encode_summary, summary_name
 from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
 from ..protocol.vector import Vector, quantize
+from ..scoring.bm25 import facets_of
 from ..scoring.registry import make_scorer
 from ..scoring.scorer import Scorer
+from ..scoring.tokenize import Tokenized, tokenize
 from ..zone.model import Delegation, Tool, Zone
 from .summaries import publish
 
@@ -70,6 +73,16 @@ def tool_metadata(tool: Tool, full: bool, brief: bool = False) -> list[tuple[str
             # cut by bytes, at a character boundary: one "param=" string of at most 255 octets
             pairs.append(("param", text.encode("utf-8")[:240].decode("utf-8", "ignore")))
     return pairs
+
+
+def _own_tools_document(tools, faceted: bool) -> str:
+    """What the zone's own tools are scored as among its children ("self"); in facets as theirs are
+    when every child has them (:attr:`tooldns.zone.model.Summary.facets`)."""
+    text = " ".join(t.text() for t in tools)
+    if not faceted:
+        return text
+    tokens = [tokenize(t.text()) for t in tools]
+    return Tokenized(text, dict(sum(map(Counter, tokens), Counter())), tuple(map(dict, facets_of(tokens))))
 
 
 class ZoneIndex:
@@ -190,7 +203,8 @@ class ZoneIndex:
         if zone.children and zone.tools:
             child_entries.append(SELF)
             # only the tools themselves: the zone's summary speaks for its children too
-            child_docs.append(" ".join(t.text() for t in zone.tools))
+            child_docs.append(_own_tools_document(zone.tools, faceted=all(
+                isinstance(d, Tokenized) and d.facets for d in child_docs)))
             child_briefs.append("tools of this zone itself: " + "; ".join(t.name for t in zone.tools[:20]))
             child_vectors.append(tuple(t.vector for t in zone.tools if t.vector))
         self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, child_briefs,

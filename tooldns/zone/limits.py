@@ -51,6 +51,8 @@ class ZoneLimits:
     max_keywords: int = 256
     #: vectors (centroids) of one delegation
     max_vectors: int = 64
+    #: facets of one delegation (``tooldns build`` writes at most 16)
+    max_facets: int = 64
 
     # -- text lengths, in UTF-8 bytes --
     #: a tool's description (its TXT record carries all of it)

@@ -47,6 +47,10 @@ class Summary:
     #: each occurs, most frequent first (``corpus_terms`` in zone files; ``tooldns build`` writes
     #: this instead of the text, which a large subtree would repeat at every level above it)
     corpus_terms: tuple[tuple[str, int], ...] = ()
+    #: the same tools' terms in a few groups (``facets`` in zone files; ``tooldns build`` writes them,
+    #: :func:`~tooldns.scoring.bm25.facets_of`): the ``bm25`` scorer ranks a child by its best group
+    #: when every child of the zone has them; a learned summary has none
+    facets: tuple[tuple[tuple[str, int], ...], ...] = ()
     #: learned from the child's published summary (never read from a zone file): its index terms
     #: and their counts, standing for its description, keywords and everything beneath it
     terms: tuple[tuple[str, int], ...] = ()
@@ -77,12 +81,14 @@ class Summary:
         """What scorers index, as a scorer's document: :meth:`text`, or for a summary with counted
         terms (learned, or ``corpus_terms``) those terms as they were counted
         (:class:`~tooldns.scoring.tokenize.Tokenized`: lexical scorers read the counts, others the
-        description, keywords and the most frequent terms)."""
+        description, keywords and the most frequent terms), with the :attr:`facets` of a summary
+        that is not learned."""
         counted = self.terms or self.corpus_terms
-        if not counted:
+        facets = () if self.terms else tuple(map(dict, self.facets))
+        if not counted and not facets:
             return self.text()
         shown = " ".join([self.text(), *(t for t, _ in counted[:200])]).strip()
-        return Tokenized(shown, self.counts())
+        return Tokenized(shown, self.counts(), facets)
 
 
 @dataclass(frozen=True)

@@ -390,7 +390,7 @@ class _Checker:
         """A ``summary:`` block; a child's may say which serial of the child it was written for
         (``serial``) and that it is the operator's to keep (``pin: true``)."""
         m = self.mapping(value, line, what, {"description"},
-                         {"keywords", "corpus", "corpus_terms"} | ({"serial", "pin"} if child else set()))
+                         {"keywords", "corpus", "corpus_terms"} | ({"serial", "pin", "facets"} if child else set()))
         if m is None:
             return Summary()
         serial = self.integer(m, "serial", what, None, 0, 2**32 - 1) if "serial" in m else None
@@ -408,23 +408,44 @@ class _Checker:
             elif not self.too_long(str(kw), kline, f"keyword in {what}", self.limits.max_keyword_bytes,
                                    "max_keyword_bytes"):
                 keywords.append(str(kw).strip())
-        return Summary(desc, tuple(keywords), corpus, serial, pinned, corpus_terms=counted)
+        return Summary(desc, tuple(keywords), corpus, serial, pinned, corpus_terms=counted,
+                       facets=self.facets(m, what) if child else ())
 
     def corpus_terms(self, m: _Map, what: str) -> tuple[tuple[str, int], ...]:
         """A summary's ``corpus_terms``: its corpus counted, as ``term:count`` pairs separated by
         spaces (one scalar, read at C speed: a large subtree has tens of thousands of terms)."""
         raw = self.text(m, "corpus_terms", what, empty_ok=True, limit="max_corpus_bytes")
+        return self.term_pairs(raw, self.lineof(m, "corpus_terms"), f"{what} 'corpus_terms'")
+
+    def facets(self, m: _Map, what: str) -> tuple[tuple[tuple[str, int], ...], ...]:
+        """A delegation's ``facets``: a list of groups of the tools beneath it, each written as
+        ``corpus_terms`` is (``tooldns build`` writes them; :attr:`Summary.facets`)."""
+        out = []
+        for n, (raw, line) in enumerate(self.seq(m, "facets", what, limit="max_facets"), 1):
+            if not isinstance(raw, str) or not raw.strip():
+                self.err(line, f"facet {n} of {what} must be term:count pairs separated by spaces")
+                return ()
+            if self.too_long(raw, line, f"facet {n} of {what}", self.limits.max_corpus_bytes, "max_corpus_bytes"):
+                return ()
+            pairs = self.term_pairs(raw, line, f"facet {n} of {what}")
+            if not pairs:
+                return ()
+            out.append(pairs)
+        return tuple(out)
+
+    def term_pairs(self, raw: str, line: int, what: str) -> tuple[tuple[str, int], ...]:
+        """``term:count`` pairs separated by spaces; () after an error."""
         out = []
         for n, pair in enumerate(raw.split()):
             term, colon, count = pair.rpartition(":")
             if not (colon and term and count.isascii() and count.isdigit() and 0 < int(count) < 2**31
                     and ":" not in term):
-                self.err(self.lineof(m, "corpus_terms"), f"{what} 'corpus_terms': pair {n + 1} ({_show(pair)}) "
+                self.err(line, f"{what}: pair {n + 1} ({_show(pair)}) "
                          "is not term:count (a term without spaces or colons, a count from 1 to 2147483647)")
                 return ()
             out.append((term, int(count)))
         if len({t for t, _ in out}) < len(out):
-            self.err(self.lineof(m, "corpus_terms"), f"{what} 'corpus_terms' counts a term twice")
+            self.err(line, f"{what} counts a term twice")
             return ()
         return tuple(out)
 
@@ -861,6 +882,8 @@ def _dump_summary(summary: Summary) -> dict[str, Any]:
         out["corpus"] = summary.corpus
     if summary.corpus_terms:
         out["corpus_terms"] = format_terms(summary.corpus_terms)
+    if summary.facets:
+        out["facets"] = [format_terms(facet) for facet in summary.facets]
     if summary.serial is not None:
         out["serial"] = summary.serial
     if summary.pinned:
