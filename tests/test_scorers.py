@@ -192,7 +192,7 @@ def test_bm25_uses_facets_only_when_every_document_has_them():
     every child by its whole document, as before facets."""
     docs = _faceted_docs(20, seed=3)
     mixed = [*docs[:-1], str(docs[-1])]
-    assert make_scorer("bm25", mixed, k1=10.0).facets is None
+    assert make_scorer("bm25", mixed, k1=10.0).facets is None and make_scorer("hybrid", mixed).facets is None
     for query in ("w1", "w2 w3"):
         assert make_scorer("bm25", mixed, k1=10.0).rank(query, 5).items == BM25(mixed, k1=10.0).rank(query, 5)
 
@@ -208,3 +208,11 @@ def test_facets_of_groups_tools_in_order_within_bounds():
     many = facets_of([[f"t{i}"] for i in range(1000)])
     assert len(many) <= MAX_FACETS and sum(map(len, many)) == 1000
     assert facets_of([]) == ()
+
+
+def test_hybrid_ranks_an_intent_without_a_vector_by_facets_as_bm25_does():
+    """A zone's hybrid scorer, asked without a usable vector (an intent in a language its model does
+    not cover, a client without a model), answers as the bm25 scorer would: by facets."""
+    docs = _faceted_docs(30, seed=5)
+    for query in ("w1", "w2 w3 w4", "w9 w9", "nothing"):
+        assert make_scorer("hybrid", docs).rank(query, 6).items == make_scorer("bm25", docs).rank(query, 6).items

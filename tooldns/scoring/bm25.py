@@ -252,41 +252,57 @@ class BM25Scorer(Scorer):
                  b: float = 0.75, stats: CorpusStats | None = None, facet_k1: float = 1.5) -> None:
         del briefs, vectors  # lexical scoring reads the full documents, and only them
         docs = list(docs)
-        #: with facets: the index of every document's facets, and the document each facet is of
-        self.facets: BM25 | None = None
-        self.owners: list[int] = []
         try:
             self.index = BM25(docs, k1=float(k1), b=float(b), stats=stats)
-            if docs and all(isinstance(d, Tokenized) and d.facets for d in docs):
-                parts = [Tokenized(" ", facet) for d in docs for facet in d.facets]
-                self.owners = [i for i, d in enumerate(docs) for _ in d.facets]
-                self.facets = BM25(parts, k1=float(facet_k1), b=float(b))
+            #: with facets on every document, what ranks them (:class:`FacetRanker`)
+            self.facets = FacetRanker.of(docs, k1=float(facet_k1), b=float(b))
         except (TypeError, ValueError) as exc:
             raise ScorerError(f"bm25: {exc}") from exc
-        self._owner_array = None
 
     def rank(self, intent: str, k: int, vector=None) -> Ranking:
         if self.facets is not None:
-            return Ranking(self._rank_by_facets(intent, k), scorer=self.name)
+            return Ranking(self.facets.rank(intent, k), scorer=self.name)
         return Ranking(self.index.rank(intent, k), scorer=self.name)
 
-    def _rank_by_facets(self, intent: str, k: int) -> list[tuple[int, float]]:
-        """Documents ranked by the score of their best facet: what :meth:`rank` does when every
-        document has facets (a zone built by ``tooldns build``, docs/building.md)."""
-        facets, owners = self.facets, self.owners
-        lists = facets._lists(intent)
+
+class FacetRanker:
+    """Documents ranked by their best facet (:attr:`~tooldns.scoring.tokenize.Tokenized.facets`):
+    one BM25 index over every document's facets, each facet's score its document's when it is that
+    document's best. What the ``bm25`` scorer ranks a zone's children by when every child has facets
+    (a zone built by ``tooldns build``, docs/building.md), and the ``hybrid`` one when an intent
+    comes without a usable vector."""
+
+    def __init__(self, docs: Sequence[Tokenized], k1: float, b: float) -> None:
+        self.n = len(docs)
+        self.index = BM25([Tokenized(" ", facet) for d in docs for facet in d.facets], k1=k1, b=b)
+        #: the document each facet is of
+        self.owners = [i for i, d in enumerate(docs) for _ in d.facets]
+        self._starts = None
+
+    @classmethod
+    def of(cls, docs: Sequence[str], k1: float = 1.5, b: float = 0.75) -> "FacetRanker | None":
+        """The ranker of *docs* when every one has facets; None otherwise (a learned summary, or a
+        delegation written without them: the zone then ranks whole documents)."""
+        if docs and all(isinstance(d, Tokenized) and d.facets for d in docs):
+            return cls(docs, k1, b)
+        return None
+
+    def rank(self, intent: str, k: int) -> list[tuple[int, float]]:
+        """The *k* best documents by their best facet's score, ties and documents scoring 0 in
+        document order (as :meth:`BM25.rank`)."""
+        index, owners = self.index, self.owners
+        lists = index._lists(intent)
         if sum(map(len, lists)) > MANY_POSTINGS:
             import numpy as np
 
-            if self._owner_array is None:
-                self._owner_array = np.array(owners, dtype=np.intp)
-            best = np.zeros(self.index.n)
-            np.maximum.at(best, self._owner_array, facets._scores_many(lists))
+            if self._starts is None:  # where each document's facets start: they come document by document
+                self._starts = np.array([i for i, o in enumerate(owners) if i == 0 or owners[i - 1] != o], dtype=np.intp)
+            best = np.maximum.reduceat(index._scores_many(lists), self._starts)
             order = np.argsort(-best, kind="stable")[:k]
             return [(int(i), float(best[i])) for i in order]
-        best: dict[int, float] = {}
-        for i, score in facets._touched(lists).items():
+        top: dict[int, float] = {}
+        for i, score in index._touched(lists).items():
             owner = owners[i]
-            if score > best.get(owner, 0.0):
-                best[owner] = score
-        return best_of(best, k, self.index.n)
+            if score > top.get(owner, 0.0):
+                top[owner] = score
+        return best_of(top, k, self.n)

@@ -10,8 +10,8 @@ intent text and, when the client embedded it with the zone's model, its vector
 where cosine is the best over the document's vectors. A document without a vector (a tool an
 organisation added by hand, not yet embedded, or one in a language the model does not cover) is
 scored by BM25 alone (``bm25 / max``); when the query has no usable vector, every document is, with
-BM25's own scores, so the zone answers exactly as a ``bm25`` zone would without facets (the hybrid scores
-a child's whole summary: facets were measured with BM25 alone, docs/building.md). ``alpha`` is 0.3 by default, chosen by
+BM25's own scores (by their best facet when every document has facets), so the zone answers exactly as
+a ``bm25`` zone would; fused with cosines, BM25 scores whole documents. ``alpha`` is 0.3 by default, chosen by
 cross-validation on ToolRet's dev queries (``docs/building.md``). Besides the fused score the
 ranking keeps each document's raw BM25 score and cosine (:attr:`Ranking.parts`), which answers
 carry, so that a client can fuse the tools of several leaves over their union
@@ -34,7 +34,7 @@ import numpy as np
 
 from ..exceptions import ScorerError
 from ..protocol.vector import Vector, decode_vector
-from .bm25 import BM25, CorpusStats
+from .bm25 import BM25, CorpusStats, FacetRanker
 from .scorer import Ranking, Scorer
 
 DEFAULT_ALPHA = 0.3
@@ -70,13 +70,17 @@ class HybridScorer(Scorer):
 
     def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None,
                  vectors: Sequence[Sequence[bytes]] | None = None, *, k1: float = 1.5, b: float = 0.75,
-                 stats: CorpusStats | None = None, alpha: float = DEFAULT_ALPHA) -> None:
+                 stats: CorpusStats | None = None, alpha: float = DEFAULT_ALPHA, facet_k1: float = 1.5) -> None:
         del briefs
         if not 0.0 <= float(alpha) <= 1.0:
             raise ScorerError(f"hybrid: alpha must be from 0 to 1, got {alpha}")
         self.alpha = float(alpha)
+        docs = list(docs)
         try:
-            self.lexical = BM25(list(docs), k1=float(k1), b=float(b), stats=stats)
+            self.lexical = BM25(docs, k1=float(k1), b=float(b), stats=stats)
+            #: an intent without a usable vector is ranked as the bm25 scorer ranks it: by facets when
+            #: every document has them
+            self.facets = FacetRanker.of(docs, k1=float(facet_k1), b=float(b))
         except (TypeError, ValueError) as exc:
             raise ScorerError(f"hybrid: {exc}") from exc
         self.n = self.lexical.n
@@ -103,6 +107,8 @@ class HybridScorer(Scorer):
         return vector is not None and self.model == vector.model and self.dim == vector.dim
 
     def rank(self, intent: str, k: int, vector: Vector | None = None) -> Ranking:
+        if self.facets is not None and not (self.usable(vector) and len(self.owners)):
+            return Ranking(self.facets.rank(intent, k), scorer=self.name)
         lexical = np.asarray(self.lexical.scores(intent), dtype=np.float64)
         if not (self.usable(vector) and len(self.owners)):
             # BM25 alone, with its own scores: comparable across zones, as the bm25 scorer's are
