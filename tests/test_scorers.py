@@ -205,8 +205,9 @@ def test_facets_of_groups_tools_in_order_within_bounds():
     assert [sorted(g) for g in groups] == [sorted({f"t{i}" for i in range(a, min(a + FACET_SIZE, 10))} | {"shared"})
                                            for a in range(0, 10, FACET_SIZE)]
     assert sum(groups, Counter()) == Counter(t for tokens in tools for t in tokens)
-    many = facets_of([[f"t{i}"] for i in range(1000)])
-    assert len(many) <= MAX_FACETS and sum(map(len, many)) == 1000
+    most = facets_of([[f"t{i}"] for i in range(FACET_SIZE * MAX_FACETS)])
+    assert len(most) == MAX_FACETS and sum(map(len, most)) == FACET_SIZE * MAX_FACETS
+    assert facets_of([[f"t{i}"] for i in range(FACET_SIZE * MAX_FACETS + 1)]) == ()  # a large child: none
     assert facets_of([]) == ()
 
 

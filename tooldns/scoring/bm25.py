@@ -50,25 +50,30 @@ WORDS_AFTER = 64
 WORD_BUDGET = 1 << 17
 
 
-#: a delegation's facets (``facets`` in zone files): groups of at least FACET_SIZE of the tools
-#: beneath it, in catalog order, and at most MAX_FACETS groups however large the subtree
+#: a delegation's facets (``facets`` in zone files): groups of FACET_SIZE of the tools beneath it,
+#: in catalog order, for a child of at most MAX_FACETS groups (larger children have none)
 FACET_SIZE = 4
 MAX_FACETS = 16
 
 
 def facets_of(token_lists: Sequence[Sequence[str]]) -> tuple[Counter, ...]:
     """The facets of the tools whose index terms are *token_lists* (in catalog order): consecutive
-    groups of ``max(FACET_SIZE, ceil(n / MAX_FACETS))`` tools, each group's terms counted.
+    groups of FACET_SIZE tools, each group's terms counted; none for more than
+    ``FACET_SIZE * MAX_FACETS`` tools.
 
     A child is ranked by its best facet (:class:`BM25Scorer`): a few tools that match an intent
-    well are not drowned by the many others of a large child, as they are in one document of all
-    their terms. Tools of one service sit together in a catalog, so a group is mostly one service's.
+    well are not drowned by the many others of a child, as they are in one document of all their
+    terms. Tools of one service sit together in a catalog, so a group is mostly one service's.
+    Larger groups were measured to route worse than whole summaries (the 100,000-tool tree, groups
+    of 60 to 125 tools: docs/building.md), so a large child has no facets, and the zone holding it
+    ranks whole summaries.
     """
-    size = max(FACET_SIZE, -(-len(token_lists) // MAX_FACETS))
+    if len(token_lists) > FACET_SIZE * MAX_FACETS:
+        return ()
     out = []
-    for start in range(0, len(token_lists), size):
+    for start in range(0, len(token_lists), FACET_SIZE):
         counts: Counter = Counter()
-        for tokens in token_lists[start:start + size]:
+        for tokens in token_lists[start:start + FACET_SIZE]:
             counts.update(tokens)
         out.append(counts)
     return tuple(out)
@@ -253,9 +258,10 @@ class BM25Scorer(Scorer):
         del briefs, vectors  # lexical scoring reads the full documents, and only them
         docs = list(docs)
         try:
-            self.index = BM25(docs, k1=float(k1), b=float(b), stats=stats)
-            #: with facets on every document, what ranks them (:class:`FacetRanker`)
+            #: with facets on every document, what ranks them (:class:`FacetRanker`); otherwise the
+            #: index of the whole documents (None with facets: a large tree's zones keep one index each)
             self.facets = FacetRanker.of(docs, k1=float(facet_k1), b=float(b))
+            self.index = BM25(docs, k1=float(k1), b=float(b), stats=stats) if self.facets is None else None
         except (TypeError, ValueError) as exc:
             raise ScorerError(f"bm25: {exc}") from exc
 
