@@ -436,3 +436,21 @@ def test_a_served_root_ranks_its_children_by_their_best_facet_over_dns(built):
                 assert got and got == by_facets(query)[:len(got)], query
     finally:
         served.stop()
+
+
+def test_a_zone_with_a_learned_summary_among_its_children_ranks_whole_summaries(built):
+    """A learned summary carries no facets: while a parent uses one, it ranks every child by its
+    whole summary (docs/summaries.md); with its copies from the build, by facets."""
+    from tooldns.serving.index import ZoneIndex
+    from tooldns.zone.model import Summary
+
+    root = load_zone(built / "root.yaml")
+    assert ZoneIndex(root).child_candidates.scorer.facets is not None
+    first = root.children[0]
+    learned = Summary(first.summary.description, serial=9, terms=first.summary.corpus_terms, tools=3)
+    zone = dataclasses.replace(root, children=(dataclasses.replace(first, summary=learned), *root.children[1:]))
+    scorer = ZoneIndex(zone).child_candidates.scorer
+    assert scorer.facets is None
+    whole = BM25([c.summary.document() for c in zone.children], k1=root.settings.child_scorer_options["k1"],
+                 b=root.settings.child_scorer_options["b"])
+    assert scorer.rank("weather storm", 3).items == whole.rank("weather storm", 3)
