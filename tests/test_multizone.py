@@ -277,3 +277,31 @@ def test_the_soft_limit_is_raised_when_the_hard_limit_allows(tmp_path):
         proc.send_signal(signal.SIGINT)
         assert proc.wait(WAIT_TIMEOUT) == 0
     assert "raised the limit on open files from 100" in proc.stderr.read()
+
+
+def test_a_tree_on_port_0_picks_another_port_when_one_of_its_addresses_has_it_taken(monkeypatch):
+    """Port 0: the first server picks a free port and the others share it. When another address has
+    that port taken already (here a socket bound there just before), the tree tries another port
+    instead of failing, and answers on it."""
+    from conftest import REPLY_TIMEOUT, ZONES
+
+    real_start = DNSServer.start
+    taken: list[socket.socket] = []
+
+    async def start(self):
+        if self.port != 0 and not taken:  # the second address: its port was picked by the first
+            blocker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            blocker.bind((self.address, self.port))
+            taken.append(blocker)
+        return await real_start(self)
+
+    monkeypatch.setattr(DNSServer, "start", start)
+    try:
+        with TreeThread(ZONES, 0, rate_limit=0) as tree:
+            address, port = tree.root()
+            assert taken and port != taken[0].getsockname()[1]
+            with Resolver(root=(address, port), timeout=REPLY_TIMEOUT, cache=False) as r:
+                assert r.resolve("historical weather Hong Kong", k=1).tools
+    finally:
+        for blocker in taken:
+            blocker.close()

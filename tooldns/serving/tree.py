@@ -32,6 +32,7 @@ with the intents' text only when *log_intents* is set.
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import os
@@ -54,6 +55,8 @@ from .summaries import SummaryKeeper
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 5300
+#: with port 0, how many ports are tried before giving up on one free on every address
+PORT_ATTEMPTS = 20
 #: what a Tree passes on to each of its servers
 _SERVER_OPTIONS = {"rate_limit", "rate_limit_exempt", "max_tcp", "max_tcp_per_client", "tcp_idle", "tcp_idle_busy",
                    "reuse_port"}
@@ -210,21 +213,25 @@ class Tree:
         return members[0] if len(members) == 1 else MultiZoneResolver(members)
 
     async def start(self) -> None:
-        """Start every server. Port 0: the first server picks a free port and the others share it."""
+        """Start every server. Port 0: the first server picks a free port and the others share it
+        (another is picked when one of the other addresses has it taken already)."""
         self.resolvers = {s.index.origin: ZoneResolver(s) for s in self.stores}
         self._start_reports()
-        for address, stores in self.plan.items():
-            server = DNSServer(self._resolver(stores), address, self.port, cache_size=self.answer_cache,
-                               **self._options(len(stores)))
-            server.observe(*(report.recorder(server) for report in (self.metrics, self.query_log) if report))
+        any_port = self.port == 0
+        for attempt in range(PORT_ATTEMPTS if any_port else 1):
             try:
-                await server.start()
+                await self._bind()
+                break
             except OSError as exc:
+                for server in self.sockets.values():
+                    await self._stop(server)
+                self.sockets = {}
+                if any_port and exc.errno == errno.EADDRINUSE and attempt + 1 < PORT_ATTEMPTS:
+                    log.info("%s; trying another port", exc)
+                    self.port = 0
+                    continue
                 await self.stop()
-                what = stores[0].index.origin if len(stores) == 1 else f"{len(stores)} zones ({stores[0].index.origin} ...)"
-                raise OSError(exc.errno, f"cannot serve {what} on {address}:{self.port}: {exc.strerror}") from exc
-            self.port = server.port  # glue carries addresses only: one port for the whole tree
-            self.sockets[address] = server
+                raise
         self.servers = [(s, self.sockets[a]) for s in self.stores for a in self.addresses[s.index.origin]]
         if self.sync_summaries:
             self.summaries = SummaryKeeper(self.stores, self.known_zones, self.port, self.sockets,
@@ -239,6 +246,20 @@ class Tree:
                 await self.stop()
                 raise
         self._watch = asyncio.create_task(self._watcher())
+
+    async def _bind(self) -> None:
+        """A server on every address of the plan, all on one port (glue carries addresses only)."""
+        for address, stores in self.plan.items():
+            server = DNSServer(self._resolver(stores), address, self.port, cache_size=self.answer_cache,
+                               **self._options(len(stores)))
+            server.observe(*(report.recorder(server) for report in (self.metrics, self.query_log) if report))
+            try:
+                await server.start()
+            except OSError as exc:
+                what = stores[0].index.origin if len(stores) == 1 else f"{len(stores)} zones ({stores[0].index.origin} ...)"
+                raise OSError(exc.errno, f"cannot serve {what} on {address}:{self.port}: {exc.strerror}") from exc
+            self.port = server.port
+            self.sockets[address] = server
 
     def _start_reports(self) -> None:
         """The query log and the metrics collector asked for, before any server answers (imported only
