@@ -40,7 +40,7 @@ from ..exceptions import BuildError, EmbeddingError
 from ..protocol import names
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import encode_vector
-from ..scoring.bm25 import CorpusStats, facets_of
+from ..scoring.bm25 import FACET_SIZE, MAX_FACETS, CorpusStats, facets_of
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 from ..zone.zonefile import write_zone
@@ -224,6 +224,10 @@ def corpus_counts(token_lists) -> Counter:
     return counts
 
 
+#: children of more tools than this have no facets (:func:`~tooldns.scoring.bm25.facets_of`)
+MAX_FACET_TOOLS = FACET_SIZE * MAX_FACETS
+
+
 def facet_terms(token_lists) -> tuple[tuple[tuple[str, int], ...], ...]:
     """A delegation's ``facets``: the index terms of the tools beneath it (their token lists, in
     catalog order) counted in groups (:func:`~tooldns.scoring.bm25.facets_of`; ``tooldns build`` and
@@ -231,18 +235,24 @@ def facet_terms(token_lists) -> tuple[tuple[tuple[str, int], ...], ...]:
     return tuple(tuple(counts.items()) for counts in facets_of(list(token_lists)))
 
 
+def _delegation(child: Category, layout: _Layout, tool_tokens: list[list[str]], embedded: "Embedded | None") -> Delegation:
+    """The delegation to *child*: its summary counts the terms of every tool beneath it (and, for a
+    child of few tools, groups them into facets)."""
+    members = sorted(child.all_tools())  # catalog order
+    facets = facet_terms([tool_tokens[i] for i in members]) if len(members) <= MAX_FACET_TOOLS else ()
+    return Delegation(child.label, layout.origin_of[id(child)], child.kind,
+                      Summary(_title(child), tuple(child.keywords), serial=SERIAL,
+                              corpus_terms=tuple(corpus_counts(tool_tokens[i] for i in members).items()),
+                              facets=facets),
+                      layout.nameservers(child), leaf=not child.children,
+                      vectors=embedded.centroids(members) if embedded else ())
+
+
 def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, ...], tool_tokens: list[list[str]],
           settings: Settings, stats: CorpusStats | None, embedded: "Embedded | None") -> Zone:
     """The zone of one category: its tools, and a delegation to each child whose summary counts the
     terms of every tool beneath it."""
-    children = tuple(
-        Delegation(child.label, layout.origin_of[id(child)], child.kind,
-                   Summary(_title(child), tuple(child.keywords), serial=SERIAL,
-                           corpus_terms=tuple(corpus_counts(tool_tokens[i] for i in child.all_tools()).items()),
-                           facets=facet_terms(tool_tokens[i] for i in sorted(child.all_tools()))),
-                   layout.nameservers(child), leaf=not child.children,
-                   vectors=embedded.centroids(sorted(child.all_tools())) if embedded else ())
-        for child in cat.children)
+    children = tuple(_delegation(child, layout, tool_tokens, embedded) for child in cat.children)
     return Zone(origin=zone_origin, soa=SOA(f"ns1.{zone_origin}", f"hostmaster.{zone_origin}", serial=SERIAL),
                 nameservers=layout.nameservers(cat), summary=Summary(_title(cat) or zone_origin),
                 children=children, tools=tools, settings=settings, corpus_stats=stats)
