@@ -454,3 +454,18 @@ def test_a_zone_with_a_learned_summary_among_its_children_ranks_whole_summaries(
     whole = BM25([c.summary.document() for c in zone.children], k1=root.settings.child_scorer_options["k1"],
                  b=root.settings.child_scorer_options["b"])
     assert scorer.rank("weather storm", 3).items == whole.rank("weather storm", 3)
+
+
+def test_a_zones_own_tools_compete_with_its_children_in_facets(built):
+    """A zone with tools of its own and children with facets ranks its own tools ("self") among them
+    in facets as well: a query for one of them ranks self first."""
+    from tooldns.serving.index import SELF, ZoneIndex
+    from tooldns.zone.model import Tool
+
+    root = load_zone(built / "root.yaml")
+    own = Tool("zeppelin", "Zeppelin tours", "http", "example.com.", 443, "Book zeppelin airship sightseeing flights")
+    index = ZoneIndex(dataclasses.replace(root, tools=(own,)))
+    scorer = index.child_candidates.scorer
+    assert scorer.facets is not None and index.child_candidates.entries[-1] is SELF
+    best, score = scorer.rank("zeppelin airship flights", 1).items[0]
+    assert index.child_candidates.entries[best] is SELF and score > 0

@@ -82,7 +82,10 @@ def _own_tools_document(tools, faceted: bool) -> str:
     if not faceted:
         return text
     tokens = [tokenize(t.text()) for t in tools]
-    return Tokenized(text, dict(sum(map(Counter, tokens), Counter())), tuple(map(dict, facets_of(tokens))))
+    counts: Counter = Counter()
+    for terms in tokens:
+        counts.update(terms)
+    return Tokenized(text, dict(counts), tuple(map(dict, facets_of(tokens))))
 
 
 class ZoneIndex:
