@@ -40,7 +40,7 @@ from ..exceptions import BuildError, EmbeddingError
 from ..protocol import names
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import encode_vector
-from ..scoring.bm25 import FACET_SIZE, MAX_FACETS, CorpusStats, facets_of
+from ..scoring.bm25 import MAX_FACET_TOOLS, CorpusStats, facets_of
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 from ..zone.zonefile import write_zone
@@ -222,10 +222,6 @@ def corpus_counts(token_lists) -> Counter:
     for tokens in token_lists:
         counts.update(tokens)
     return counts
-
-
-#: children of more tools than this have no facets (:func:`~tooldns.scoring.bm25.facets_of`)
-MAX_FACET_TOOLS = FACET_SIZE * MAX_FACETS
 
 
 def facet_terms(token_lists) -> tuple[tuple[tuple[str, int], ...], ...]:

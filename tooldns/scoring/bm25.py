@@ -54,12 +54,14 @@ WORD_BUDGET = 1 << 17
 #: in catalog order, for a child of at most MAX_FACETS groups (larger children have none)
 FACET_SIZE = 4
 MAX_FACETS = 16
+#: children of more tools than this have no facets
+MAX_FACET_TOOLS = FACET_SIZE * MAX_FACETS
 
 
 def facets_of(token_lists: Sequence[Sequence[str]]) -> tuple[Counter, ...]:
     """The facets of the tools whose index terms are *token_lists* (in catalog order): consecutive
     groups of FACET_SIZE tools, each group's terms counted; none for more than
-    ``FACET_SIZE * MAX_FACETS`` tools.
+    :data:`MAX_FACET_TOOLS` tools.
 
     A child is ranked by its best facet (:class:`BM25Scorer`): a few tools that match an intent
     well are not drowned by the many others of a child, as they are in one document of all their
@@ -68,7 +70,7 @@ def facets_of(token_lists: Sequence[Sequence[str]]) -> tuple[Counter, ...]:
     of 60 to 125 tools: docs/building.md), so a large child has no facets, and the zone holding it
     ranks whole summaries.
     """
-    if len(token_lists) > FACET_SIZE * MAX_FACETS:
+    if len(token_lists) > MAX_FACET_TOOLS:
         return ()
     out = []
     for start in range(0, len(token_lists), FACET_SIZE):
@@ -77,6 +79,11 @@ def facets_of(token_lists: Sequence[Sequence[str]]) -> tuple[Counter, ...]:
             counts.update(tokens)
         out.append(counts)
     return tuple(out)
+
+
+def all_faceted(docs: Sequence[str]) -> bool:
+    """Whether every one of *docs* (at least one) has facets: then :class:`FacetRanker` ranks them."""
+    return bool(docs) and all(isinstance(d, Tokenized) and d.facets for d in docs)
 
 
 def best_of(scored: dict[int, float], k: int, n: int) -> list[tuple[int, float]]:
@@ -289,9 +296,7 @@ class FacetRanker:
     def of(cls, docs: Sequence[str], k1: float = 1.5, b: float = 0.75) -> "FacetRanker | None":
         """The ranker of *docs* when every one has facets; None otherwise (a learned summary, or a
         delegation written without them: the zone then ranks whole documents)."""
-        if docs and all(isinstance(d, Tokenized) and d.facets for d in docs):
-            return cls(docs, k1, b)
-        return None
+        return cls(docs, k1, b) if all_faceted(docs) else None
 
     def rank(self, intent: str, k: int) -> list[tuple[int, float]]:
         """The *k* best documents by their best facet's score, ties and documents scoring 0 in

@@ -107,10 +107,11 @@ class HybridScorer(Scorer):
         return vector is not None and self.model == vector.model and self.dim == vector.dim
 
     def rank(self, intent: str, k: int, vector: Vector | None = None) -> Ranking:
-        if self.facets is not None and not (self.usable(vector) and len(self.owners)):
+        fused = self.usable(vector) and len(self.owners)
+        if not fused and self.facets is not None:
             return Ranking(self.facets.rank(intent, k), scorer=self.name)
         lexical = np.asarray(self.lexical.scores(intent), dtype=np.float64)
-        if not (self.usable(vector) and len(self.owners)):
+        if not fused:
             # BM25 alone, with its own scores: comparable across zones, as the bm25 scorer's are
             order = np.argsort(-lexical, kind="stable")[:k]
             return Ranking([(int(i), float(lexical[i])) for i in order], scorer=self.name)

@@ -23,7 +23,7 @@ from ..protocol import names
 from ..protocol.summary import encode_summary, summary_name
 from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
 from ..protocol.vector import Vector, quantize
-from ..scoring.bm25 import facets_of
+from ..scoring.bm25 import all_faceted, facets_of
 from ..scoring.registry import make_scorer
 from ..scoring.scorer import Scorer
 from ..scoring.tokenize import Tokenized, tokenize
@@ -206,8 +206,7 @@ class ZoneIndex:
         if zone.children and zone.tools:
             child_entries.append(SELF)
             # only the tools themselves: the zone's summary speaks for its children too
-            child_docs.append(_own_tools_document(zone.tools, faceted=all(
-                isinstance(d, Tokenized) and d.facets for d in child_docs)))
+            child_docs.append(_own_tools_document(zone.tools, faceted=all_faceted(child_docs)))
             child_briefs.append("tools of this zone itself: " + "; ".join(t.name for t in zone.tools[:20]))
             child_vectors.append(tuple(t.vector for t in zone.tools if t.vector))
         self.child_candidates = (Candidates(child_entries, make_scorer(settings.scorer, child_docs, child_briefs,
