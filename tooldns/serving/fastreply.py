@@ -53,6 +53,8 @@ _QR, _AA, _TC, _RD = 0x8000, 0x0400, 0x0200, 0x0100
 #: the last offset a compression pointer can reach (14 bits)
 _MAX_POINTER = 0x3FFF
 _TXT_HEAD = _HEAD.pack(QTYPE.TXT, 1, 0)  # ranking TXT records: class IN, TTL 0 (they depend on the intent)
+#: a ranking TXT record up to its RDATA, its owner a pointer: the pointer, :data:`_TXT_HEAD`, RDATA length
+_TXT_AT = struct.Struct("!H8sH")
 _SRV_HEAD = _HEAD.pack(QTYPE.SRV, 1, 0)
 
 
@@ -181,7 +183,7 @@ class _Candidate:
     first block wrote it). Its additional records then point to offsets known from the template.
     """
 
-    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later")
+    __slots__ = ("ns", "owner", "strings", "glue", "glue_tails", "alone", "firsts", "later")
 
     def __init__(self, ix: ZoneIndex, entry) -> None:
         ns, owner, strings, glue = candidate_records(ix, entry)
@@ -191,6 +193,8 @@ class _Candidate:
         self.glue = [_record(rr) for rr in glue]
         if any(target is not None for _, _, target in self.glue):
             raise ValueError("glue records hold addresses, not names")
+        #: each glue record after its owner: type, class, TTL, RDATA length and RDATA
+        self.glue_tails = [tail for _, tail, _ in self.glue]
         self.alone = False
         self.firsts: dict[bytes, tuple | None] = {}
         self.later: tuple | None = None
@@ -333,12 +337,15 @@ class PackedZone:
                 return None
         authority = additional = 0
         for rank, ((_, score), piece, (txt_at, glue_at)) in enumerate(zip(ranked.chosen, pieces, owners), 1):
-            rdata = _RANK_HEADS[rank] + _score_string(score) + piece.strings
-            out += _U16.pack(0xC000 | txt_at)
-            out += _TXT_HEAD
-            out += _U16.pack(len(rdata))
-            out += rdata
-            for at, (_, tail, _) in zip(glue_at, piece.glue):
+            score = b"score=%.4f" % score  # _score_string's, inline: a referral's scores are never None
+            head = _RANK_HEADS[rank]
+            # the TXT record's owner (a pointer), type, class, TTL and RDATA length in one step
+            out += _TXT_AT.pack(0xC000 | txt_at, _TXT_HEAD, len(head) + 1 + len(score) + len(piece.strings))
+            out += head
+            out += _LENGTH[len(score)]
+            out += score
+            out += piece.strings
+            for at, tail in zip(glue_at, piece.glue_tails):
                 out += _U16.pack(0xC000 | at)
                 out += tail
             authority += len(piece.ns)
@@ -374,14 +381,10 @@ class PackedZone:
         for piece in pieces[1:]:
             at = len(out)
             block, patches, txt, glue = piece.later
-            block = bytearray(block)
-            for where, target in patches:
-                _U16.pack_into(block, where, 0xC000 | (zone_at if target < 0 else at + target))
             out += block
-            glue_at = []
-            for g in glue:
-                glue_at.append(zone_at if g < 0 else at + g)
-            owners.append((zone_at if txt < 0 else at + txt, glue_at))
+            for where, target in patches:  # patched in place, where the block now stands
+                _U16.pack_into(out, at + where, 0xC000 | (zone_at if target < 0 else at + target))
+            owners.append((zone_at if txt < 0 else at + txt, [zone_at if g < 0 else at + g for g in glue]))
         return owners
 
     def _answer(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
