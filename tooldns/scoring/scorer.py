@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from ..protocol.vector import Vector
 
 
-@dataclass
+@dataclass(slots=True)
 class Ranking:
     """What a scorer returns: (index, score) pairs best first, and how it got them."""
 

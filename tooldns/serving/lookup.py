@@ -66,7 +66,7 @@ class Result:
     ede: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Ranked:
     """An intent search decided but not built: which children (a referral) or tools (an answer), best first."""
 
@@ -237,7 +237,7 @@ def _delegation(ix: ZoneIndex, child) -> Result:
     return Result(Kind.REFERRAL, authority=list(ix.child_ns[child.name]), additional=list(ix.child_glue[child.name]))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Asked:
     """An intent with the vector this zone ranks it with, and whether the query's own went unused."""
 
@@ -250,6 +250,8 @@ class _Asked:
     def of(cls, ix: ZoneIndex, intent: Intent | None, sent: Vector | None) -> "_Asked | None":
         if intent is None:
             return None
+        if sent is None and ix.intent_embeddings is None:  # most zones: nothing to embed or compare
+            return cls(intent, None, False, False)
         return cls(intent, *ix.intent_vector(intent.text, sent))
 
     def rank(self, scorer, k: int) -> Ranking:

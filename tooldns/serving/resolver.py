@@ -177,9 +177,14 @@ class ZoneResolver(BaseResolver):
             route = packed.route(data, query) if packed is not None else None
             if route is None:
                 return None
-            intent = _decoded(query.option_data(self.intent_code), self.intent_code, decode_intent, "intent")
-            vector = _decoded(query.option_data(VECTOR_OPTION_CODE), VECTOR_OPTION_CODE, decode_vector, "vector")
-            if intent is not None and (BRIEF_OPTION_CODE in query.options or FIT_OPTION_CODE in query.options):
+            options = query.options
+            # an error of any option: the full path answers it, with the text it gives the error
+            intents = options.get(self.intent_code)
+            intent = decode_intent(intents[0]) if intents is not None and len(intents) == 1 else \
+                _decoded(query.option_data(self.intent_code), self.intent_code, decode_intent, "intent")
+            vector = (_decoded(options[VECTOR_OPTION_CODE], VECTOR_OPTION_CODE, decode_vector, "vector")
+                      if VECTOR_OPTION_CODE in options else None)
+            if intent is not None and (BRIEF_OPTION_CODE in options or FIT_OPTION_CODE in options):
                 intent = _with_flags(intent, query.option_data)
             result = ranked(index, route.cursor, query.qtype, intent, vector)
             wire = packed.pack(data, query, route, result, query.udp_size if udp else 65535) if result else None
