@@ -30,7 +30,7 @@ import math
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, filterfalse
 from typing import Callable, Iterable, Sequence
 
 from ..exceptions import ScorerError
@@ -102,11 +102,13 @@ def best_of(scored: dict[int, float], k: int, n: int) -> list[tuple[int, float]]
 
 
 class _WordLists(dict):
-    """One index's ASCII word (bytes) -> the posting lists of its terms, in order (empty for a word
-    none of whose terms it holds): a query's lists in one lookup per word, its terms neither joined,
-    split nor hashed again. Worked out on lookup, within :data:`WORD_BUDGET` over all indexes."""
+    """One index's ASCII word (bytes) -> the posting lists of its terms, in order: a query's lists in
+    one lookup per word, its terms neither joined, split nor hashed again. A word none of whose terms
+    the index holds (most words of an intent, at most zones) goes to :attr:`dead` instead, which a
+    query's words are sifted through first, in C. Worked out on lookup, within :data:`WORD_BUDGET`
+    over all indexes."""
 
-    __slots__ = ("postings", "__weakref__")
+    __slots__ = ("postings", "dead", "__weakref__")
     kept = 0
     every: "weakref.WeakSet[_WordLists]" = weakref.WeakSet()
 
@@ -116,16 +118,29 @@ class _WordLists(dict):
     def __init__(self, postings: dict[str, list]) -> None:
         super().__init__()
         self.postings = postings
+        self.dead: set[bytes] = set()
         _WordLists.every.add(self)
+
+    def clear(self) -> None:
+        super().clear()
+        self.dead.clear()
 
     def __missing__(self, word: bytes) -> tuple:
         if _WordLists.kept >= WORD_BUDGET:
             for lists in list(_WordLists.every):
                 lists.clear()
             _WordLists.kept = 0
-        found = self[word] = tuple(filter(None, map(self.postings.get, word_terms(word).split())))
+        found = tuple(filter(None, map(self.postings.get, word_terms(word).split())))
+        if found:
+            self[word] = found
+        else:
+            self.dead.add(word)
         _WordLists.kept += 1
         return found
+
+    def of(self, words: list[bytes]) -> list[list[tuple[int, float]]]:
+        """The posting lists of *words*' terms, in order."""
+        return list(chain.from_iterable(map(self.__getitem__, filterfalse(self.dead.__contains__, words))))
 
 
 @dataclass
@@ -226,7 +241,7 @@ class BM25:
         word cache (:class:`_WordLists`) when the index is asked often and the query is ASCII."""
         words = self._words
         if words is not None and query.isascii():
-            return list(chain.from_iterable(map(words.__getitem__, ascii_words(query))))
+            return words.of(ascii_words(query))
         if words is None and self.tokenizer is tokenize:
             self._asked += 1
             if self._asked >= WORDS_AFTER:
