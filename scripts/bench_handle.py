@@ -23,6 +23,11 @@ inside ``functools.reduce``, which callgrind can be told to count alone; divide 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
         --toggle-collect=functools_reduce python scripts/bench_handle.py --count distinct \
         --intents ../shared/data/toolret/queries.dev.en.json --rounds 4000
+
+How much the machine's own speed moves, with nothing else changing: ``--drift SECONDS`` sends the
+same --rounds distinct intents again and again for that long and prints each pass's microseconds
+per call (on this project's virtual machine they move by half as much again within a minute,
+which is why code changes are compared by instructions, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -88,6 +93,18 @@ def count(server: DNSServer, packets: list[bytes], calls: int) -> None:
     functools.reduce(lambda _, i: server.handle(packets[i % len(packets)], True), range(calls), None)
 
 
+def drift(server: DNSServer, packets: list[bytes], seconds: float) -> list[float]:
+    """Microseconds per ``handle`` call of each pass over *packets*, passes made for *seconds*."""
+    passes = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.perf_counter()
+        for packet in packets:
+            server.handle(packet, True)
+        passes.append((time.perf_counter() - t0) / len(packets) * 1e6)
+    return passes
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--zones", default=str(ROOT / "zones"))
@@ -99,6 +116,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--count", choices=["cached", "distinct", "vector"],
                    help="for callgrind: --rounds calls of this row inside functools.reduce, no timing (see above)")
+    p.add_argument("--drift", type=float, metavar="SECONDS",
+                   help="pass over --rounds distinct intents again and again for SECONDS; print each pass's us per call")
     args = p.parse_args()
     one_blas_thread()  # as tooldns serve does
     store = next((s for s in load_tree(args.zones) if s.index.origin == args.zone), None)
@@ -115,6 +134,12 @@ def main() -> int:
         rows.append(("distinct intents with a vector", DNSServer(ZoneResolver(store), cache_size=0),
                      [query(args.zone, text, args.k, vector) for text in texts],
                      args.rounds))
+    if args.drift:
+        passes = drift(rows[1][1], distinct[:max(args.rounds, 1)], args.drift)
+        print(f"distinct intents, {len(passes)} passes of {max(args.rounds, 1)} calls: us per call "
+              + " ".join(f"{us:.1f}" for us in passes))
+        print(f"median {statistics.median(passes):.1f}, min {min(passes):.1f}, max {max(passes):.1f}")
+        return 0
     if args.count:
         which = ["cached", "distinct", "vector"].index(args.count)
         if which >= len(rows):

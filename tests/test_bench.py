@@ -2,6 +2,7 @@
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,19 @@ def test_bench_handle_counts_calls_inside_reduce():
     refused = subprocess.run([sys.executable, script, "--count", "vector", "--rounds", "3"], capture_output=True,
                              text=True, timeout=300)
     assert refused.returncode != 0 and "has no vectors" in refused.stderr
+
+
+def test_bench_handle_drift_prints_each_pass():
+    """``scripts/bench_handle.py --drift SECONDS`` passes over the same distinct intents until the time is
+    up and prints every pass's microseconds per call, with their median."""
+    script = str(ROOT / "scripts" / "bench_handle.py")
+    done = subprocess.run([sys.executable, script, "--drift", "0.5", "--rounds", "20"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    head, summary = done.stdout.strip().splitlines()
+    passes = [float(x) for x in head.split("us per call ")[1].split()]
+    assert head.startswith(f"distinct intents, {len(passes)} passes of 20 calls") and passes
+    assert all(us > 0 for us in passes)
+    assert summary.startswith("median ")
+    # the printed passes are rounded to 0.1 us: their median may differ from the exact one by that much
+    assert abs(float(summary.split()[1].rstrip(",")) - statistics.median(passes)) <= 0.1
