@@ -22,11 +22,11 @@ from resolver_client import Resolver
 from test_build import synthetic_catalog
 from tooldns.building.build import build, build_zones, facet_terms, zone_tool
 from tooldns.building.catalog import load_catalogs, parse_catalog
-from tooldns.building.state import SELF, BuildState, Totals, drift
+from tooldns.building.state import SELF, BuildState, ChildTerms, Totals, drift
 from tooldns.building.trees import AutoTreeBuilder, Category
 from tooldns.building.update import DRIFT_THRESHOLD, dump_mapping, splice_zone, update, update_tree
 from tooldns.exceptions import BuildError
-from tooldns.scoring.bm25 import BM25, CorpusStats
+from tooldns.scoring.bm25 import BM25, BM25Scorer, CorpusStats, facets_of
 from tooldns.scoring.tokenize import tokenize
 from tooldns.serving.tree import load_tree
 from tooldns.zone.zonefile import dump_zone, load_zone, parse_zone, zone_header
@@ -87,9 +87,12 @@ def _check(zones: Path, catalog: list[dict]) -> dict[str, object]:
             assert list(map(dict, child.summary.facets)) == list(map(dict, facets)), (origin, child.label)
             assert child.summary.serial == loaded[child.name].soa.serial, (origin, child.label)
             assert terms.children[child.label] == child.summary.counts(), (origin, child.label)
+            # what the updater routes new tools by: the facets as written
+            assert terms.facets.get(child.label, []) == [Counter(dict(f)) for f in facets], (origin, child.label)
             assert child.leaf == (not loaded[child.name].children)
         if zone.tools:
             assert terms.children[SELF] == Counter(t for tool in zone.tools for t in tokenize(tool.text()))
+            assert terms.facets.get(SELF, []) == list(facets_of([tokenize(tool.text()) for tool in zone.tools]))
     assert beneath(state.origin) == set(index)
     mapping = json.loads((zones / "catalog-map.json").read_text())
     placed = {}
@@ -309,10 +312,19 @@ def test_routing_scores_are_the_zone_scorers(built):
     root = load_zone(built / "root.yaml")
     terms = state.read_terms(built, state.origin)
     options = root.settings.child_scorer_options
-    index = BM25([c.summary.document() for c in root.children], k1=options["k1"], b=options["b"])
+    docs = [c.summary.document() for c in root.children]
+    labels = [c.label for c in root.children]
+    index = BM25(docs, k1=options["k1"], b=options["b"])
+    # the built root's children have facets: the updater ranks them by their best facet, as its server does
+    scorer = BM25Scorer(docs, k1=options["k1"], b=options["b"], facet_k1=options.get("facet_k1", 1.5))
+    assert scorer.facets is not None and terms.faceted()
+    whole = ChildTerms(terms.k1, terms.b, terms.children)  # a delegation without facets: whole summaries
     for query in ("song lyrics album", "stock dividend currency", "weather storm"):
-        expected = dict(zip([c.label for c in root.children], index.scores(query)))
-        assert dict(terms.rank(tokenize(query))) == pytest.approx(expected)
+        served = {labels[i]: score for i, score in scorer.rank(query, len(labels)).items}
+        assert dict(terms.rank(tokenize(query))) == pytest.approx(served)
+        assert [label for label, _ in terms.rank(tokenize(query))] == list(served)  # the same order, ties too
+        assert dict(whole.rank(tokenize(query))) == pytest.approx(dict(zip(labels, index.scores(query))))
+    assert dict(terms.rank(tokenize("song lyrics album"))) != pytest.approx(dict(whole.rank(tokenize("song lyrics album"))))
 
 
 def test_drift_grows_with_the_catalog_changed():

@@ -357,9 +357,23 @@ def _child_terms(zone: Zone, cat: Category, tool_tokens: list[list[str]]) -> Chi
     terms, counted once already, and its description and keywords), its own tools as ``SELF``."""
     options = {**zone.settings.scorer_options, **zone.settings.child_scorer_options}  # as the zone's scorer
     children = {d.label: Counter(d.summary.counts()) for d in zone.children}
+    facets = {d.label: own_facets(d.summary) for d in zone.children}
     if cat.tools:
         children[SELF] = Counter(term for i in set(cat.tools) for term in tool_tokens[i])
-    return ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children)
+        facets[SELF] = self_facets(zone.tools)
+    return ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children, facets,
+                      float(options.get("facet_k1", 1.5)))
+
+
+def own_facets(summary: Summary) -> list[Counter]:
+    """A delegation's facets as its parent's scorer ranks them (none for a learned summary)."""
+    return [Counter(f) for f in getattr(summary.document(), "facets", ())]
+
+
+def self_facets(tools) -> list[Counter]:
+    """A zone's own tools' facets, as its server makes them when every child has facets
+    (:func:`tooldns.serving.index._own_tools_document`)."""
+    return list(facets_of([tokenize(t.text()) for t in tools]))
 
 
 def _account(report: BuildReport, mapping: dict[str, list[str]], layout: _Layout) -> None:

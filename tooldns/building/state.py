@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exceptions import BuildError
-from ..scoring.bm25 import CorpusStats
+from ..scoring.bm25 import CorpusStats, FacetRanker
+from ..scoring.tokenize import Tokenized
 from .catalog import CatalogTool, json_loads
 
 STATE_DIR = "build-state"
@@ -213,7 +214,9 @@ class BuildState:
         try:
             data = json_loads(path.read_bytes())
             return ChildTerms(float(data["k1"]), float(data["b"]),
-                              {label: Counter(counts) for label, counts in data["children"].items()})
+                              {label: Counter(counts) for label, counts in data["children"].items()},
+                              {label: [Counter(f) for f in facets] for label, facets in data.get("facets", {}).items()},
+                              float(data.get("facet_k1", 1.5)))
         except FileNotFoundError:
             raise BuildError(f"{path}: missing; build the tree again once") from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -223,7 +226,10 @@ class BuildState:
         path = self.terms_path(outdir, origin)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(path, json.dumps({"k1": terms.k1, "b": terms.b, "children": {
-            label: dict(counts.most_common()) for label, counts in terms.children.items()}}, ensure_ascii=False))
+            label: dict(counts.most_common()) for label, counts in terms.children.items()},
+            "facet_k1": terms.facet_k1, "facets": {label: [dict(f) for f in facets]
+                                                   for label, facets in terms.facets.items() if facets}},
+            ensure_ascii=False))
 
 
 @dataclass
@@ -235,11 +241,22 @@ class ChildTerms:
     k1: float
     b: float
     children: dict[str, Counter]
+    #: each child's facets (its tools' terms in groups, as its delegation carries them; ``SELF``'s
+    #: made as the server makes them), none for a child without; and the k1 they are ranked with
+    facets: dict[str, list[Counter]] = field(default_factory=dict)
+    facet_k1: float = 1.5
+
+    def faceted(self) -> bool:
+        """Whether every child has facets: then the zone's scorer ranks them by their best facet."""
+        return bool(self.children) and all(self.facets.get(label) for label in self.children)
 
     def rank(self, query: list[str]) -> list[tuple[str, float]]:
         """Each child's BM25 score for the query tokens *query*, best first (ties in zone order): the
         scores :class:`~tooldns.scoring.bm25.BM25` gives over the children's summaries, from their
-        term counts."""
+        term counts; by their best facet when every child has facets, as
+        :class:`~tooldns.scoring.bm25.FacetRanker` ranks them."""
+        if self.faceted():
+            return self._rank_facets(query)
         labels = list(self.children)
         docs = [self.children[label] for label in labels]
         n = len(docs)
@@ -255,6 +272,17 @@ class ChildTerms:
                 tf = docs[i][term]
                 scores[i] += qtf * idf * tf / (tf + self.k1 * (1 - self.b + self.b * lengths[i] / avgdl))
         order = sorted(range(n), key=lambda i: (-scores[i], i))
+        return [(labels[i], scores[i]) for i in order]
+
+    def _rank_facets(self, query: list[str]) -> list[tuple[str, float]]:
+        labels = list(self.children)
+        ranker = FacetRanker([Tokenized(" ", self.children[label], tuple(self.facets[label])) for label in labels],
+                             k1=self.facet_k1, b=self.b)
+        scores = [0.0] * len(labels)
+        for facet, score in enumerate(ranker.index.scores_tokens(query)):
+            owner = ranker.owners[facet]
+            scores[owner] = max(scores[owner], score)
+        order = sorted(range(len(labels)), key=lambda i: (-scores[i], i))
         return [(labels[i], scores[i]) for i in order]
 
 

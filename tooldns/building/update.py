@@ -10,8 +10,9 @@ changed tools' paths are rewritten:
   that holds it, under the same DNS name (its label stays; its vector too, while the text it was
   made from is unchanged);
 * a new tool goes to one leaf, found by routing its text from the root as the zone servers route a
-  query: at each zone the child whose summary ranks first by the zone's own BM25 settings
-  (:class:`.state.ChildTerms`);
+  query: at each zone the child whose summary ranks first by the zone's own BM25 settings, by
+  the children's facets when every child has them, as the zone's server ranks them
+  (:class:`.state.ChildTerms`, which keeps them as written);
 * a removed tool leaves every zone that holds it;
 * every zone on those paths gets a new SOA serial (``max(serial + 1, unix time)``: ahead of the
   serials a running server raised by itself), and each parent's copy of a changed child's summary
@@ -57,7 +58,8 @@ from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
 from ..zone.zonefile import dump_zone, format_terms, parse_zone, zone_header
-from .build import _addresses, _tool_labels, corpus_counts, facet_terms, single_address, zone_tool
+from .build import (_addresses, _tool_labels, corpus_counts, facet_terms, own_facets, self_facets, single_address,
+                    zone_tool)
 from .catalog import Catalog, load_catalogs, json_loads
 from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest, write_atomically
 from .trees import LEAF_SLACK, AutoTreeBuilder
@@ -359,6 +361,7 @@ class _Update:
             if self.children[origin]:
                 self.terms(origin).children[SELF] = Counter(t for tool in new_tools[origin]
                                                             for t in tokenize(tool.text()))
+                self.terms(origin).facets[SELF] = self_facets(new_tools[origin])
                 changed_pairs.add((origin, SELF))
         # Leaves past their bound: split (their new leaves written now), or reported when edited.
         bound = LEAF_SLACK * (state.settings.get("max_leaf") or float("inf"))
@@ -446,6 +449,7 @@ class _Update:
                     if (origin, label) in changed_pairs:
                         tokens = list(map(self.tokens, self._tools_beneath(child, beneath)))
                         counts, facets = corpus_counts(tokens), facet_terms(tokens)
+                        self.terms(origin).facets[label] = [Counter(dict(f)) for f in facets]  # as written
                     corpora[label] = (counts, facets, serials[child], False if child in splits else None)
             serials[origin] = self._write(origin, new_tools.get(origin), corpora, splits.get(origin),
                                           self.report.refreshed, self.state.written)
@@ -630,7 +634,7 @@ class _Update:
         used = {e.address for e in state.zones.values()}
         addresses = (_addresses(state.subnet) if single_address(state.subnet)  # the one address of every zone
                      else (a for a in _addresses(state.subnet) if a not in used))
-        children_terms, delegations = {}, []
+        children_terms, children_facets, delegations = {}, {}, []
         serial = next_serial(0)
         for child in root.children:
             child_origin = f"{child.label}.{origin}"
@@ -657,6 +661,7 @@ class _Update:
             delegations.append(delegation)
             # as the parent's scorer sees it (build's _child_terms): the summary's text and corpus, counted
             children_terms[child.label] = Counter(delegation.summary.counts())
+            children_facets[child.label] = own_facets(delegation.summary)
             for tool in placed:
                 mapping[tool.id] = [o for o in mapping.get(tool.id, []) if o != tool.owner(origin)] \
                                    + [tool.owner(child_origin)]
@@ -664,8 +669,10 @@ class _Update:
         kept = tuple(t for t in tools if t.id not in self.index)
         if kept:  # the leaf's own tools compete with its new children as one more candidate
             children_terms[SELF] = Counter(t for tool in kept for t in tokenize(tool.text()))
+            children_facets[SELF] = self_facets(kept)
         options = {**leaf.settings.scorer_options, **leaf.settings.child_scorer_options}
-        self._terms[origin] = ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children_terms)
+        self._terms[origin] = ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children_terms,
+                                         children_facets, float(options.get("facet_k1", 1.5)))
         report.split.append(origin)
         return delegations, kept
 
