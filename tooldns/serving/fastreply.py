@@ -183,7 +183,7 @@ class _Candidate:
     first block wrote it). Its additional records then point to offsets known from the template.
     """
 
-    __slots__ = ("ns", "owner", "strings", "glue", "glue_tails", "alone", "firsts", "later")
+    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later")
 
     def __init__(self, ix: ZoneIndex, entry) -> None:
         ns, owner, strings, glue = candidate_records(ix, entry)
@@ -193,8 +193,6 @@ class _Candidate:
         self.glue = [_record(rr) for rr in glue]
         if any(target is not None for _, _, target in self.glue):
             raise ValueError("glue records hold addresses, not names")
-        #: each glue record after its owner: type, class, TTL, RDATA length and RDATA
-        self.glue_tails = [tail for _, tail, _ in self.glue]
         self.alone = False
         self.firsts: dict[bytes, tuple | None] = {}
         self.later: tuple | None = None
@@ -345,7 +343,7 @@ class PackedZone:
             out += _LENGTH[len(score)]
             out += score
             out += piece.strings
-            for at, tail in zip(glue_at, piece.glue_tails):
+            for at, (_, tail, _) in zip(glue_at, piece.glue):
                 out += _U16.pack(0xC000 | at)
                 out += tail
             authority += len(piece.ns)
