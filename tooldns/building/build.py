@@ -42,6 +42,7 @@ from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import encode_vector
 from ..scoring.bm25 import MAX_FACET_TOOLS, CorpusStats, facets_of
 from ..scoring.tokenize import tokenize
+from ..serving.index import own_tools_terms
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 from ..zone.zonefile import write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
@@ -360,20 +361,14 @@ def _child_terms(zone: Zone, cat: Category, tool_tokens: list[list[str]]) -> Chi
     facets = {d.label: own_facets(d.summary) for d in zone.children}
     if cat.tools:
         children[SELF] = Counter(term for i in set(cat.tools) for term in tool_tokens[i])
-        facets[SELF] = self_facets(zone.tools)
+        facets[SELF] = own_tools_terms(zone.tools)[1]
     return ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children, facets,
                       float(options.get("facet_k1", 1.5)))
 
 
 def own_facets(summary: Summary) -> list[Counter]:
     """A delegation's facets as its parent's scorer ranks them (none for a learned summary)."""
-    return [Counter(f) for f in getattr(summary.document(), "facets", ())]
-
-
-def self_facets(tools) -> list[Counter]:
-    """A zone's own tools' facets, as its server makes them when every child has facets
-    (:func:`tooldns.serving.index._own_tools_document`)."""
-    return list(facets_of([tokenize(t.text()) for t in tools]))
+    return list(map(Counter, summary.scored_facets()))
 
 
 def _account(report: BuildReport, mapping: dict[str, list[str]], layout: _Layout) -> None:

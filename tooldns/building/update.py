@@ -56,9 +56,10 @@ from ..dnssec.command import sign_built
 from ..exceptions import BuildError, ZoneFileError
 from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
+from ..serving.index import own_tools_terms
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
 from ..zone.zonefile import dump_zone, format_terms, parse_zone, zone_header
-from .build import (_addresses, _tool_labels, corpus_counts, facet_terms, own_facets, self_facets, single_address,
+from .build import (_addresses, _tool_labels, corpus_counts, facet_terms, own_facets, single_address,
                     zone_tool)
 from .catalog import Catalog, load_catalogs, json_loads
 from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest, write_atomically
@@ -359,9 +360,8 @@ class _Update:
         changed_pairs = self._update_terms(old_tokens, mapping) | self._update_mapping(mapping, new_tools)
         for origin in new_tools:  # a zone with children and tools: its own tools are one more candidate
             if self.children[origin]:
-                self.terms(origin).children[SELF] = Counter(t for tool in new_tools[origin]
-                                                            for t in tokenize(tool.text()))
-                self.terms(origin).facets[SELF] = self_facets(new_tools[origin])
+                terms = self.terms(origin)
+                terms.children[SELF], terms.facets[SELF] = own_tools_terms(new_tools[origin])
                 changed_pairs.add((origin, SELF))
         # Leaves past their bound: split (their new leaves written now), or reported when edited.
         bound = LEAF_SLACK * (state.settings.get("max_leaf") or float("inf"))
@@ -668,8 +668,7 @@ class _Update:
             report.new_zones.append(child_origin)
         kept = tuple(t for t in tools if t.id not in self.index)
         if kept:  # the leaf's own tools compete with its new children as one more candidate
-            children_terms[SELF] = Counter(t for tool in kept for t in tokenize(tool.text()))
-            children_facets[SELF] = self_facets(kept)
+            children_terms[SELF], children_facets[SELF] = own_tools_terms(kept)
         options = {**leaf.settings.scorer_options, **leaf.settings.child_scorer_options}
         self._terms[origin] = ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children_terms,
                                          children_facets, float(options.get("facet_k1", 1.5)))

@@ -75,17 +75,25 @@ def tool_metadata(tool: Tool, full: bool, brief: bool = False) -> list[tuple[str
     return pairs
 
 
+def own_tools_terms(tools) -> tuple[Counter, list[Counter]]:
+    """A zone's own tools ("self" among its children) as the ``bm25`` scorer reads them when every
+    child has facets: their terms counted, and their facets; each tool tokenized once. What
+    ``tooldns build --update`` routes new tools by, too (:class:`tooldns.building.state.ChildTerms`)."""
+    tokens = [tokenize(t.text()) for t in tools]
+    counts: Counter = Counter()
+    for terms in tokens:
+        counts.update(terms)
+    return counts, list(facets_of(tokens))
+
+
 def _own_tools_document(tools, faceted: bool) -> str:
     """What the zone's own tools are scored as among its children ("self"); in facets as theirs are
     when every child has them (:attr:`tooldns.zone.model.Summary.facets`)."""
     text = " ".join(t.text() for t in tools)
     if not faceted:
         return text
-    tokens = [tokenize(t.text()) for t in tools]
-    counts: Counter = Counter()
-    for terms in tokens:
-        counts.update(terms)
-    return Tokenized(text, dict(counts), tuple(map(dict, facets_of(tokens))))
+    counts, facets = own_tools_terms(tools)
+    return Tokenized(text, dict(counts), tuple(map(dict, facets)))
 
 
 class ZoneIndex:

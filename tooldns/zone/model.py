@@ -77,6 +77,10 @@ class Summary:
             counts[term] += n
         return counts
 
+    def scored_facets(self) -> tuple[dict[str, int], ...]:
+        """The :attr:`facets` scorers rank this summary by: none for a learned summary."""
+        return () if self.terms else tuple(map(dict, self.facets))
+
     def document(self) -> str:
         """What scorers index, as a scorer's document: :meth:`text`, or for a summary with counted
         terms (learned, or ``corpus_terms``) those terms as they were counted
@@ -84,7 +88,7 @@ class Summary:
         description, keywords and the most frequent terms), with the :attr:`facets` of a summary
         that is not learned."""
         counted = self.terms or self.corpus_terms
-        facets = () if self.terms else tuple(map(dict, self.facets))
+        facets = self.scored_facets()
         if not counted and not facets:
             return self.text()
         shown = " ".join([self.text(), *(t for t, _ in counted[:200])]).strip()
