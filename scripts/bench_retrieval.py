@@ -485,6 +485,18 @@ def recall_by_correct(run: Run) -> dict[str, dict]:
             for key, idx in groups.items()}
 
 
+def versus_flat(run: Run) -> dict[str, dict[str, int]]:
+    """Query by query, the tree (head K) against each flat baseline on hit rate@10: how many queries
+    both find a correct tool for, the tree alone, the flat search alone, neither. Two rankings of the
+    same kind agree on most queries; the few they split decide which is ahead."""
+    out = {}
+    for name, rows in run.flat_rows.items():
+        counts = Counter((bool(dns["hr@10"]), bool(flat["hr@10"])) for dns, flat in zip(run.head["per_query"], rows))
+        out[f"flat_{name}"] = {"both": counts[True, True], "dns_only": counts[True, False],
+                               "flat_only": counts[False, True], "neither": counts[False, False]}
+    return out
+
+
 def result_json(run: Run) -> dict:
     args, head = run.args, run.head
     copied = ("docs_scored_fraction", "docs_scored_per_query", "p50_ms", "p99_ms", "queries_per_resolution",
@@ -499,6 +511,7 @@ def result_json(run: Run) -> dict:
         "failures": head["failures"], "correct_ids_not_in_catalog": run.missing,
         **{f"flat_{name}": {k: means[k] for k in HEADLINE_METRICS} for name, means in run.flat.items()},
         "recall_by_correct": recall_by_correct(run),
+        "versus_flat": versus_flat(run),
         "sweep": {k_text(k): {**{key: value for key, value in v.items() if key != "per_query"}, "k": k_text(k)}
                   for k, v in run.sweep.items()},
         "modes": {mode: {key: value for key, value in v.items() if key != "per_query"} for mode, v in run.modes.items()},
@@ -576,6 +589,10 @@ def markdown_routing(run: Run) -> list[str]:
     for key, row in recall_by_correct(run).items():
         values = [row["dns"]] + [row["flat_" + n] for n in run.flat]
         lines.append(f"| {key} | {row['n']} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in values) + " |")
+    lines += ["", "## Query by query against flat search (a correct tool in the top 10)", "",
+              "| flat search | both | resolution over DNS only | flat only | neither |", "| --- | --- | --- | --- | --- |"]
+    for name, c in versus_flat(run).items():
+        lines.append(f"| {FLAT_NAMES[name[5:]]} | {c['both']} | {c['dns_only']} | {c['flat_only']} | {c['neither']} |")
     return lines
 
 

@@ -44,9 +44,14 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert "flat_dense" not in result and "flat_hybrid" not in result  # no embedder: skipped, and said so
     assert 0 < result["hr@10"] <= 1 and 0 < result["docs_scored_fraction"] <= 1
     assert result["hr@10"] <= result["route_recall"] <= 1  # a tool in the top 10 was reached
+    versus = result["versus_flat"]["flat_bm25"]  # query by query: each query in exactly one cell
+    assert sum(versus.values()) == 4 and versus["neither"] >= 1  # q3's words are in no tool
+    assert versus["both"] + versus["dns_only"] == round(result["hr@10"] * 4)
+    assert versus["both"] + versus["flat_only"] == round(result["flat_bm25"]["hr@10"] * 4)
     assert result["queries_per_resolution"] >= 1 and result["failures"] == 0
     report = (tmp_path / "r.md").read_text()
     assert report.startswith("# ToolDNS retrieval benchmark") and "Flat dense and flat hybrid: not run" in report
+    assert "## Query by query against flat search" in report and "| flat BM25 | " in report
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
 
     # With vectors: the tree built with the hash embedder (no model), the resolver sending the intent's
@@ -65,6 +70,8 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     for group in by_correct.values():
         assert set(group) == {"n", "dns", "flat_bm25", "flat_dense", "flat_hybrid"}
         assert all(v is None if group["n"] == 0 else 0 <= v <= 1 for k, v in group.items() if k != "n")
+    assert set(hybrid["versus_flat"]) == {"flat_bm25", "flat_dense", "flat_hybrid"}
+    assert all(sum(c.values()) == 3 for c in hybrid["versus_flat"].values())
     assert "flat hybrid" in (tmp_path / "h.md").read_text()
 
 
