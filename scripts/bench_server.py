@@ -25,6 +25,14 @@ gives the medians over the rounds of the rate, of the time per reply (1e6 / q/s)
 server process's CPU time per reply (user and system, from ``/proc``: the server's own cost,
 whatever dnsperf takes of the machine).
 
+``--instructions`` counts instead of timing: it runs ``tooldns serve`` under valgrind's callgrind and
+sends --replies queries of each case at a paced --rate, after a warm-up, zeroing and reading the
+process's instruction count around each (``callgrind_control``), less what the idle process spends
+in the same time (its timers). It prints the instructions per reply of each case and their ratio:
+the same figures run after run, whatever the machine's speed, of the server's whole user-space work
+(the event loop, the sockets' Python side, the packet cache, parsing, scoring, packing); the
+kernel's part of receiving and sending is not counted, and adds the same to both cases.
+
 The vector is the first intent's embedding with the zone's model: all-MiniLM-L6-v2 (``minilm``)
 or the hashing embedder (``hash:DIM``); for another model, a hashing vector of its size under its
 name stands in (the server's work does not depend on the values).
@@ -33,6 +41,7 @@ name stands in (the server's work does not depend on the values).
     python scripts/bench_server.py --zone history.weather.tools. --seconds 10
     tooldns build services.en.json --embed minilm --out /tmp/hybrid
     python scripts/bench_server.py --zones /tmp/hybrid   # adds the row "distinct, with vector"
+    python scripts/bench_server.py --instructions  # instructions per reply under callgrind (Debian's valgrind)
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import dns.edns
@@ -173,6 +183,70 @@ def run(zones: str, address: str, port: int, cases: list[Case], seconds: float) 
     return out
 
 
+def _instructions_while(pid: int, out: Path, action) -> float:
+    """The instructions process *pid* (under callgrind, dumping to *out*.N) runs while *action* runs."""
+    subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True, timeout=120)
+    action()
+    subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True, timeout=120)
+    dump = max(out.parent.glob(out.name + ".*"), key=lambda f: int(f.suffix[1:]) if f.suffix[1:].isdigit() else -1)
+    return float(re.search(r"^summary:\s+(\d+)", dump.read_text(), re.M).group(1))
+
+
+def paced_once(address: str, port: int, path: str, passes: int, rate: int) -> int:
+    """dnsperf through the queries of *path* *passes* times at *rate* queries a second; how many were answered."""
+    out = dnsperf(["-s", address, "-p", str(port), "-d", path, "-B", "-n", str(passes), "-Q", str(rate), "-t", "10"])
+    return int(re.search(r"Queries completed:\s+(\d+)", out).group(1))
+
+
+def instructions(zones: str, address: str, port: int, cases: list[tuple[str, list[bytes], int]], warm: list[bytes],
+                 rate: int) -> dict[str, float]:
+    """Per case (label, its messages, passes over them), the instructions per reply of ``tooldns serve``
+    run under callgrind, after *warm* (sent once; every case's messages once or more) and less the idle
+    process's instructions in the same time."""
+    os.environ["PYTHONHASHSEED"] = "0"  # the same dict layouts, so the same counts, run after run
+    with tempfile.TemporaryDirectory(prefix="tooldns-count-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        proc, _ = start_servers(zones, port, wrapper=["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"])
+        try:
+            paced_once(address, port, query_file(warm, tmp, "warm.bin"), 1, rate)
+            idle_seconds = 10.0
+            idle = _instructions_while(proc.pid, out, lambda: time.sleep(idle_seconds)) / idle_seconds
+            figures = {}
+            for n, (label, wires, passes) in enumerate(cases):
+                path, sent, answered = query_file(wires, tmp, f"case{n}.bin"), len(wires) * passes, []
+                t0 = time.monotonic()
+                total = _instructions_while(proc.pid, out, lambda: answered.append(paced_once(address, port, path,
+                                                                                               passes, rate)))
+                if answered[0] != sent:
+                    raise SystemExit(f"{label}: {answered[0]} of {sent} queries answered under callgrind; lower --rate")
+                figures[label] = (total - idle * (time.monotonic() - t0)) / sent
+        finally:
+            stop_servers(proc)
+    return figures
+
+
+def count_main(args: argparse.Namespace, qname: str) -> int:
+    """``--instructions``: the fixed intent and never-seen intents, counted (see the module's docstring)."""
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is not installed: apt-get install valgrind")
+    stores = {s.index.origin: s for s in load_tree(args.zones)}
+    address = stores[args.zone].zone.nameservers[0].address
+    texts = intent_texts(Path(args.intents), 2 * args.replies, args.intent)
+    fixed = queries(qname, [args.intent], args.k, None)
+    distinct = queries(qname, texts[args.replies:], args.k, None)  # never sent before: the warm-up sends the others
+    print(f"zone {args.zone} on {address}:{args.port}, query {qname} SRV, K={args.k}; under callgrind, "
+          f"{args.replies} replies a case at {args.rate} q/s after {args.replies} distinct intents and the fixed one")
+    figures = instructions(args.zones, address, args.port, [("fixed intent", fixed, args.replies),
+                                                            ("distinct intents", distinct, 1)],
+                           queries(qname, texts[:args.replies], args.k, None) + fixed, args.rate)
+    for label, per_reply in figures.items():
+        print(f"{label:21} {per_reply:12,.0f} instructions per reply")
+    print(f"fixed / distinct intent: {figures['fixed intent'] / figures['distinct intents']:.3f} (the share of the "
+          f"packet-cache rate distinct intents would be answered at, were the kernel's part of a reply nil)")
+    return 0
+
+
 def intent_vector(index: ZoneIndex, intent: str) -> tuple[bytes | None, str]:
     """The vector option data for *intent* in the zone's model, and how it was made; None when the zone has
     no vectors."""
@@ -205,6 +279,10 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3,
                    help="full-speed rounds, each taking the cases in turn (default 3; the ratio's median is quoted)")
     p.add_argument("--port", type=int, default=5353 + 1000)
+    p.add_argument("--instructions", action="store_true",
+                   help="count instructions per reply under callgrind instead of timing (see above)")
+    p.add_argument("--replies", type=int, default=2000, help="with --instructions: replies counted a case (default 2000)")
+    p.add_argument("--rate", type=int, default=200, help="with --instructions: queries a second (default 200)")
     args = p.parse_args()
     if shutil.which("dnsperf") is None:
         raise SystemExit("dnsperf is not installed: apt-get install dnsperf")
@@ -213,6 +291,8 @@ def main() -> int:
         raise SystemExit(f"no zone {args.zone} in {args.zones}")
     address = stores[args.zone].zone.nameservers[0].address
     qname = Cursor(args.service, "tcp", args.zone).to_text()
+    if args.instructions:
+        return count_main(args, qname)
     vector, how = intent_vector(stores[args.zone].index, args.intent)
     rounds = max(1, args.rounds)
     full_count, paced_count = max(50_000, int(args.seconds * 25_000)), int(args.seconds * 1000) + 1000

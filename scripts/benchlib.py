@@ -21,13 +21,14 @@ def percentile(values, p: float) -> float:
 
 
 def start_servers(zones: str, port: int, answer_cache: int = 4096, extra: list[str] | tuple[str, ...] = (),
-                  rate_limit: bool = False) -> tuple[subprocess.Popen, tuple[str, int]]:
+                  rate_limit: bool = False, wrapper: list[str] | tuple[str, ...] = ()) -> tuple[subprocess.Popen, tuple[str, int]]:
     """``tooldns serve ZONES`` (with *extra* arguments) in its own process; returns it and the root server's (address, port).
 
     Response rate limiting is off unless *rate_limit*: a benchmark is one client flooding on purpose.
+    *wrapper* runs the process under another command (``valgrind --tool=callgrind ...``).
     """
     switch = [] if rate_limit else ["--no-rate-limit"]
-    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(zones), "--port", str(port),
+    proc = subprocess.Popen([*wrapper, sys.executable, "-m", "tooldns.cli", "serve", str(zones), "--port", str(port),
                              "--answer-cache", str(answer_cache), *switch, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     lines = []

@@ -178,6 +178,28 @@ def test_bench_server_alternates_rounds_and_quotes_their_median(tmp_path):
     assert "NOERROR" in rows["fixed intent"] and "NOERROR" in rows["distinct intents"]
 
 
+@pytest.mark.skipif(not all(__import__("shutil").which(t) for t in ("dnsperf", "valgrind", "callgrind_control")),
+                    reason="dnsperf or valgrind is not installed (apt-get install dnsperf valgrind)")
+def test_bench_server_counts_instructions_per_reply(tmp_path):
+    """``scripts/bench_server.py --instructions`` runs the server under callgrind and counts each case's
+    instructions per reply: a never-seen intent is parsed, scored and packed, so it costs several times
+    what the packet cache's answer to a repeated one does; the ratio printed is theirs."""
+    from conftest import free_port
+
+    intents = [{"query": f"historical weather in city number {i}"} for i in range(40)]
+    (tmp_path / "i.json").write_text(json.dumps(intents))
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_server.py"), "--instructions", "--replies", "40",
+                          "--rate", "50", "--intents", str(tmp_path / "i.json"), "--port", str(free_port("127.0.0.1"))],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    per = {line[:21].strip(): float(line[21:].split()[0].replace(",", "")) for line in out.stdout.splitlines()
+           if line.endswith("instructions per reply")}
+    assert set(per) == {"fixed intent", "distinct intents"}
+    assert 0 < per["fixed intent"] < per["distinct intents"] / 2
+    ratio = float(out.stdout.split("fixed / distinct intent: ")[1].split()[0])
+    assert abs(ratio - per["fixed intent"] / per["distinct intents"]) < 0.001
+
+
 def test_bench_handle_counts_calls_inside_reduce():
     """``scripts/bench_handle.py --count ROW`` makes its calls (for callgrind) and says how many; a row the
     zone cannot have is refused."""
