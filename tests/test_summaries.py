@@ -71,6 +71,12 @@ def test_a_summary_survives_its_txt_strings_and_says_whose_it_is():
     assert summary.terms[0] == ("weather", 9)  # most frequent first
     with pytest.raises(SummaryError, match="says it is 'weather.tools.'"):
         decode_summary(strings, "maps.tools.")  # a child cannot speak for another zone
+    grouped = fit_summary("weather.tools.", 42, "Weather", (), counts, 3,
+                          facets=(Counter({"weather": 5, "forecast": 4}), Counter({"天气": 2, "Not A Term": 1})))
+    assert grouped.facets == ((("weather", 5), ("forecast", 4)), (("天气", 2),))  # as terms are kept
+    assert decode_summary(encode_summary(grouped), "weather.tools.") == grouped
+    too_many = fit_summary("weather.tools.", 42, "Weather", (), counts, 3, facets=(Counter({"weather": 1}),) * 17)
+    assert too_many.facets == ()  # a zone with more groups beneath it publishes none
 
 
 @pytest.mark.parametrize("doc, why", [
@@ -87,6 +93,11 @@ def test_a_summary_survives_its_txt_strings_and_says_whose_it_is():
     ({"terms": {"weather": 10**6}, "tools": 2}, "at most 9"),  # keyword stuffing, as zone files cap it
     ({"keywords": "weather"}, "keywords"),
     ({"description": "x" * 5000}, "description"),
+    ({"facets": {"weather": 1}}, "facets must be a list"),
+    ({"facets": [{}]}, "facets must be a list"),
+    ({"facets": [{"weather": 1}] * 17}, "facets must be a list"),
+    ({"facets": [{"Has Space": 1}]}, "not an index term"),
+    ({"facets": [{"weather": 10**6}], "tools": 2}, "facet term 'weather' counted"),
 ])
 def test_a_parent_refuses_malformed_or_inflated_summaries(doc, why):
     if isinstance(doc, dict):
@@ -119,6 +130,49 @@ def test_a_zone_publishes_the_words_of_its_tools_and_of_its_children(tmp_path):
     assert routing.zone == "routing.maps.tools." and routing.tools == len(load_zone(zonedir / "routing.maps.tools.yaml").tools)
     maps = load_zone(zonedir / "maps.tools.yaml")
     assert "zeppelin" not in dict(publish(maps).terms)  # maps' copy of routing is the hand-written one
+
+
+def test_a_built_leaf_publishes_its_facets_and_its_parent_goes_on_ranking_by_them(tmp_path):
+    """A leaf of a built tree publishes the facets ``tooldns build`` wrote in its parent's delegation;
+    after an organisation adds a tool to the leaf, the running root learns the leaf's summary with the
+    tool in one of its facets, still ranks every child by its best facet, and sends a resolution for
+    the new tool to that leaf (before, one learned summary made a parent rank whole summaries)."""
+    from test_build import synthetic_catalog
+    from tooldns.building.build import build
+    from tooldns.building.trees import AutoTreeBuilder
+
+    (tmp_path / "c.json").write_text(json.dumps(synthetic_catalog()))
+    zones = tmp_path / "z"
+    build([tmp_path / "c.json"], zones, builder=AutoTreeBuilder(max_children=8, max_leaf=20),
+          subnet=".".join(fresh_subnet().split(".")[:2]))
+    files = {load_zone(p).origin: p for p in zones.glob("*.yaml")}
+    root = load_zone(files["tools."])
+    leaves = [d for d in root.children if not load_zone(files[d.name]).children]
+    assert leaves and all(d.summary.facets for d in root.children)
+    for d in leaves:  # what the parent has is what the leaf says
+        assert [dict(f) for f in publish(load_zone(files[d.name])).facets] == [dict(f) for f in d.summary.facets]
+    leaf = leaves[-1].name
+    assert root.children[0].name != leaf  # an intent matching no child goes to the first: not this one
+    tree = start_tree(zones)
+    served = next(s for s in tree.tree.stores if s.index.origin == "tools.")
+
+    def learned():  # the root's copy of the leaf's summary, once it is the one the leaf published
+        child = next(c for c in served.index.zone.children if c.name == leaf)
+        return child.summary if child.summary.terms else None
+
+    try:
+        assert not _found(tree, AIRSHIP_INTENT, "Zeppelin Airship Route Planner")
+        _add_tool(files[leaf])
+        assert wait_until(lambda: learned() is not None and _found(tree, AIRSHIP_INTENT,
+                                                                   "Zeppelin Airship Route Planner")), \
+            "the root never learned the leaf's summary, or the new tool never became findable from it"
+        assert any("zeppelin" in dict(f) for f in learned().facets)
+        scorer = served.index.child_candidates.scorer
+        assert scorer.facets is not None  # every child still ranked by its best facet
+        best = scorer.rank(AIRSHIP_INTENT, 1).items[0][0]
+        assert served.index.child_candidates.entries[best].name == leaf
+    finally:
+        tree.stop()
 
 
 def test_which_copy_wins_pinned_then_serial_then_learned(tmp_path):

@@ -367,7 +367,7 @@ def _child_terms(zone: Zone, cat: Category, tool_tokens: list[list[str]]) -> Chi
 
 
 def own_facets(summary: Summary) -> list[Counter]:
-    """A delegation's facets as its parent's scorer ranks them (none for a learned summary)."""
+    """A delegation's facets as its parent's scorer ranks them (a learned summary's: those the child published)."""
     return list(map(Counter, summary.scored_facets()))
 
 

@@ -12,13 +12,20 @@ strings, as long DKIM keys are)::
 
     {"format": "tooldns-summary/1", "zone": "routing.maps.tools.", "serial": 2026113002,
      "description": "Routing: driving ...", "keywords": ["route", "directions"],
-     "tools": 4, "terms": {"route": 9, "airship": 2, ...}}
+     "tools": 4, "terms": {"route": 9, "airship": 2, ...},
+     "facets": [{"route": 5, "driving": 2, ...}, {"airship": 2, ...}]}
+
+``facets``, when present, are the same tools' terms in groups of a few tools (as ``tooldns build``
+writes them in a parent's delegation, docs/building.md): a zone with at most :data:`MAX_FACETS`
+groups of tools beneath it publishes them, so that a parent which ranks its children by their best
+facet keeps doing so after it learns the zone's summary. Parents before facets refuse a summary
+that has them (an unknown key).
 
 A parent accepts only what :func:`decode_summary` accepts: the zone it asked for, at most
 :data:`MAX_SUMMARY_BYTES` octets, :data:`MAX_TERMS` terms that are index terms (lower-case
 letters and digits, at most 64 characters), each counted at most :data:`MAX_REPEATS` times per
-tool beneath (as zone files cap repeated words), printable description and keywords within the
-zone-file limits. Anything else is refused with a :class:`SummaryError` saying why.
+tool beneath (as zone files cap repeated words), at most :data:`MAX_FACETS` facets of such terms,
+printable description and keywords within the zone-file limits. Anything else is refused with a :class:`SummaryError` saying why.
 
     >>> s = fit_summary("maps.tools.", 7, "Maps", ("map",), Counter({"map": 3, "route": 2}), tools=2)
     >>> decode_summary(encode_summary(s), "maps.tools.") == s
@@ -57,8 +64,11 @@ MAX_TOOLS = 10_000_000
 CENTROIDS = 16
 #: the most centroids a parent accepts in a summary, in the vector option's encoding
 MAX_VECTORS = CENTROIDS
+#: the most facets a parent accepts in a summary (as :data:`tooldns.scoring.bm25.MAX_FACETS`: a zone
+#: with more groups of tools beneath it publishes none, and its parent ranks its whole summary)
+MAX_FACETS = 16
 _TERM = re.compile(r"^[^\W_A-Z]+$", re.UNICODE)
-_KEYS = {"format", "zone", "serial", "description", "keywords", "tools", "terms", "vectors"}
+_KEYS = {"format", "zone", "serial", "description", "keywords", "tools", "terms", "vectors", "facets"}
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,9 @@ class PublishedSummary:
     #: a few centroids of the vectors of the tools beneath (one model, the vector option's encoding),
     #: for parents that score with the hybrid scorer; none when the zone has no vectors
     vectors: tuple[bytes, ...] = ()
+    #: the terms of the tools beneath in groups (each counted, most frequent first), for parents that
+    #: rank children by their best group; none for a zone with more than :data:`MAX_FACETS` groups
+    facets: tuple[tuple[tuple[str, int], ...], ...] = ()
 
 
 def summary_name(origin: str) -> str:
@@ -88,7 +101,8 @@ def _payload(summary: PublishedSummary) -> bytes:
                        "description": summary.description, "keywords": list(summary.keywords),
                        "tools": summary.tools, "terms": dict(summary.terms),
                        **({"vectors": [base64.b64encode(v).decode("ascii") for v in summary.vectors]}
-                          if summary.vectors else {})},
+                          if summary.vectors else {}),
+                       **({"facets": [dict(f) for f in summary.facets]} if summary.facets else {})},
                       ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -99,23 +113,33 @@ def encode_summary(summary: PublishedSummary) -> list[bytes]:
 
 
 def fit_summary(zone: str, serial: int, description: str, keywords: tuple[str, ...], counts: Counter,
-                tools: int, vectors: tuple[bytes, ...] = ()) -> PublishedSummary:
+                tools: int, vectors: tuple[bytes, ...] = (), facets: tuple[Counter, ...] = ()) -> PublishedSummary:
     """A summary of *zone* that a parent accepts: the most frequent of *counts* (ties by term) that
-    fit :data:`MAX_TERMS` and :data:`MAX_SUMMARY_BYTES`, each capped as :func:`decode_summary` caps."""
+    fit :data:`MAX_TERMS` and :data:`MAX_SUMMARY_BYTES`, each capped as :func:`decode_summary` caps;
+    *facets* (counted terms of groups of tools) when there are at most :data:`MAX_FACETS` and they
+    fit in half the octets, none otherwise."""
     cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
-    ranked = sorted(((t, min(n, cap)) for t, n in counts.items() if n > 0 and _TERM.match(t)
-                     and len(t) <= MAX_TERM_CHARS), key=lambda tn: (-tn[1], tn[0]))[:MAX_TERMS]
+    ranked = _ranked(counts, cap)[:MAX_TERMS]
     description = _clip(printable(description), MAX_DESCRIPTION_BYTES)
     keywords = tuple(_clip(printable(k), MAX_KEYWORD_BYTES) for k in keywords[:MAX_KEYWORDS])
     vectors = tuple(vectors[:MAX_VECTORS])
-    head = len(_payload(PublishedSummary(zone, serial, description, keywords, tools, (), vectors)))
+    grouped = tuple(filter(None, (tuple(_ranked(f, cap)[:MAX_TERMS]) for f in facets)))
+    if len(grouped) > MAX_FACETS or len(_payload(PublishedSummary(zone, 0, facets=grouped))) > MAX_SUMMARY_BYTES // 2:
+        grouped = ()
+    head = len(_payload(PublishedSummary(zone, serial, description, keywords, tools, (), vectors, grouped)))
     size, kept = head, 0
     for term, n in ranked:
         size += len(term.encode("utf-8")) + len(str(n)) + 4  # "term":n,
         if size > MAX_SUMMARY_BYTES:
             break
         kept += 1
-    return PublishedSummary(zone, serial, description, keywords, tools, tuple(ranked[:kept]), vectors)
+    return PublishedSummary(zone, serial, description, keywords, tools, tuple(ranked[:kept]), vectors, grouped)
+
+
+def _ranked(counts, cap: int) -> list[tuple[str, int]]:
+    """The index terms of *counts*, each capped at *cap*, most frequent first (ties by term)."""
+    return sorted(((t, min(n, cap)) for t, n in counts.items() if n > 0 and _TERM.match(t)
+                   and len(t) <= MAX_TERM_CHARS), key=lambda tn: (-tn[1], tn[0]))
 
 
 def _clip(text: str, limit: int) -> str:
@@ -157,17 +181,32 @@ def decode_summary(strings: list[bytes], zone: str) -> PublishedSummary:
     terms = doc.get("terms", {})
     if not isinstance(terms, dict) or len(terms) > MAX_TERMS:
         raise SummaryError(f"summary of {zone}: terms must be an object of at most {MAX_TERMS} terms")
+    ranked = _terms(terms, tools, zone)
+    return PublishedSummary(zone, serial, printable(description), tuple(printable(k) for k in keywords),
+                            tools, ranked, _vectors(doc.get("vectors", []), zone), _facets(doc.get("facets", []),
+                                                                                          tools, zone))
+
+
+def _terms(terms: dict, tools: int, zone: str, what: str = "term") -> tuple[tuple[str, int], ...]:
+    """Counted index *terms* (of a summary, or of one of its facets) checked, most frequent first."""
     cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
     for term, n in terms.items():
         if len(term) > MAX_TERM_CHARS or not _TERM.match(term):
             raise SummaryError(f"summary of {zone}: {term[:40]!r} is not an index term "
                                f"(lower-case letters and digits, at most {MAX_TERM_CHARS})")
         if not _count(n, cap, 1):
-            raise SummaryError(f"summary of {zone}: term {term!r} counted {n!r} times; with {tools} tools "
+            raise SummaryError(f"summary of {zone}: {what} {term!r} counted {n!r} times; with {tools} tools "
                                f"at most {cap} are accepted")
-    ranked = tuple(sorted(terms.items(), key=lambda tn: (-tn[1], tn[0])))
-    return PublishedSummary(zone, serial, printable(description), tuple(printable(k) for k in keywords),
-                            tools, ranked, _vectors(doc.get("vectors", []), zone))
+    return tuple(sorted(terms.items(), key=lambda tn: (-tn[1], tn[0])))
+
+
+def _facets(items, tools: int, zone: str) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """The facets of a summary: at most :data:`MAX_FACETS` objects of counted index terms, none empty."""
+    if (not isinstance(items, list) or len(items) > MAX_FACETS
+            or not all(isinstance(f, dict) and 0 < len(f) <= MAX_TERMS for f in items)):
+        raise SummaryError(f"summary of {zone}: facets must be a list of at most {MAX_FACETS} objects of "
+                           f"1 to {MAX_TERMS} terms")
+    return tuple(_terms(f, tools, zone, "facet term") for f in items)
 
 
 def _vectors(items, zone: str) -> tuple[bytes, ...]:

@@ -309,8 +309,9 @@ class FacetRanker:
 
     @classmethod
     def of(cls, docs: Sequence[str], k1: float = 1.5, b: float = 0.75) -> "FacetRanker | None":
-        """The ranker of *docs* when every one has facets; None otherwise (a learned summary, or a
-        delegation written without them: the zone then ranks whole documents)."""
+        """The ranker of *docs* when every one has facets; None otherwise (a delegation written without
+        them, or a learned summary of a zone with too many tools beneath it to publish any: the zone
+        then ranks whole documents)."""
         return cls(docs, k1, b) if all_faceted(docs) else None
 
     def rank(self, intent: str, k: int) -> list[tuple[int, float]]:

@@ -60,6 +60,7 @@ from ..protocol import names
 from ..protocol.hygiene import MAX_REPEATS
 from ..protocol.summary import CENTROIDS, PublishedSummary, decode_summary, fit_summary, summary_name
 from ..protocol.vector import decode_vector
+from ..scoring.bm25 import MAX_FACETS, facets_of
 from ..scoring.tokenize import tokenize
 from ..zone.model import Delegation, NameServer, Summary, Zone
 
@@ -80,11 +81,13 @@ MAX_OUTSTANDING = 8
 
 def publish(zone: Zone) -> PublishedSummary:
     """What *zone* tells its parent: its own description and keywords, and the terms of its own
-    summary, its tools and its children's summaries (learned ones as learned), most frequent first."""
+    summary, its tools and its children's summaries (learned ones as learned), most frequent first;
+    and its facets (:func:`facets`)."""
     counts = Counter(zone.summary.counts())
     tools = len(zone.tools)
-    for tool in zone.tools:
-        counts.update(tokenize(tool.text()))
+    tokens = [tokenize(tool.text()) for tool in zone.tools]
+    for terms in tokens:
+        counts.update(terms)
     for child in zone.children:
         terms = child.summary.counts()  # learned or corpus_terms: counted already, not spelt out again
         counts.update(terms)
@@ -93,7 +96,20 @@ def publish(zone: Zone) -> PublishedSummary:
         tools += child.summary.tools or max(1, -(-max(terms.values(), default=0) // MAX_REPEATS))
     return fit_summary(zone.origin, zone.soa.serial, zone.summary.description, zone.summary.keywords,
                        counts, tools, centroids([t.vector for t in zone.tools if t.vector]
-                                                + [v for c in zone.children for v in c.vectors]))
+                                                + [v for c in zone.children for v in c.vectors]),
+                       facets(zone, tokens))
+
+
+def facets(zone: Zone, tokens: list[list[str]]) -> tuple[Counter, ...]:
+    """The facets *zone* publishes: its own tools' (their index terms *tokens*, in groups, as ``tooldns
+    build`` groups a child's tools) and then each child's, when every child has facets and there are
+    at most :data:`~tooldns.scoring.bm25.MAX_FACETS` in all; none otherwise (its parent then ranks its
+    whole summary, as it ranks a child of many tools)."""
+    children = [c.summary.scored_facets() for c in zone.children]
+    if not all(children):
+        return ()
+    out = [*facets_of(tokens), *(Counter(f) for child in children for f in child)]
+    return tuple(out) if len(out) <= MAX_FACETS else ()
 
 
 def centroids(vectors: list[bytes], n: int = CENTROIDS) -> tuple[bytes, ...]:
@@ -121,7 +137,8 @@ def centroids(vectors: list[bytes], n: int = CENTROIDS) -> tuple[bytes, ...]:
 def learned_summary(published: PublishedSummary) -> Summary:
     """A delegation's summary made of what the child published."""
     return Summary(published.description, published.keywords, serial=published.serial,
-                   terms=published.terms, tools=published.tools, vectors=published.vectors)
+                   terms=published.terms, tools=published.tools, vectors=published.vectors,
+                   facets=published.facets)
 
 
 @dataclass

@@ -49,7 +49,7 @@ class Summary:
     corpus_terms: tuple[tuple[str, int], ...] = ()
     #: the same tools' terms in a few groups (``facets`` in zone files; ``tooldns build`` writes them,
     #: :func:`~tooldns.scoring.bm25.facets_of`): the ``bm25`` scorer ranks a child by its best group
-    #: when every child of the zone has them; a learned summary has none
+    #: when every child of the zone has them; a learned summary has the child's published ones
     facets: tuple[tuple[tuple[str, int], ...], ...] = ()
     #: learned from the child's published summary (never read from a zone file): its index terms
     #: and their counts, standing for its description, keywords and everything beneath it
@@ -78,15 +78,14 @@ class Summary:
         return counts
 
     def scored_facets(self) -> tuple[dict[str, int], ...]:
-        """The :attr:`facets` scorers rank this summary by: none for a learned summary."""
-        return () if self.terms else tuple(map(dict, self.facets))
+        """The :attr:`facets` scorers rank this summary by (a learned summary's are the child's)."""
+        return tuple(map(dict, self.facets))
 
     def document(self) -> str:
         """What scorers index, as a scorer's document: :meth:`text`, or for a summary with counted
         terms (learned, or ``corpus_terms``) those terms as they were counted
         (:class:`~tooldns.scoring.tokenize.Tokenized`: lexical scorers read the counts, others the
-        description, keywords and the most frequent terms), with the :attr:`facets` of a summary
-        that is not learned."""
+        description, keywords and the most frequent terms), with its :attr:`facets`."""
         counted = self.terms or self.corpus_terms
         facets = self.scored_facets()
         if not counted and not facets:
