@@ -64,8 +64,9 @@ MAX_TOOLS = 10_000_000
 CENTROIDS = 16
 #: the most centroids a parent accepts in a summary, in the vector option's encoding
 MAX_VECTORS = CENTROIDS
-#: the most facets a parent accepts in a summary (as :data:`tooldns.scoring.bm25.MAX_FACETS`: a zone
-#: with more groups of tools beneath it publishes none, and its parent ranks its whole summary)
+#: the most facets a parent accepts in a summary, and the most a delegation has (``tooldns build``
+#: and :func:`tooldns.scoring.bm25.facets_of`): a child with more groups of tools beneath it has
+#: none, and its parent ranks its whole summary
 MAX_FACETS = 16
 _TERM = re.compile(r"^[^\W_A-Z]+$", re.UNICODE)
 _KEYS = {"format", "zone", "serial", "description", "keywords", "tools", "terms", "vectors", "facets"}

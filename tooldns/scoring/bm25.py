@@ -34,6 +34,7 @@ from itertools import chain, filterfalse
 from typing import Callable, Iterable, Sequence
 
 from ..exceptions import ScorerError
+from ..protocol.summary import MAX_FACETS
 from .scorer import Ranking, Scorer
 from .tokenize import Tokenized, ascii_words, tokenize, word_terms
 
@@ -51,9 +52,9 @@ WORD_BUDGET = 1 << 17
 
 
 #: a delegation's facets (``facets`` in zone files): groups of FACET_SIZE of the tools beneath it,
-#: in catalog order, for a child of at most MAX_FACETS groups (larger children have none)
+#: in catalog order, for a child of at most MAX_FACETS groups (larger children have none; the limit
+#: is also what a published summary may carry, :mod:`tooldns.protocol.summary`)
 FACET_SIZE = 4
-MAX_FACETS = 16
 #: children of more tools than this have no facets
 MAX_FACET_TOOLS = FACET_SIZE * MAX_FACETS
 

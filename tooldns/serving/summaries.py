@@ -58,9 +58,9 @@ from ..dnssec.verify import trusted_keys, verify_rrset
 from ..exceptions import DNSSECError, SummaryError
 from ..protocol import names
 from ..protocol.hygiene import MAX_REPEATS
-from ..protocol.summary import CENTROIDS, PublishedSummary, decode_summary, fit_summary, summary_name
+from ..protocol.summary import CENTROIDS, MAX_FACETS, PublishedSummary, decode_summary, fit_summary, summary_name
 from ..protocol.vector import decode_vector
-from ..scoring.bm25 import MAX_FACETS, facets_of
+from ..scoring.bm25 import facets_of
 from ..scoring.tokenize import tokenize
 from ..zone.model import Delegation, NameServer, Summary, Zone
 
@@ -82,7 +82,7 @@ MAX_OUTSTANDING = 8
 def publish(zone: Zone) -> PublishedSummary:
     """What *zone* tells its parent: its own description and keywords, and the terms of its own
     summary, its tools and its children's summaries (learned ones as learned), most frequent first;
-    and its facets (:func:`facets`)."""
+    and its facets (:func:`published_facets`)."""
     counts = Counter(zone.summary.counts())
     tools = len(zone.tools)
     tokens = [tokenize(tool.text()) for tool in zone.tools]
@@ -97,13 +97,13 @@ def publish(zone: Zone) -> PublishedSummary:
     return fit_summary(zone.origin, zone.soa.serial, zone.summary.description, zone.summary.keywords,
                        counts, tools, centroids([t.vector for t in zone.tools if t.vector]
                                                 + [v for c in zone.children for v in c.vectors]),
-                       facets(zone, tokens))
+                       published_facets(zone, tokens))
 
 
-def facets(zone: Zone, tokens: list[list[str]]) -> tuple[Counter, ...]:
+def published_facets(zone: Zone, tokens: list[list[str]]) -> tuple[Counter, ...]:
     """The facets *zone* publishes: its own tools' (their index terms *tokens*, in groups, as ``tooldns
     build`` groups a child's tools) and then each child's, when every child has facets and there are
-    at most :data:`~tooldns.scoring.bm25.MAX_FACETS` in all; none otherwise (its parent then ranks its
+    at most :data:`~tooldns.protocol.summary.MAX_FACETS` in all; none otherwise (its parent then ranks its
     whole summary, as it ranks a child of many tools)."""
     children = [c.summary.scored_facets() for c in zone.children]
     if not all(children):
