@@ -175,6 +175,24 @@ def test_a_built_leaf_publishes_its_facets_and_its_parent_goes_on_ranking_by_the
         tree.stop()
 
 
+def test_a_zone_publishes_facets_only_when_they_cover_every_tool_beneath_it():
+    import dataclasses
+
+    from tooldns.scoring.bm25 import FACET_SIZE, MAX_FACET_TOOLS
+    from tooldns.serving.summaries import published_facets
+
+    maps = load_zone(ZONES / "maps.tools.yaml")
+    assert maps.children and publish(maps).facets == ()  # children written by hand, without facets
+    faceted = dataclasses.replace(maps, children=tuple(
+        dataclasses.replace(c, summary=dataclasses.replace(c.summary, facets=(((c.label, 1),),))) for c in maps.children))
+    own = [["airship", "zeppelin"]] * (FACET_SIZE + 1)  # two groups of the zone's own tools, then each child's
+    assert [dict(f) for f in published_facets(faceted, own)] == (
+        [{"airship": FACET_SIZE, "zeppelin": FACET_SIZE}, {"airship": 1, "zeppelin": 1}]
+        + [{c.label: 1} for c in maps.children])
+    assert published_facets(faceted, [["airship"]] * (MAX_FACET_TOOLS + 1)) == ()  # its own tools too many to group
+    assert published_facets(dataclasses.replace(faceted, children=faceted.children * 20), []) == ()  # over 16 in all
+
+
 def test_which_copy_wins_pinned_then_serial_then_learned(tmp_path):
     zonedir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
     path = zonedir / "maps.tools.yaml"

@@ -25,7 +25,8 @@ A parent accepts only what :func:`decode_summary` accepts: the zone it asked for
 :data:`MAX_SUMMARY_BYTES` octets, :data:`MAX_TERMS` terms that are index terms (lower-case
 letters and digits, at most 64 characters), each counted at most :data:`MAX_REPEATS` times per
 tool beneath (as zone files cap repeated words), at most :data:`MAX_FACETS` facets of such terms,
-printable description and keywords within the zone-file limits. Anything else is refused with a :class:`SummaryError` saying why.
+printable description and keywords within the zone-file limits. Anything else is refused with a
+:class:`SummaryError` saying why.
 
     >>> s = fit_summary("maps.tools.", 7, "Maps", ("map",), Counter({"map": 3, "route": 2}), tools=2)
     >>> decode_summary(encode_summary(s), "maps.tools.") == s

@@ -102,13 +102,15 @@ def publish(zone: Zone) -> PublishedSummary:
 
 def published_facets(zone: Zone, tokens: list[list[str]]) -> tuple[Counter, ...]:
     """The facets *zone* publishes: its own tools' (their index terms *tokens*, in groups, as ``tooldns
-    build`` groups a child's tools) and then each child's, when every child has facets and there are
-    at most :data:`~tooldns.protocol.summary.MAX_FACETS` in all; none otherwise (its parent then ranks its
+    build`` groups a child's tools) and then each child's, when they cover every tool (each child has
+    facets, and the zone's own tools are few enough to group) and there are at most
+    :data:`~tooldns.protocol.summary.MAX_FACETS` in all; none otherwise (its parent then ranks its
     whole summary, as it ranks a child of many tools)."""
     children = [c.summary.scored_facets() for c in zone.children]
-    if not all(children):
+    own = facets_of(tokens)
+    if not all(children) or (tokens and not own):
         return ()
-    out = [*facets_of(tokens), *(Counter(f) for child in children for f in child)]
+    out = [*own, *(Counter(f) for child in children for f in child)]
     return tuple(out) if len(out) <= MAX_FACETS else ()
 
 
