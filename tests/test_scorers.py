@@ -141,6 +141,26 @@ def test_many_postings_rank_as_the_plain_sums():
     assert index._words is not None
 
 
+def test_score_array_is_the_plain_sums_of_every_document():
+    """BM25.score_array (what the hybrid scorer fuses) holds exactly the scores() of every document, few
+    postings or many, new words, repeated ones and non-ASCII text, with or without the word cache."""
+    import tooldns.scoring.bm25 as bm25
+
+    words = ["weather", "stock", "price", "city", "forecast", "map", "route", "news", "sport", "music"]
+    docs = [" ".join(w for b, w in enumerate(words) if i >> b & 1 for _ in range(1 + (i + b) % 2)) or "empty"
+            for i in range(300)] + ["天气 预报 weather", "getHistoricalWeather"]
+    queries = ["weather price city", "weather weather forecast", "zzz unknown", "", "天气 weather",
+               "historical weather", "music", "news sport music map route stock"]
+    index = BM25(docs)
+    for _ in range(2):  # the second time from the word cache
+        for query in queries:
+            got = index.score_array(query)
+            assert got.dtype.kind == "f" and got.tolist() == index.scores(query), query
+        for _ in range(bm25.WORDS_AFTER):
+            index.rank("weather", 1)
+    assert index._words is not None
+
+
 def _faceted_docs(n_docs: int, seed: int, common: int = 0):
     """*n_docs* documents, each with 1 to 5 facets of words from a small vocabulary (and the word
     "common" in *common* of every facet, so that a query of it touches many postings)."""

@@ -110,7 +110,7 @@ class HybridScorer(Scorer):
         fused = self.usable(vector) and len(self.owners)
         if not fused and self.facets is not None:
             return Ranking(self.facets.rank(intent, k), scorer=self.name)
-        lexical = np.asarray(self.lexical.scores(intent), dtype=np.float64)
+        lexical = self.lexical.score_array(intent)
         if not fused:
             # BM25 alone, with its own scores: comparable across zones, as the bm25 scorer's are
             order = np.argsort(-lexical, kind="stable")[:k]
