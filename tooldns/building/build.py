@@ -312,7 +312,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                      _zone_stats(stats, indices, tool_tokens) if tools else None, embedded)
         write_zone(zone, outdir / state.zones[zone_origin].file, header)  # root.yaml, else <origin>yaml
         if zone.children:
-            state.write_terms(outdir, zone_origin, _child_terms(zone, cat, tool_tokens))
+            state.write_terms(outdir, zone_origin, _child_terms(zone))
         if time.monotonic() - shown >= 2.0 or n == len(layout.order):
             shown = time.monotonic()
             progress(f"wrote {n}/{len(layout.order)} zones")
@@ -353,17 +353,15 @@ def _new_state(outdir: Path, catalog: Catalog, layout: _Layout, tool_tokens: lis
     return state
 
 
-def _child_terms(zone: Zone, cat: Category, tool_tokens: list[list[str]]) -> ChildTerms:
+def _child_terms(zone: Zone) -> ChildTerms:
     """A parent's children as its scorer sees them: each delegation's summary counted (its corpus
-    terms, counted once already, and its description and keywords), its own tools as ``SELF``."""
-    options = {**zone.settings.scorer_options, **zone.settings.child_scorer_options}  # as the zone's scorer
+    terms, counted once already, and its description and keywords), its own tools as ``SELF`` (as the
+    server makes that document, :func:`~tooldns.serving.index.own_tools_terms`)."""
     children = {d.label: Counter(d.summary.counts()) for d in zone.children}
     facets = {d.label: own_facets(d.summary) for d in zone.children}
-    if cat.tools:
-        children[SELF] = Counter(term for i in set(cat.tools) for term in tool_tokens[i])
-        facets[SELF] = own_tools_terms(zone.tools)[1]
-    return ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children, facets,
-                      float(options.get("facet_k1", 1.5)))
+    if zone.tools:
+        children[SELF], facets[SELF] = own_tools_terms(zone.tools)
+    return ChildTerms.of(zone.settings, children, facets)  # as the zone's scorer ranks them
 
 
 def own_facets(summary: Summary) -> list[Counter]:

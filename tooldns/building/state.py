@@ -246,6 +246,14 @@ class ChildTerms:
     facets: dict[str, list[Counter]] = field(default_factory=dict)
     facet_k1: float = 1.5
 
+    @classmethod
+    def of(cls, settings, children: dict[str, Counter], facets: dict[str, list[Counter]]) -> "ChildTerms":
+        """*children* and their *facets* with the BM25 parameters a zone of *settings* ranks its children
+        by (its scorer options, its child scorer options over them)."""
+        options = {**settings.scorer_options, **settings.child_scorer_options}
+        return cls(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children, facets,
+                   float(options.get("facet_k1", 1.5)))
+
     def faceted(self) -> bool:
         """Whether every child has facets: then the zone's scorer ranks them by their best facet."""
         return bool(self.children) and all(self.facets.get(label) for label in self.children)
@@ -255,9 +263,13 @@ class ChildTerms:
         scores :class:`~tooldns.scoring.bm25.BM25` gives over the children's summaries, from their
         term counts; by their best facet when every child has facets, as
         :class:`~tooldns.scoring.bm25.FacetRanker` ranks them."""
-        if self.faceted():
-            return self._rank_facets(query)
         labels = list(self.children)
+        scores = self._facet_scores(labels, query) if self.faceted() else self._scores(labels, query)
+        order = sorted(range(len(labels)), key=lambda i: (-scores[i], i))
+        return [(labels[i], scores[i]) for i in order]
+
+    def _scores(self, labels: list[str], query: list[str]) -> list[float]:
+        """Each child's BM25 score over whole summaries, from their term counts."""
         docs = [self.children[label] for label in labels]
         n = len(docs)
         lengths = [sum(d.values()) for d in docs]
@@ -271,19 +283,17 @@ class ChildTerms:
             for i in holders:
                 tf = docs[i][term]
                 scores[i] += qtf * idf * tf / (tf + self.k1 * (1 - self.b + self.b * lengths[i] / avgdl))
-        order = sorted(range(n), key=lambda i: (-scores[i], i))
-        return [(labels[i], scores[i]) for i in order]
+        return scores
 
-    def _rank_facets(self, query: list[str]) -> list[tuple[str, float]]:
-        labels = list(self.children)
+    def _facet_scores(self, labels: list[str], query: list[str]) -> list[float]:
+        """Each child's best facet's score, as :class:`~tooldns.scoring.bm25.FacetRanker` scores it."""
         ranker = FacetRanker([Tokenized(" ", self.children[label], tuple(self.facets[label])) for label in labels],
                              k1=self.facet_k1, b=self.b)
         scores = [0.0] * len(labels)
         for facet, score in enumerate(ranker.index.scores_tokens(query)):
             owner = ranker.owners[facet]
             scores[owner] = max(scores[owner], score)
-        order = sorted(range(len(labels)), key=lambda i: (-scores[i], i))
-        return [(labels[i], scores[i]) for i in order]
+        return scores
 
 
 def write_atomically(path: Path, text: str) -> None:

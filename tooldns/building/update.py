@@ -669,9 +669,7 @@ class _Update:
         kept = tuple(t for t in tools if t.id not in self.index)
         if kept:  # the leaf's own tools compete with its new children as one more candidate
             children_terms[SELF], children_facets[SELF] = own_tools_terms(kept)
-        options = {**leaf.settings.scorer_options, **leaf.settings.child_scorer_options}
-        self._terms[origin] = ChildTerms(float(options.get("k1", 1.5)), float(options.get("b", 0.75)), children_terms,
-                                         children_facets, float(options.get("facet_k1", 1.5)))
+        self._terms[origin] = ChildTerms.of(leaf.settings, children_terms, children_facets)
         report.split.append(origin)
         return delegations, kept
 
