@@ -420,3 +420,33 @@ def test_which_candidates_are_packed_from_templates(built):
     packed = PackedZone(odd)
     templated = {c.owner[0][0] for c in packed.children.values() if c.later is not None}
     assert templated == {b"\x05alpha\x03odd\x05tools\x00"}
+
+
+def test_referral_layouts_serve_other_scores_and_stay_within_budget(monkeypatch):
+    """A referral's layout (everything but its scores) is made on the first referral to the same
+    children in the same order under the same question name, and packs later ones with their own
+    scores; past the process's budget every zone's layouts are forgotten and made again. Every
+    reply stays the reference bytes."""
+    from tooldns.serving import fastreply
+
+    root = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
+    resolver = ZoneResolver(StaticSource(root))
+
+    def ask(intent: str, name: str = "_any._tcp._tools.", k: int = 1) -> bytes:
+        data = _query(name, "SRV", intent, k, 1232, False)
+        fast = resolver.fast_answer(data, True)
+        assert fast is not None and fast == _reference(resolver, data, True)
+        return fast
+
+    first, second = ask("weather rain"), ask("weather rain forecast typhoon storm history rain")
+    layouts = resolver._packed[1]._layouts
+    assert len(layouts) == 1  # the same child, its score another
+    assert b"weather" in first and first != second
+    ask("weather rain", name="_aNy._tcp._TOOLS.")  # another question name: its own layout
+    assert len(layouts) == 2
+    monkeypatch.setattr(fastreply, "LAYOUT_BUDGET", 3)
+    monkeypatch.setattr(fastreply._Layouts, "kept", len(layouts))
+    for intent in INTENTS:
+        for k in (1, 2, 3, 5):
+            ask(intent, k=k)
+            assert len(layouts) <= 3

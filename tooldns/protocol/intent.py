@@ -109,19 +109,15 @@ def decode_intent(data: bytes) -> Intent:
     # it says what is wrong when something is
     if text.isspace() or len(payload.translate(None, _FORBIDDEN_OCTETS)) != length:
         _check_text(text)
-    return _intent(text, k)
+    # Intent(text, k), made as a frozen dataclass's own __init__ makes it (through object.__setattr__)
+    # but in one step: a server decodes an intent per query
+    intent = _new(Intent)
+    _set(intent, "__dict__", {"text": text, "k": k, "version": VERSION, "brief": False, "fit": False})
+    return intent
 
 
 _new = object.__new__
 _set = object.__setattr__
-
-
-def _intent(text: str, k: int) -> Intent:
-    """``Intent(text, k)``, made as a frozen dataclass's own ``__init__`` makes it (through
-    ``object.__setattr__``) but in one step: a server decodes an intent per query."""
-    intent = _new(Intent)
-    _set(intent, "__dict__", {"text": text, "k": k, "version": VERSION, "brief": False, "fit": False})
-    return intent
 
 
 def shorten_intent(text: str, limit: int = MAX_INTENT_BYTES) -> str:

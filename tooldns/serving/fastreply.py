@@ -5,7 +5,11 @@ referral to the best K children, or the best K tools of a leaf. Everything in th
 the choice, the order, the ranks and the scores is fixed per zone, so :class:`PackedZone` encodes
 it once per zone index (names as labels, record heads, fixed RDATA, the TXT strings that follow
 ``rank=`` and ``score=``) and :meth:`PackedZone.pack` joins header, question, records and OPT
-record for one :class:`~tooldns.serving.lookup.Ranked` result. The decision is
+record for one :class:`~tooldns.serving.lookup.Ranked` result. A referral's whole layout, all
+but its score strings, is kept once made, per question name and chosen children in their order
+(a zone of a few children refers to few such sets; all zones of a process keep at most
+:data:`LAYOUT_BUDGET`), so that a referral for a new intent is its scores written between fixed
+bytes. The decision is
 :func:`tooldns.serving.lookup.ranked`'s, the one :func:`~tooldns.serving.lookup.lookup` builds
 dnslib records from; every other query (errors, names that are no search, queries without an
 intent, NODATA, NXDOMAIN, CHAOS) takes that full path.
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import operator
 import struct
+import weakref
 
 from dnslib import CNAME, QTYPE, RR, DNSBuffer, DNSLabel
 
@@ -57,6 +62,10 @@ _TXT_HEAD = _HEAD.pack(QTYPE.TXT, 1, 0)  # ranking TXT records: class IN, TTL 0 
 _TXT_AT = struct.Struct("!H8sH")
 _SRV_HEAD = _HEAD.pack(QTYPE.SRV, 1, 0)
 
+
+#: referral layouts (:class:`_Layouts`) kept in one process, over all its zones: a zone of a few
+#: children refers to few sets of them, a zone of many children to more than are worth keeping
+LAYOUT_BUDGET = 1 << 15
 
 #: the pieces of packed names, each kept once per process (a zone's names share their suffixes with each
 #: other and with every zone below the same parent); forgotten all at once past 2^18 pieces
@@ -232,6 +241,50 @@ class _Candidate:
         self.later = (bytes(out[_LATER_AT:]), patches, owners[0], owners[1:])
 
 
+#: a referral packed but for its scores: the authority section and the first ranking TXT record's
+#: owner, type, class and TTL (*head*); per candidate (*parts*) the length of its TXT RDATA without
+#: the score string, its rank, and what follows the score string (the rest of the TXT record, the
+#: glue, the next TXT record up to its RDATA length); and the section counts
+_Layout = tuple[bytes, tuple[tuple[int, int, bytes], ...], tuple[int, int, int]]
+
+#: (RDATA length << 16 | rank << 8 | score string length) -> what stands between a ranking TXT
+#: record's type, class and TTL and its score string: RDATA length, format and rank strings, the
+#: score string's length octet
+_LEADS: dict[int, bytes] = {}
+
+
+def _lead(rdlength: int, rank: int, size: int) -> bytes:
+    lead = _U16.pack(rdlength) + _RANK_HEADS[rank] + _LENGTH[size]
+    if len(_LEADS) < 1 << 16:
+        _LEADS[rdlength << 16 | rank << 8 | size] = lead
+    return lead
+
+
+class _Layouts(dict):
+    """One zone's referral layouts, within :data:`LAYOUT_BUDGET` over every zone of the process
+    (past it, all are forgotten at once and made again as referrals need them)."""
+
+    __slots__ = ("__weakref__",)
+    kept = 0
+    every: "weakref.WeakSet[_Layouts]" = weakref.WeakSet()
+
+    __hash__ = object.__hash__  # kept in a WeakSet: one store is itself, whatever it holds
+    __eq__ = object.__eq__
+
+    def __init__(self) -> None:
+        super().__init__()
+        _Layouts.every.add(self)
+
+    @staticmethod
+    def keep(layouts: "_Layouts", key: tuple, layout: _Layout) -> None:
+        if _Layouts.kept >= LAYOUT_BUDGET:
+            for held in list(_Layouts.every):
+                held.clear()
+            _Layouts.kept = 0
+        layouts[key] = layout
+        _Layouts.kept += 1
+
+
 class Route:
     """A name that asks this zone to search: its cursor, where its labels start, and the records
     an answer to it holds besides the ranked ones."""
@@ -280,6 +333,8 @@ class PackedZone:
                        _zone_strings(ix.brief_tool_txt[id(tool)]))
             for tool in ix.zone.tools}
         self._opt: dict[tuple[int, int, str] | None, bytes] = {}
+        #: (question name, chosen candidates) -> the referral's :class:`_Layout` (see :class:`_Layouts`)
+        self._layouts = _Layouts()
 
     @staticmethod
     def _routes(ix: ZoneIndex) -> dict[bytes, Route]:
@@ -324,31 +379,51 @@ class PackedZone:
     def _referral(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
         """Authority: the chosen candidates' NS records. Additional: per candidate its ranking TXT
         record and glue, whose owners (a child's name, its name servers' names) were written in the
-        authority section: one pointer each, whatever the scores."""
-        pieces = list(map(self.children.get, map(id, map(ranked.entries.__getitem__, map(_FIRST, ranked.chosen)))))
+        authority section: one pointer each, whatever the scores. Everything but the scores comes
+        from the referral's :class:`_Layout`, made on the first referral to the same candidates in the
+        same order under the same question name."""
+        chosen = ranked.chosen
+        key = (qname, tuple(map(_FIRST, chosen)))
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layout(len(out), qname, route, ranked.entries, key[1])
+            if layout is None:
+                return None
+            _Layouts.keep(self._layouts, key, layout)
+        head, parts, counts = layout
+        out += head
+        for (_, score), (base, rank, tail) in zip(chosen, parts):
+            score = b"score=%.4f" % score  # _score_string's, inline: a referral's scores are never None
+            size = len(score)
+            lead = _LEADS.get((base + size) << 16 | rank << 8 | size)
+            out += lead if lead is not None else _lead(base + size, rank, size)
+            out += score
+            out += tail
+        return counts
+
+    def _layout(self, start: int, qname: bytes, route: Route, entries: list, chosen: tuple) -> "_Layout | None":
+        """The :class:`_Layout` of a referral to the candidates *chosen* (indexes into *entries*), in
+        a reply whose question ends at offset *start*; None when one cannot be packed here."""
+        pieces = [self.children.get(id(entries[i])) for i in chosen]
         if None in pieces:
             return None
+        out = bytearray(start)  # the offsets are all that matter of what comes before
         owners = self._from_templates(out, route, pieces) if qname == route.key else None
         if owners is None:
             owners = self._packed_authority(out, qname, route, pieces)
             if owners is None:
                 return None
-        authority = additional = 0
-        for rank, ((_, score), piece, (txt_at, glue_at)) in enumerate(zip(ranked.chosen, pieces, owners), 1):
-            score = b"score=%.4f" % score  # _score_string's, inline: a referral's scores are never None
-            head = _RANK_HEADS[rank]
-            # the TXT record's owner (a pointer), type, class, TTL and RDATA length in one step
-            out += _TXT_AT.pack(0xC000 | txt_at, _TXT_HEAD, len(head) + 1 + len(score) + len(piece.strings))
-            out += head
-            out += _LENGTH[len(score)]
-            out += score
-            out += piece.strings
-            for at, (_, tail, _) in zip(glue_at, piece.glue):
-                out += _U16.pack(0xC000 | at)
-                out += tail
-            authority += len(piece.ns)
-            additional += 1 + len(piece.glue)
-        return 0, authority, additional
+        txt_heads = [_TXT_AT.pack(0xC000 | txt_at, _TXT_HEAD, 0)[:-2] for txt_at, _ in owners]
+        head = bytes(out[start:]) + txt_heads[0]
+        parts = []
+        for rank, (piece, (_, glue_at)) in enumerate(zip(pieces, owners), 1):
+            tail = piece.strings + b"".join(_U16.pack(0xC000 | at) + record_tail
+                                            for at, (_, record_tail, _) in zip(glue_at, piece.glue))
+            if rank < len(pieces):
+                tail += txt_heads[rank]
+            parts.append((len(_RANK_HEADS[rank]) + 1 + len(piece.strings), rank, tail))
+        counts = (0, sum(len(p.ns) for p in pieces), sum(1 + len(p.glue) for p in pieces))
+        return head, tuple(parts), counts
 
     @staticmethod
     def _packed_authority(out: bytearray, qname: bytes, route: Route, pieces: list) -> list | None:

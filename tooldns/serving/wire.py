@@ -88,7 +88,8 @@ class PlainQuery:
         return self.options.get(code, [])
 
 
-_HEADER = struct.Struct("!HHHHHH")
+#: a plain query's counts: one question, no answer or authority record, one additional (its OPT record)
+_PLAIN_COUNTS = b"\0\1\0\0\0\0\0\1"
 _OPT_FIXED = struct.Struct("!HHBBHH")  # after the OPT owner: type, size, extended rcode, version, flags, rdlength
 _QTYPE_CLASS = struct.Struct("!HH")
 _OPTION = struct.Struct("!HH")
@@ -113,64 +114,49 @@ def skip_name(wire: bytes, pos: int) -> int:
     raise ValueError("name too long")
 
 
-def _question_end(data: bytes) -> int:
-    """Where the question's type and class start: after an uncompressed name within RFC 1035's
-    limits; 0 when the name is anything else."""
-    pos, end = 12, len(data)
-    while pos < end:
-        length = data[pos]
-        if length == 0:
-            return pos + 1 if pos + 1 - 12 <= MAX_NAME else 0
-        if length > MAX_LABEL:  # a pointer, an extended label type or too long a label
-            return 0
-        pos += length + 1
-    return 0
-
-
-def _plain_options(data: bytes, pos: int) -> tuple[int, dict[int, list[bytes]]] | None:
-    """The OPT record at *pos* as (UDP size, options), when it is the message's last record, of
-    version 0 and well formed; None otherwise."""
-    if len(data) < pos + 11 or data[pos] != 0:
-        return None
-    rtype, size, _, version, _, rdlength = _OPT_FIXED.unpack_from(data, pos + 1)
-    pos += 11
-    if rtype != _OPT or version != 0 or pos + rdlength != len(data):
-        return None
-    options: dict[int, list[bytes]] = {}
-    end = len(data)
-    while pos < end:
-        if end - pos < 4:
-            return None
-        code, length = _OPTION.unpack_from(data, pos)
-        pos += 4
-        if pos + length > end:
-            return None
-        options.setdefault(code, []).append(data[pos:pos + length])
-        pos += length
-    return min(max(size, CLASSIC_UDP_SIZE), SERVER_UDP_SIZE), options
-
-
 def read_plain_query(data: bytes) -> PlainQuery | None:
     """Read a plain query from *data* without dnslib: a QUERY with one question of class IN (not a
     zone transfer), an uncompressed name within RFC 1035's limits and no record but an OPT record
     of EDNS version 0 whose options are well formed. None for anything else, including
     every message :func:`parse_request` would refuse: those take the full path.
+
+    One function, read front to back: every query a server answers from its fast path passes here.
     """
-    if len(data) < 28:  # header, root name, type and class, OPT record
+    size = len(data)
+    # header, root name, type and class, OPT record; QR and opcode 0; one question and the OPT record
+    if size < 28 or data[2] & 0xF8 or data[4:12] != _PLAIN_COUNTS:
         return None
-    _, flags, qdcount, ancount, nscount, arcount = _HEADER.unpack_from(data)
-    if flags & 0xF800 or qdcount != 1 or ancount or nscount or arcount != 1:  # QR, opcode
+    pos = 12  # the question's name: uncompressed labels, at most MAX_NAME octets
+    length = data[12]
+    while length:
+        if length > MAX_LABEL:  # a pointer, an extended label type or too long a label
+            return None
+        pos += length + 1
+        if pos >= size:
+            return None
+        length = data[pos]
+    end = pos + 5  # past the root label, the type and the class
+    if end - 16 > MAX_NAME or end + 11 > size:
         return None
-    end = _question_end(data)
-    if not end or end + 4 > len(data):
+    qtype, qclass = _QTYPE_CLASS.unpack_from(data, end - 4)
+    if qclass != 1 or qtype in _TRANSFERS or data[end]:  # the OPT record's owner: the root
         return None
-    qtype, qclass = _QTYPE_CLASS.unpack_from(data, end)
-    if qclass != 1 or qtype in _TRANSFERS:
+    rtype, udp_size, _, version, _, rdlength = _OPT_FIXED.unpack_from(data, end + 1)
+    pos = end + 11
+    if rtype != _OPT or version != 0 or pos + rdlength != size:  # the OPT record ends the message
         return None
-    opt = _plain_options(data, end + 4)
-    if opt is None:
-        return None
-    return PlainQuery(end + 4, qtype, bool(flags & 0x0100), opt[0], opt[1])
+    options: dict[int, list[bytes]] = {}
+    while pos < size:
+        if size - pos < 4:
+            return None
+        code, length = _OPTION.unpack_from(data, pos)
+        pos += 4
+        if pos + length > size:
+            return None
+        options.setdefault(code, []).append(data[pos:pos + length])
+        pos += length
+    return PlainQuery(end, qtype, bool(data[2] & 0x01), min(max(udp_size, CLASSIC_UDP_SIZE), SERVER_UDP_SIZE),
+                      options)
 
 
 def parse_options(rdata: bytes) -> list[EDNSOption]:
