@@ -423,10 +423,10 @@ def test_which_candidates_are_packed_from_templates(built):
 
 
 def test_referral_layouts_serve_other_scores_and_stay_within_budget(monkeypatch):
-    """A referral's layout (everything but its scores) is made on the first referral to the same
-    children in the same order under the same question name, and packs later ones with their own
-    scores; past the process's budget every zone's layouts are forgotten and made again. Every
-    reply stays the reference bytes."""
+    """A referral's layout (everything but its scores) is made on the second referral to the same
+    children in the same order under the same question name (the first is packed record by record)
+    and packs later ones with their own scores; past the process's budget every zone's layouts are
+    forgotten and made again. Every reply stays the reference bytes."""
     from tooldns.serving import fastreply
 
     root = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
@@ -438,15 +438,17 @@ def test_referral_layouts_serve_other_scores_and_stay_within_budget(monkeypatch)
         assert fast is not None and fast == _reference(resolver, data, True)
         return fast
 
-    first, second = ask("weather rain"), ask("weather rain forecast typhoon storm history rain")
+    replies = [ask(intent) for intent in ("weather rain", "weather rain forecast typhoon storm history rain",
+                                          "rain weather forecast")]
     layouts = resolver._packed[1]._layouts
-    assert len(layouts) == 1  # the same child, its score another
-    assert b"weather" in first and first != second
+    (key, layout), = layouts.items()  # the same child each time, with another score
+    assert key[1] == (0,) and len(layout) == 3 and layout[2] == (0, 1, 2)
+    assert all(b"weather" in r for r in replies) and len(set(replies)) == 3
     ask("weather rain", name="_aNy._tcp._TOOLS.")  # another question name: its own layout
     assert len(layouts) == 2
     monkeypatch.setattr(fastreply, "LAYOUT_BUDGET", 3)
     monkeypatch.setattr(fastreply._Layouts, "kept", len(layouts))
     for intent in INTENTS:
-        for k in (1, 2, 3, 5):
+        for k in (1, 2, 3, 5, 1, 2):
             ask(intent, k=k)
             assert len(layouts) <= 3

@@ -247,6 +247,9 @@ class _Candidate:
 #: glue, the next TXT record up to its RDATA length); and the section counts
 _Layout = tuple[bytes, tuple[tuple[int, int, bytes], ...], tuple[int, int, int]]
 
+#: what a referral's layout is until its second use (:meth:`PackedZone._referral`)
+_ONCE = object()
+
 #: (RDATA length << 16 | rank << 8 | score string length) -> what stands between a ranking TXT
 #: record's type, class and TTL and its score string: RDATA length, format and rank strings, the
 #: score string's length octet
@@ -379,17 +382,26 @@ class PackedZone:
     def _referral(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
         """Authority: the chosen candidates' NS records. Additional: per candidate its ranking TXT
         record and glue, whose owners (a child's name, its name servers' names) were written in the
-        authority section: one pointer each, whatever the scores. Everything but the scores comes
-        from the referral's :class:`_Layout`, made on the first referral to the same candidates in the
-        same order under the same question name."""
+        authority section: one pointer each, whatever the scores.
+
+        The first referral to the same candidates in the same order under the same question name is
+        packed record by record; from the second on, everything but the scores comes from the
+        referral's :class:`_Layout`, made then (a zone of many children seldom refers to the same
+        ones twice: its referrals never pay for a layout that would not be used)."""
         chosen = ranked.chosen
         key = (qname, tuple(map(_FIRST, chosen)))
         layout = self._layouts.get(key)
-        if layout is None:
-            layout = self._layout(len(out), qname, route, ranked.entries, key[1])
+        if layout is None or layout is _ONCE:
+            pieces = [self.children.get(id(ranked.entries[i])) for i in key[1]]
+            if None in pieces:
+                return None
+            if layout is None:
+                _Layouts.keep(self._layouts, key, _ONCE)
+                return self._packed_referral(out, qname, route, chosen, pieces)
+            layout = self._layout(len(out), qname, route, pieces)
             if layout is None:
                 return None
-            _Layouts.keep(self._layouts, key, layout)
+            self._layouts[key] = layout
         head, parts, counts = layout
         out += head
         for (_, score), (base, rank, tail) in zip(chosen, parts):
@@ -401,18 +413,36 @@ class PackedZone:
             out += tail
         return counts
 
-    def _layout(self, start: int, qname: bytes, route: Route, entries: list, chosen: tuple) -> "_Layout | None":
-        """The :class:`_Layout` of a referral to the candidates *chosen* (indexes into *entries*), in
-        a reply whose question ends at offset *start*; None when one cannot be packed here."""
-        pieces = [self.children.get(id(entries[i])) for i in chosen]
-        if None in pieces:
-            return None
-        out = bytearray(start)  # the offsets are all that matter of what comes before
-        owners = self._from_templates(out, route, pieces) if qname == route.key else None
+    def _packed_referral(self, out: bytearray, qname: bytes, route: Route, chosen: list,
+                         pieces: list) -> tuple[int, int, int] | None:
+        """The referral to *pieces* (scored as in *chosen*) packed record by record."""
+        owners = self._authority(out, qname, route, pieces)
         if owners is None:
-            owners = self._packed_authority(out, qname, route, pieces)
-            if owners is None:
-                return None
+            return None
+        authority = additional = 0
+        for rank, ((_, score), piece, (txt_at, glue_at)) in enumerate(zip(chosen, pieces, owners), 1):
+            score = b"score=%.4f" % score
+            head = _RANK_HEADS[rank]
+            # the TXT record's owner (a pointer), type, class, TTL and RDATA length in one step
+            out += _TXT_AT.pack(0xC000 | txt_at, _TXT_HEAD, len(head) + 1 + len(score) + len(piece.strings))
+            out += head
+            out += _LENGTH[len(score)]
+            out += score
+            out += piece.strings
+            for at, (_, tail, _) in zip(glue_at, piece.glue):
+                out += _U16.pack(0xC000 | at)
+                out += tail
+            authority += len(piece.ns)
+            additional += 1 + len(piece.glue)
+        return 0, authority, additional
+
+    def _layout(self, start: int, qname: bytes, route: Route, pieces: list) -> "_Layout | None":
+        """The :class:`_Layout` of a referral to *pieces*, in a reply whose question ends at offset
+        *start*; None when one cannot be packed here."""
+        out = bytearray(start)  # the offsets are all that matter of what comes before
+        owners = self._authority(out, qname, route, pieces)
+        if owners is None:
+            return None
         txt_heads = [_TXT_AT.pack(0xC000 | txt_at, _TXT_HEAD, 0)[:-2] for txt_at, _ in owners]
         head = bytes(out[start:]) + txt_heads[0]
         parts = []
@@ -424,6 +454,12 @@ class PackedZone:
             parts.append((len(_RANK_HEADS[rank]) + 1 + len(piece.strings), rank, tail))
         counts = (0, sum(len(p.ns) for p in pieces), sum(1 + len(p.glue) for p in pieces))
         return head, tuple(parts), counts
+
+    def _authority(self, out: bytearray, qname: bytes, route: Route, pieces: list) -> list | None:
+        """The candidates' NS records, from their templates when they all have one, else name by name;
+        where each TXT and glue owner was written (None: somewhere no pointer reaches)."""
+        owners = self._from_templates(out, route, pieces) if qname == route.key else None
+        return owners if owners is not None else self._packed_authority(out, qname, route, pieces)
 
     @staticmethod
     def _packed_authority(out: bytearray, qname: bytes, route: Route, pieces: list) -> list | None:
