@@ -250,16 +250,16 @@ _Layout = tuple[bytes, tuple[tuple[int, int, bytes], ...], tuple[int, int, int]]
 #: what a referral's layout is until its second use (:meth:`PackedZone._referral`)
 _ONCE = object()
 
-#: (RDATA length << 16 | rank << 8 | score string length) -> what stands between a ranking TXT
+#: (RDATA length << 20 | score string length << 8 | rank) -> what stands between a ranking TXT
 #: record's type, class and TTL and its score string: RDATA length, format and rank strings, the
-#: score string's length octet
+#: score string's length octet (a score string is shorter than 4,096 octets, a rank at most 255)
 _LEADS: dict[int, bytes] = {}
 
 
 def _lead(rdlength: int, rank: int, size: int) -> bytes:
     lead = _U16.pack(rdlength) + _RANK_HEADS[rank] + _LENGTH[size]
     if len(_LEADS) < 1 << 16:
-        _LEADS[rdlength << 16 | rank << 8 | size] = lead
+        _LEADS[rdlength << 20 | size << 8 | rank] = lead
     return lead
 
 
@@ -407,7 +407,7 @@ class PackedZone:
         for (_, score), (base, rank, tail) in zip(chosen, parts):
             score = b"score=%.4f" % score  # _score_string's, inline: a referral's scores are never None
             size = len(score)
-            lead = _LEADS.get((base + size) << 16 | rank << 8 | size)
+            lead = _LEADS.get((base + size) << 20 | size << 8 | rank)
             out += lead if lead is not None else _lead(base + size, rank, size)
             out += score
             out += tail
