@@ -277,13 +277,17 @@ class BM25:
         """Every document's score (a numpy array) from posting *lists*, added in their order."""
         import numpy as np
 
-        arrays = self._arrays  # keyed by the posting list's id: the lists live as long as the index
-        for posting in lists:
-            if id(posting) not in arrays:
-                arrays[id(posting)] = (np.array([i for i, _ in posting], dtype=np.intp),
-                                       np.array([w for _, w in posting], dtype=np.float64))
-        return np.bincount(np.concatenate([arrays[id(p)][0] for p in lists]),
-                           weights=np.concatenate([arrays[id(p)][1] for p in lists]), minlength=self.n)
+        get = self._arrays.get  # keyed by the posting list's id: the lists live as long as the index
+        indexes, weights = zip(*[get(id(posting)) or self._posting_arrays(posting) for posting in lists])
+        return np.bincount(np.concatenate(indexes), weights=np.concatenate(weights), minlength=self.n)
+
+    def _posting_arrays(self, posting: list[tuple[int, float]]) -> tuple:
+        """*posting* as numpy arrays (documents, weights), made once."""
+        import numpy as np
+
+        made = self._arrays[id(posting)] = (np.array([i for i, _ in posting], dtype=np.intp),
+                                            np.array([w for _, w in posting], dtype=np.float64))
+        return made
 
 
 class BM25Scorer(Scorer):
