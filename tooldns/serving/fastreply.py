@@ -120,6 +120,8 @@ def _score_string(score: float | None, parts: tuple[float, float | None] | None 
 
 #: the first strings of a ranking TXT record (format, rank) for ranks 1 to 255, as TXT RDATA
 _RANK_HEADS = [b""] + [_strings(rank_strings(rank, None)) for rank in range(1, 256)]
+#: an SRV record's priority (a tool's rank, 1 to 255) as packed
+_PRIORITIES = [_U16.pack(rank) for rank in range(256)]
 
 
 def _zone_strings(strings: list[bytes]) -> bytes:
@@ -167,13 +169,6 @@ def _put(out: bytearray, seen: dict[bytes, int], record: Record, notes: list | N
         out += b"\0\0"
         _put_name(out, seen, target, notes)
         _U16.pack_into(out, at, len(out) - at - 2)
-
-
-def _put_txt(out: bytearray, seen: dict[bytes, int], owner: Name, rdata: bytes) -> None:
-    _put_name(out, seen, owner)
-    out += _TXT_HEAD
-    out += _U16.pack(len(rdata))
-    out += rdata
 
 
 #: where a candidate's block is packed to make its template for any place after the first in a
@@ -288,6 +283,13 @@ class _Layouts(dict):
         _Layouts.kept += 1
 
 
+def _tool_pieces(ix: ZoneIndex, tool) -> tuple[bytes, bytes, Name, bytes, bytes]:
+    """What an answer packs of *tool* (:attr:`PackedZone.tools`)."""
+    srv = struct.pack("!HH", tool.weight, tool.port) + _uncompressed(packed_name(tool.target))
+    return (_SRV_HEAD + _U16.pack(len(srv) + 2), srv, packed_name(tool.owner(ix.origin)),
+            _zone_strings(ix.ranked_tool_txt[id(tool)]), _zone_strings(ix.brief_tool_txt[id(tool)]))
+
+
 class Route:
     """A name that asks this zone to search: its cursor, where its labels start, and the records
     an answer to it holds besides the ranked ones."""
@@ -328,13 +330,11 @@ class PackedZone:
             candidate.alone = inside and all(seen[suffix] == 1 for suffix in candidate.suffixes() - shared)
             if candidate.alone:
                 candidate.make_later(self.zone)
-        #: per tool: weight, port and target of its SRV record; owner and strings of its TXT record, and
-        #: the strings without the description (the brief option)
-        self.tools: dict[int, tuple[bytes, Name, bytes, bytes]] = {
-            id(tool): (struct.pack("!HH", tool.weight, tool.port) + _uncompressed(packed_name(tool.target)),
-                       packed_name(tool.owner(ix.origin)), _zone_strings(ix.ranked_tool_txt[id(tool)]),
-                       _zone_strings(ix.brief_tool_txt[id(tool)]))
-            for tool in ix.zone.tools}
+        #: per tool: its SRV record's type, class, TTL and RDATA length, and the weight, port and target
+        #: that follow the priority; owner and strings of its TXT record, and the strings without the
+        #: description (the brief option)
+        self.tools: dict[int, tuple[bytes, bytes, Name, bytes, bytes]] = {
+            id(tool): _tool_pieces(ix, tool) for tool in ix.zone.tools}
         self._opt: dict[tuple[int, int, str] | None, bytes] = {}
         #: (question name, chosen candidates) -> the referral's :class:`_Layout` (see :class:`_Layouts`)
         self._layouts = _Layouts()
@@ -505,16 +505,28 @@ class PackedZone:
         if route.cname is not None:
             _put(out, seen, route.cname)
             answer = 1
-        for rank, (srv, _, _, _) in enumerate(pieces, 1):  # priority = rank, then weight, port, target
-            _put_name(out, seen, route.owner)
-            out += _SRV_HEAD
-            out += _U16.pack(len(srv) + 2)
-            out += _U16.pack(rank)
+        # the SRV records' owner, the same in each, is written once (or pointed to: the question, the
+        # CNAME's target); every later one is a pointer to where it was
+        owner = None
+        for priority, (head, srv, _, _, _) in enumerate(pieces, 1):  # priority = rank
+            if owner is None:
+                _put_name(out, seen, route.owner)
+                at = seen.get(route.owner[0][0])
+                owner = None if at is None else _U16.pack(0xC000 | at)
+            else:
+                out += owner
+            out += head
+            out += _PRIORITIES[priority]
             out += srv
-        brief = ranked.brief
-        for rank, ((i, score), (_, owner, strings, short)) in enumerate(zip(ranked.chosen, pieces), 1):
-            _put_txt(out, seen, owner, _RANK_HEADS[rank] + _score_string(score, ranked.parts.get(i))
-                     + (short if brief else strings))
+        brief, parts = ranked.brief, ranked.parts
+        for rank, ((i, score), (_, _, name, strings, short)) in enumerate(zip(ranked.chosen, pieces), 1):
+            _put_name(out, seen, name)
+            head, score, rest = _RANK_HEADS[rank], _score_string(score, parts.get(i)), short if brief else strings
+            out += _TXT_HEAD
+            out += _U16.pack(len(head) + len(score) + len(rest))
+            out += head
+            out += score
+            out += rest
         return answer + len(pieces), 0, len(pieces)
 
     def _opt_record(self, meta: tuple[int, int, str] | None) -> bytes:
