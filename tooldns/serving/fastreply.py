@@ -294,7 +294,7 @@ class Route:
     """A name that asks this zone to search: its cursor, where its labels start, and the records
     an answer to it holds besides the ranked ones."""
 
-    __slots__ = ("cursor", "key", "labels", "cname", "owner")
+    __slots__ = ("cursor", "key", "labels", "cname", "owner", "answer_head")
 
     def __init__(self, ix: ZoneIndex, cursor: names.Cursor, name: Name) -> None:
         self.cursor = cursor
@@ -309,6 +309,8 @@ class Route:
             self.cname = _record(RR(cursor.to_text(), QTYPE.CNAME, ttl=ix.ttl, rdata=CNAME(expanded)))
         #: the owner of the SRV records of an answer
         self.owner = packed_name(expanded)
+        #: an answer to this name in lower case up to its first SRV record's type (PackedZone._answer_head)
+        self.answer_head: tuple[bytes, dict[bytes, int], bytes | None] | None = None
 
 
 class PackedZone:
@@ -500,34 +502,46 @@ class PackedZone:
         pieces = [self.tools.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
         if None in pieces:
             return None
-        seen = {qname[at:]: 12 + at for at in route.labels}  # names point into the question too
-        answer = 0
-        if route.cname is not None:
-            _put(out, seen, route.cname)
-            answer = 1
-        # the SRV records' owner, the same in each, is written once (or pointed to: the question, the
-        # CNAME's target); every later one is a pointer to where it was
-        owner = None
-        for priority, (head, srv, _, _, _) in enumerate(pieces, 1):  # priority = rank
-            if owner is None:
-                _put_name(out, seen, route.owner)
-                at = seen.get(route.owner[0][0])
-                owner = None if at is None else _U16.pack(0xC000 | at)
-            else:
+        head = route.answer_head if qname == route.key else None
+        if head is None:
+            head = self._answer_head(len(out), qname, route)
+            if qname == route.key:
+                route.answer_head = head
+        block, known, owner = head
+        if owner is None:  # the SRV records' owner lies where no pointer reaches
+            return None
+        out += block
+        seen = known.copy()  # names point into the question, the CNAME and the first SRV owner too
+        for priority, (srv_head, srv, _, _, _) in enumerate(pieces, 1):  # priority = rank
+            if priority > 1:
                 out += owner
-            out += head
+            out += srv_head
             out += _PRIORITIES[priority]
             out += srv
         brief, parts = ranked.brief, ranked.parts
         for rank, ((i, score), (_, _, name, strings, short)) in enumerate(zip(ranked.chosen, pieces), 1):
             _put_name(out, seen, name)
-            head, score, rest = _RANK_HEADS[rank], _score_string(score, parts.get(i)), short if brief else strings
+            txt_head, score, rest = _RANK_HEADS[rank], _score_string(score, parts.get(i)), short if brief else strings
             out += _TXT_HEAD
-            out += _U16.pack(len(head) + len(score) + len(rest))
-            out += head
+            out += _U16.pack(len(txt_head) + len(score) + len(rest))
+            out += txt_head
             out += score
             out += rest
-        return answer + len(pieces), 0, len(pieces)
+        return (route.cname is not None) + len(pieces), 0, len(pieces)
+
+    @staticmethod
+    def _answer_head(start: int, qname: bytes, route: Route) -> tuple[bytes, dict[bytes, int], bytes | None]:
+        """What an answer to *qname* holds before its first SRV record's type, in a reply whose question
+        ends at offset *start*: the CNAME from a cursor name, if any, and the SRV records' owner (written,
+        or pointed to); where each name written so far stands; the pointer that is every later SRV
+        record's owner (None: beyond a pointer's reach)."""
+        out = bytearray(start)  # the offsets are all that matter of what comes before
+        seen = {qname[at:]: 12 + at for at in route.labels}  # names point into the question too
+        if route.cname is not None:
+            _put(out, seen, route.cname)
+        _put_name(out, seen, route.owner)
+        at = seen.get(route.owner[0][0])
+        return bytes(out[start:]), seen, None if at is None else _U16.pack(0xC000 | at)
 
     def _opt_record(self, meta: tuple[int, int, str] | None) -> bytes:
         """The reply's OPT record (UDP size 1232, version 0, extended rcode 0), with the meta option."""
