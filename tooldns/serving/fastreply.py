@@ -500,7 +500,7 @@ class PackedZone:
 
     def _answer(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
         pieces = [self.tools.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
-        if None in pieces:
+        if None in pieces or not pieces:  # no tools: no SRV owner to write (the full path answers)
             return None
         head = route.answer_head if qname == route.key else None
         if head is None:
