@@ -9,7 +9,8 @@ record for one :class:`~tooldns.serving.lookup.Ranked` result. A referral's whol
 but its score strings, is kept once made, per question name and chosen children in their order
 (a zone of a few children refers to few such sets; all zones of a process keep at most
 :data:`LAYOUT_BUDGET`), so that a referral for a new intent is its scores written between fixed
-bytes. The decision is
+bytes; likewise an answer's head (the CNAME from a cursor name, the SRV records' owner), per
+question name. The decision is
 :func:`tooldns.serving.lookup.ranked`'s, the one :func:`~tooldns.serving.lookup.lookup` builds
 dnslib records from; every other query (errors, names that are no search, queries without an
 intent, NODATA, NXDOMAIN, CHAOS) takes that full path.
