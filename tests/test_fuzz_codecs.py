@@ -184,7 +184,15 @@ def test_decoding_any_ede_bytes_raises_only_intent_error(data):
 
 # -- TXT key=value strings --
 
-KEY = st.text(st.characters(min_codepoint=0x61, max_codepoint=0x7A), min_size=1, max_size=12)
+KEY = st.text(st.characters(min_codepoint=0x61, max_codepoint=0x7A), min_size=1, max_size=12).filter(
+    lambda key: key != "tooldns")  # the format's key, which encode_pairs refuses (below)
+
+
+def test_the_format_key_is_refused_as_a_pair():
+    """A pair keyed ``tooldns`` would read back joined to the format version ("1" + its value)."""
+    with pytest.raises(ValueError, match="format key"):
+        encode_pairs([("tooldns", "0000")])
+    assert decode_pairs(encode_pairs([("toold", "0000")])) == {"tooldns": "1", "toold": "0000"}
 
 
 @examples(300)

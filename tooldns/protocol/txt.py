@@ -32,9 +32,14 @@ def _clip(value: str, limit: int) -> str:
 
 
 def encode_pairs(pairs, clip: int | None = None) -> list[bytes]:
-    """Encode (key, value) pairs as TXT strings; long values are split over several strings."""
+    """Encode (key, value) pairs as TXT strings; long values are split over several strings.
+
+    ``tooldns`` is the format's key, written first: a pair may not use it (decoders would join its
+    value to the format version's); ValueError if one does."""
     out = [b"tooldns=" + FORMAT.encode()]
     for key, value in pairs:
+        if key == "tooldns":
+            raise ValueError("'tooldns' is the format key, written first: no pair may use it")
         text = str(value)
         if clip is not None:
             text = _clip(text, clip)
