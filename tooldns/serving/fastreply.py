@@ -274,13 +274,13 @@ class _Layouts(dict):
         super().__init__()
         _Layouts.every.add(self)
 
-    @staticmethod
-    def keep(layouts: "_Layouts", key: tuple, layout: _Layout) -> None:
+    def keep(self, key: tuple, layout: "_Layout | object") -> None:
+        """Keep *layout* (or :data:`_ONCE`) under *key*, forgetting every zone's first if the budget is spent."""
         if _Layouts.kept >= LAYOUT_BUDGET:
             for held in list(_Layouts.every):
                 held.clear()
             _Layouts.kept = 0
-        layouts[key] = layout
+        self[key] = layout
         _Layouts.kept += 1
 
 
@@ -399,7 +399,7 @@ class PackedZone:
             if None in pieces:
                 return None
             if layout is None:
-                _Layouts.keep(self._layouts, key, _ONCE)
+                self._layouts.keep(key, _ONCE)
                 return self._packed_referral(out, qname, route, chosen, pieces)
             layout = self._layout(len(out), qname, route, pieces)
             if layout is None:
