@@ -446,8 +446,8 @@ def test_referral_layouts_serve_other_scores_and_stay_within_budget(monkeypatch)
     assert all(b"weather" in r for r in replies) and len(set(replies)) == 3
     ask("weather rain", name="_aNy._tcp._TOOLS.")  # another question name: its own layout
     assert len(layouts) == 2
-    monkeypatch.setattr(fastreply, "LAYOUT_BUDGET", 3)
-    monkeypatch.setattr(fastreply._Layouts, "kept", len(layouts))
+    monkeypatch.setattr(fastreply.LAYOUTS, "limit", 3)
+    monkeypatch.setattr(fastreply.LAYOUTS, "spent", len(layouts))
     for intent in INTENTS:
         for k in (1, 2, 3, 5, 1, 2):
             ask(intent, k=k)

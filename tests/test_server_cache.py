@@ -56,3 +56,27 @@ def test_chaos_stats_carry_the_servers_counters(tmp_path):
     pairs = dict(part.decode().split("=", 1) for part in reply.rr[0].rdata.data)
     assert pairs["zone"] == "tools." and int(pairs["udp"]) >= 2
     assert {"rate_limited", "slipped", "cache_hits", "queries"} <= set(pairs)
+
+
+def test_a_budget_empties_every_store_it_bounds_once_spent():
+    """tooldns.protocol.budget: stores count what they keep against one budget; the spending that finds
+    it spent empties them all first (the word cache, dense rows and referral layouts are bounded so)."""
+    import doctest
+    import gc
+
+    from tooldns.protocol import budget as budget_module
+    from tooldns.protocol.budget import Budget, Store
+
+    assert doctest.testmod(budget_module).failed == 0
+    budget = Budget(3)
+    stores = [budget.join(Store()) for _ in range(2)]
+    for i in range(7):
+        budget.spend()
+        stores[i % 2][i] = i
+        assert sum(map(len, stores)) <= 3 and budget.spent <= 3
+    assert sum(map(len, stores)) == 1  # emptied at the 4th and 7th spending
+    del stores[1]
+    gc.collect()
+    budget.spend(5)
+    budget.spend()  # a store gone is no longer emptied, nor kept alive
+    assert len(budget._stores) == 1 and not stores[0] and budget.spent == 1

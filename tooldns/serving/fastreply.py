@@ -8,7 +8,7 @@ it once per zone index (names as labels, record heads, fixed RDATA, the TXT stri
 record for one :class:`~tooldns.serving.lookup.Ranked` result. A referral's whole layout, all
 but its score strings, is kept once made, per question name and chosen children in their order
 (a zone of a few children refers to few such sets; all zones of a process keep at most
-:data:`LAYOUT_BUDGET`), so that a referral for a new intent is its scores written between fixed
+:data:`LAYOUTS`), so that a referral for a new intent is its scores written between fixed
 bytes; likewise an answer's head (the CNAME from a cursor name, the SRV records' owner), per
 question name. The decision is
 :func:`tooldns.serving.lookup.ranked`'s, the one :func:`~tooldns.serving.lookup.lookup` builds
@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import operator
 import struct
-import weakref
 
 from dnslib import CNAME, QTYPE, RR, DNSBuffer, DNSLabel
 
 from ..exceptions import NameError_
 from ..protocol import names
+from ..protocol.budget import Budget, Store
 from ..protocol.meta import META_OPTION_CODE, encode_meta
 from .index import ZoneIndex
 from .lookup import Kind, Ranked, candidate_records, rank_strings, score_strings, search_at
@@ -64,9 +64,10 @@ _TXT_AT = struct.Struct("!H8sH")
 _SRV_HEAD = _HEAD.pack(QTYPE.SRV, 1, 0)
 
 
-#: referral layouts (:class:`_Layouts`) kept in one process, over all its zones: a zone of a few
-#: children refers to few sets of them, a zone of many children to more than are worth keeping
-LAYOUT_BUDGET = 1 << 15
+#: referral layouts kept in one process, over all its zones (:attr:`PackedZone._layouts`): a zone of a
+#: few children refers to few sets of them, a zone of many children to more than are worth keeping;
+#: at most 2^15, all forgotten at once past that and made again as referrals need them
+LAYOUTS = Budget(1 << 15)
 
 #: the pieces of packed names, each kept once per process (a zone's names share their suffixes with each
 #: other and with every zone below the same parent); forgotten all at once past 2^18 pieces
@@ -259,31 +260,6 @@ def _lead(rdlength: int, rank: int, size: int) -> bytes:
     return lead
 
 
-class _Layouts(dict):
-    """One zone's referral layouts, within :data:`LAYOUT_BUDGET` over every zone of the process
-    (past it, all are forgotten at once and made again as referrals need them)."""
-
-    __slots__ = ("__weakref__",)
-    kept = 0
-    every: "weakref.WeakSet[_Layouts]" = weakref.WeakSet()
-
-    __hash__ = object.__hash__  # kept in a WeakSet: one store is itself, whatever it holds
-    __eq__ = object.__eq__
-
-    def __init__(self) -> None:
-        super().__init__()
-        _Layouts.every.add(self)
-
-    def keep(self, key: tuple, layout: "_Layout | object") -> None:
-        """Keep *layout* (or :data:`_ONCE`) under *key*, forgetting every zone's first if the budget is spent."""
-        if _Layouts.kept >= LAYOUT_BUDGET:
-            for held in list(_Layouts.every):
-                held.clear()
-            _Layouts.kept = 0
-        self[key] = layout
-        _Layouts.kept += 1
-
-
 def _tool_pieces(ix: ZoneIndex, tool) -> tuple[bytes, bytes, Name, bytes, bytes]:
     """What an answer packs of *tool* (:attr:`PackedZone.tools`)."""
     srv = struct.pack("!HH", tool.weight, tool.port) + _uncompressed(packed_name(tool.target))
@@ -339,8 +315,8 @@ class PackedZone:
         self.tools: dict[int, tuple[bytes, bytes, Name, bytes, bytes]] = {
             id(tool): _tool_pieces(ix, tool) for tool in ix.zone.tools}
         self._opt: dict[tuple[int, int, str] | None, bytes] = {}
-        #: (question name, chosen candidates) -> the referral's :class:`_Layout` (see :class:`_Layouts`)
-        self._layouts = _Layouts()
+        #: (question name, chosen candidates) -> the referral's :class:`_Layout`, or :data:`_ONCE`
+        self._layouts = LAYOUTS.join(Store())
 
     @staticmethod
     def _routes(ix: ZoneIndex) -> dict[bytes, Route]:
@@ -399,7 +375,8 @@ class PackedZone:
             if None in pieces:
                 return None
             if layout is None:
-                self._layouts.keep(key, _ONCE)
+                LAYOUTS.spend()
+                self._layouts[key] = _ONCE
                 return self._packed_referral(out, qname, route, chosen, pieces)
             layout = self._layout(len(out), qname, route, pieces)
             if layout is None:
