@@ -90,7 +90,7 @@ def test_tokenizer_scripts():
 
 def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch):
     """An index asked often keeps each word's posting lists (tooldns.scoring.bm25._WordLists); its
-    rankings stay those of tokenizing every query, and all caches together keep at most WORD_BUDGET words."""
+    rankings stay those of tokenizing every query, and all caches together keep at most bm25.WORDS' limit of words."""
     import tooldns.scoring.bm25 as bm25
 
     docs = ["getHistoricalWeather for Hong Kong", "stock quotes and prices", "weather forecasts by city",
@@ -100,17 +100,17 @@ def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch):
     plain = BM25(docs)
     fresh = [plain.rank(q, 5) for q in queries]
     assert plain._words is None  # asked fewer than WORDS_AFTER times: no cache
-    monkeypatch.setattr(bm25, "WORD_BUDGET", 6)
+    monkeypatch.setattr(bm25.WORDS, "limit", 6)
     cached = BM25(docs)
     for _ in range(bm25.WORDS_AFTER):
         cached.rank("weather", 1)
     assert cached._words is not None
     assert [cached.rank(q, 5) for q in queries] == fresh  # every word worked out afresh or from the cache
     assert [cached.rank(q, 5) for q in queries] == fresh  # and again, over a budget of 6 words spent many times
-    assert bm25._WordLists.kept <= bm25.WORD_BUDGET
+    assert bm25.WORDS.spent <= bm25.WORDS.limit
     # words without postings are kept apart (sifted out first), and count towards the budget too
     assert b"zzz" in cached._words.dead and b"zzz" not in cached._words
-    assert len(cached._words) + len(cached._words.dead) <= bm25.WORD_BUDGET
+    assert len(cached._words) + len(cached._words.dead) <= bm25.WORDS.limit
     cached._words.clear()
     assert not cached._words.dead
     other = BM25(["weather"], tokenizer=str.split)  # a tokenizer of its own: never cached
@@ -119,10 +119,14 @@ def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch):
     assert other._words is None
 
 
-def test_many_postings_rank_as_the_plain_sums():
+@pytest.mark.parametrize("dense_docs", [1024, 0])  # dense rows summed, or postings added by document
+def test_many_postings_rank_as_the_plain_sums(monkeypatch, dense_docs):
     """Queries touching more than MANY_POSTINGS postings are added with numpy (BM25._rank_many): the
-    same best documents, scores and ties as the plain sums of scores(), with or without the word cache."""
+    same best documents, scores and ties as the plain sums of scores(), with or without the word cache,
+    whichever way numpy adds them."""
     import tooldns.scoring.bm25 as bm25
+
+    monkeypatch.setattr(bm25, "DENSE_DOCS", dense_docs)
 
     words = ["weather", "stock", "price", "city", "forecast", "map", "route", "news", "sport", "music"]
     # word w in the documents whose number has bit w set (about half), some twice: many ties, many postings
@@ -141,10 +145,13 @@ def test_many_postings_rank_as_the_plain_sums():
     assert index._words is not None
 
 
-def test_score_array_is_the_plain_sums_of_every_document():
+@pytest.mark.parametrize("dense_docs", [1024, 0])
+def test_score_array_is_the_plain_sums_of_every_document(monkeypatch, dense_docs):
     """BM25.score_array (what the hybrid scorer fuses) holds exactly the scores() of every document, few
     postings or many, new words, repeated ones and non-ASCII text, with or without the word cache."""
     import tooldns.scoring.bm25 as bm25
+
+    monkeypatch.setattr(bm25, "DENSE_DOCS", dense_docs)
 
     words = ["weather", "stock", "price", "city", "forecast", "map", "route", "news", "sport", "music"]
     docs = [" ".join(w for b, w in enumerate(words) if i >> b & 1 for _ in range(1 + (i + b) % 2)) or "empty"
@@ -159,6 +166,35 @@ def test_score_array_is_the_plain_sums_of_every_document():
         for _ in range(bm25.WORDS_AFTER):
             index.rank("weather", 1)
     assert index._words is not None
+
+
+def test_dense_rows_stay_within_their_budget_and_rank_alike(monkeypatch):
+    """Indexes of up to DENSE_DOCS documents sum a query's dense rows (tooldns.scoring.bm25._Rows); all of
+    them together hold rows within the ROWS budget: past it every index forgets its rows and makes them
+    again as queries need them, the rankings those of the plain sums throughout."""
+    import tooldns.scoring.bm25 as bm25
+
+    words = ["weather", "stock", "price", "city", "forecast", "map", "route", "news", "sport", "music"]
+    docs = [" ".join(w for b, w in enumerate(words) if i >> b & 1) or "empty" for i in range(300)]
+    queries = ["weather price city", "news sport music map route", "weather weather forecast", "stock map"]
+    first, second = BM25(docs), BM25(docs)
+    expected = {}
+    for query in queries:
+        scores = first.scores(query)
+        expected[query] = [(i, scores[i]) for i in sorted(range(len(docs)), key=lambda i: (-scores[i], i))[:10]]
+    row = 8 * len(docs)
+    monkeypatch.setattr(bm25.ROWS, "limit", 4 * row)
+    monkeypatch.setattr(bm25.ROWS, "spent", 0)
+    held = []
+    for _ in range(3):
+        for index in (first, second):
+            for query in queries:
+                assert index.rank(query, 10) == expected[query], query
+                given = [p for ix in (first, second) if ix._rows for p in ix._rows.given]
+                assert all(p.row >= 0 for p in given) and bm25.ROWS.spent < 4 * row + 5 * row
+                held.append(len(given))
+    assert max(held) <= 4 + 5 and min(held) < max(held)  # one query's rows over the limit at most; forgotten
+    assert second._rows.matrix is not None  # the index asked last holds the rows it needed
 
 
 def _faceted_docs(n_docs: int, seed: int, common: int = 0):

@@ -27,13 +27,14 @@ local df), so the same document scores the same in every zone that holds it.
 from __future__ import annotations
 
 import math
-import weakref
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse
 from typing import Callable, Iterable, Sequence
 
 from ..exceptions import ScorerError
+from ..protocol.budget import Budget, Store
 from ..protocol.summary import MAX_FACETS
 from .scorer import Ranking, Scorer
 from .tokenize import Tokenized, ascii_words, tokenize, word_terms
@@ -46,9 +47,16 @@ MANY_POSTINGS = 128
 
 #: an index keeps the posting lists of each ASCII word it is asked from its this-many-th query on
 #: (zones asked rarely, such as the leaves of a large tree, keep none); all indexes together keep
-#: at most WORD_BUDGET words (about 130 bytes each), and all forget theirs when that is reached
+#: at most 2^17 words (about 130 bytes each), and all forget theirs when that is reached
 WORDS_AFTER = 64
-WORD_BUDGET = 1 << 17
+WORDS = Budget(1 << 17)
+
+
+#: the many-postings sums of an index of at most DENSE_DOCS documents add dense rows, one per term
+#: (:class:`_Rows`); all indexes together make at most ROWS' limit in bytes of rows (their arrays
+#: grow by doubling, so they hold up to twice that), and all forget theirs when that is reached
+DENSE_DOCS = 1024
+ROWS = Budget(1 << 25)
 
 
 #: a delegation's facets (``facets`` in zone files): groups of FACET_SIZE of the tools beneath it,
@@ -102,46 +110,97 @@ def best_of(scored: dict[int, float], k: int, n: int) -> list[tuple[int, float]]
     return out
 
 
-class _WordLists(dict):
+class _WordLists(Store):
     """One index's ASCII word (bytes) -> the posting lists of its terms, in order: a query's lists in
     one lookup per word, its terms neither joined, split nor hashed again. A word none of whose terms
     the index holds (most words of an intent, at most zones) goes to :attr:`dead` instead, which a
-    query's words are sifted through first, in C. Worked out on lookup, within :data:`WORD_BUDGET`
-    over all indexes."""
+    query's words are sifted through first, in C. Worked out on lookup, within :data:`WORDS` over
+    all indexes."""
 
-    __slots__ = ("postings", "dead", "__weakref__")
-    kept = 0
-    every: "weakref.WeakSet[_WordLists]" = weakref.WeakSet()
-
-    __hash__ = object.__hash__  # kept in a WeakSet: one cache is itself, whatever it holds
-    __eq__ = object.__eq__
+    __slots__ = ("postings", "dead")
 
     def __init__(self, postings: dict[str, list]) -> None:
         super().__init__()
         self.postings = postings
         self.dead: set[bytes] = set()
-        _WordLists.every.add(self)
+        WORDS.join(self)
 
     def clear(self) -> None:
         super().clear()
         self.dead.clear()
 
     def __missing__(self, word: bytes) -> tuple:
-        if _WordLists.kept >= WORD_BUDGET:
-            for lists in list(_WordLists.every):
-                lists.clear()
-            _WordLists.kept = 0
+        WORDS.spend()
         found = tuple(filter(None, map(self.postings.get, word_terms(word).split())))
         if found:
             self[word] = found
         else:
             self.dead.add(word)
-        _WordLists.kept += 1
         return found
 
     def of(self, words: list[bytes]) -> list[list[tuple[int, float]]]:
         """The posting lists of *words*' terms, in order."""
         return list(chain.from_iterable(map(self.__getitem__, filterfalse(self.dead.__contains__, words))))
+
+
+class _Posting(list):
+    """One term's postings, (document, weight) pairs by document; :attr:`row` is its row in its
+    index's :class:`_Rows` once it has one (an instance attribute then; -1 before)."""
+
+    row = -1
+
+
+_ROW = operator.attrgetter("row")
+
+
+class _Rows:
+    """An index's terms' weights as dense rows of all its documents, made for a term when a query
+    with many postings first holds it (:meth:`BM25._scores_many`), within :data:`ROWS` over all
+    indexes. A query's scores are then its rows summed in one numpy call, where adding its posting
+    lists by document first joined them, two calls a list; the same sums in the same order, since
+    numpy adds the rows of a column one after the other and adding 0.0 leaves a sum as it is."""
+
+    __slots__ = ("n", "matrix", "given", "__weakref__")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.matrix = None  # the rows, and room for more
+        self.given: list[_Posting] = []  # the postings with a row, in row order
+        ROWS.join(self)
+
+    def clear(self) -> None:
+        for posting in self.given:
+            posting.row = -1
+        self.given = []
+        self.matrix = None
+
+    def sums(self, lists: list[_Posting]):
+        """The sum of *lists*' rows, in their order (a posting list twice, twice)."""
+        import numpy as np
+
+        rows = list(map(_ROW, lists))
+        if -1 in rows:
+            rows = self._give(lists)
+        return np.add.reduce(self.matrix.take(rows, axis=0))
+
+    def _give(self, lists: list[_Posting]) -> list[int]:
+        """Rows for *lists*' postings that have none (counted first: spending may empty every
+        index's rows, this one's too, whose postings then get theirs again); their rows."""
+        import numpy as np
+
+        ROWS.spend(8 * self.n * sum(posting.row < 0 for posting in lists))
+        for posting in lists:
+            if posting.row < 0:
+                at = len(self.given)
+                if self.matrix is None or at == len(self.matrix):  # room for twice as many rows
+                    grown = np.zeros((max(16, 2 * at), self.n))
+                    if at:
+                        grown[:at] = self.matrix
+                    self.matrix = grown
+                self.matrix[at, [i for i, _ in posting]] = [w for _, w in posting]
+                posting.row = at
+                self.given.append(posting)
+        return list(map(_ROW, lists))
 
 
 @dataclass
@@ -188,7 +247,8 @@ class BM25:
         local = CorpusStats.from_counts(doc_counts)
         n_docs = stats.n_docs if stats else local.n_docs
         avgdl = (stats.avgdl if stats else local.avgdl) or 1.0
-        postings: dict[str, list[tuple[int, float]]] = {}
+        postings: dict[str, _Posting] = {}
+        get = postings.get
         for i, counts in enumerate(doc_counts):
             dl = sum(counts.values())
             norm = k1 * (1 - b + b * dl / avgdl)
@@ -196,9 +256,13 @@ class BM25:
                 df = (stats.df.get(term) if stats else None) or local.df[term]
                 # max(): a df carried from outside may exceed a stale N; idf must stay positive.
                 idf = math.log(1 + (max(n_docs, df) - df + 0.5) / (df + 0.5))
-                postings.setdefault(term, []).append((i, idf * tf / (tf + norm)))
+                posting = get(term)
+                if posting is None:
+                    posting = postings[term] = _Posting()
+                posting.append((i, idf * tf / (tf + norm)))
         self._postings = postings
-        self._arrays: dict[int, tuple] = {}  # posting lists as numpy arrays, made when first needed
+        self._rows: _Rows | None = None  # for many postings, up to DENSE_DOCS documents (made when first needed)
+        self._arrays: dict[int, tuple] = {}  # for many postings, beyond: posting lists as numpy arrays
         self._asked = 0  # queries ranked, up to WORDS_AFTER
         self._words: _WordLists | None = None  # made at the WORDS_AFTER-th query
 
@@ -271,12 +335,18 @@ class BM25:
 
         scores = self._scores_many(lists)
         order = np.argsort(-scores, kind="stable")[:k]
-        return [(int(i), float(scores[i])) for i in order]
+        return list(zip(order.tolist(), scores[order].tolist()))
 
     def _scores_many(self, lists: list[list[tuple[int, float]]]):
-        """Every document's score (a numpy array) from posting *lists*, added in their order."""
+        """Every document's score (a numpy array) from posting *lists*, added in their order: their
+        dense rows summed (:class:`_Rows`) in an index of at most :data:`DENSE_DOCS` documents, else
+        their postings' weights added by document (``bincount``)."""
         import numpy as np
 
+        if self.n <= DENSE_DOCS:
+            if self._rows is None:
+                self._rows = _Rows(self.n)
+            return self._rows.sums(lists)
         get = self._arrays.get  # keyed by the posting list's id: the lists live as long as the index
         indexes, weights = zip(*[get(id(posting)) or self._posting_arrays(posting) for posting in lists])
         return np.bincount(np.concatenate(indexes), weights=np.concatenate(weights), minlength=self.n)
@@ -346,7 +416,7 @@ class FacetRanker:
                 self._starts = np.array([i for i, o in enumerate(owners) if i == 0 or owners[i - 1] != o], dtype=np.intp)
             best = np.maximum.reduceat(index._scores_many(lists), self._starts)
             order = np.argsort(-best, kind="stable")[:k]
-            return [(int(i), float(best[i])) for i in order]
+            return list(zip(order.tolist(), best[order].tolist()))
         top: dict[int, float] = {}
         for i, score in index._touched(lists).items():
             owner = owners[i]
