@@ -197,6 +197,47 @@ def test_dense_rows_stay_within_their_budget_and_rank_alike(monkeypatch):
     assert second._rows.matrix is not None  # the index asked last holds the rows it needed
 
 
+def test_dense_rows_rank_alike_from_many_threads(monkeypatch):
+    """Zones whose scorer may block rank in a pool of threads, and spending the ROWS budget in one
+    thread empties every index's rows: threads ranking over two indexes with a budget of a few rows,
+    switching as often as the interpreter lets them, all get the plain sums' rankings."""
+    import sys
+    import threading
+
+    import tooldns.scoring.bm25 as bm25
+
+    words = ["weather", "stock", "price", "city", "forecast", "map", "route", "news", "sport", "music"]
+    docs = [" ".join(w for b, w in enumerate(words) if i >> b & 1) or "empty" for i in range(300)]
+    queries = ["weather price city", "news sport music map route", "weather weather forecast", "stock map"]
+    indexes = [BM25(docs), BM25(docs)]
+    expected = {}
+    for query in queries:
+        scores = indexes[0].scores(query)
+        expected[query] = [(i, scores[i]) for i in sorted(range(len(docs)), key=lambda i: (-scores[i], i))[:10]]
+    monkeypatch.setattr(bm25.ROWS, "limit", 3 * 8 * len(docs))
+    monkeypatch.setattr(bm25.ROWS, "spent", 0)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    wrong: list = []
+
+    def ask(seed: int) -> None:
+        for n in range(300):
+            query = queries[(seed + n) % len(queries)]
+            got = indexes[(seed * 7 + n) % 2].rank(query, 10)
+            if got != expected[query]:
+                wrong.append((query, got))
+
+    try:
+        threads = [threading.Thread(target=ask, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong, wrong[:2]
+
+
 def _faceted_docs(n_docs: int, seed: int, common: int = 0):
     """*n_docs* documents, each with 1 to 5 facets of words from a small vocabulary (and the word
     "common" in *common* of every facet, so that a query of it touches many postings)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import operator
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse
@@ -160,35 +161,42 @@ class _Rows:
     lists by document first joined them, two calls a list; the same sums in the same order, since
     numpy adds the rows of a column one after the other and adding 0.0 leaves a sum as it is."""
 
-    __slots__ = ("n", "matrix", "given", "__weakref__")
+    __slots__ = ("n", "matrix", "given", "lock", "__weakref__")
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.matrix = None  # the rows, and room for more
         self.given: list[_Posting] = []  # the postings with a row, in row order
+        #: held while rows are read or made: zones whose scorer may block rank in a pool of threads,
+        #: and spending the budget in one thread empties every index's rows
+        self.lock = threading.Lock()
         ROWS.join(self)
 
     def clear(self) -> None:
-        for posting in self.given:
-            posting.row = -1
-        self.given = []
-        self.matrix = None
+        with self.lock:
+            for posting in self.given:
+                posting.row = -1
+            self.given = []
+            self.matrix = None
 
     def sums(self, lists: list[_Posting]):
         """The sum of *lists*' rows, in their order (a posting list twice, twice)."""
         import numpy as np
 
-        rows = list(map(_ROW, lists))
-        if -1 in rows:
+        with self.lock:
+            rows = list(map(_ROW, lists))
+            if -1 not in rows:
+                return np.add.reduce(self.matrix.take(rows, axis=0))
+        # spent outside the lock, since spending may empty every index's rows (this one's too) under theirs
+        ROWS.spend(8 * self.n * rows.count(-1))
+        with self.lock:
             rows = self._give(lists)
-        return np.add.reduce(self.matrix.take(rows, axis=0))
+            return np.add.reduce(self.matrix.take(rows, axis=0))
 
     def _give(self, lists: list[_Posting]) -> list[int]:
-        """Rows for *lists*' postings that have none (counted first: spending may empty every
-        index's rows, this one's too, whose postings then get theirs again); their rows."""
+        """Rows for *lists*' postings that have none (under :attr:`lock`); their rows."""
         import numpy as np
 
-        ROWS.spend(8 * self.n * sum(posting.row < 0 for posting in lists))
         for posting in lists:
             if posting.row < 0:
                 at = len(self.given)
