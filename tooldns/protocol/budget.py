@@ -19,6 +19,7 @@ worth that).
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Protocol, TypeVar
 
@@ -46,16 +47,22 @@ class Budget:
         #: units counted since the stores were last emptied
         self.spent = 0
         self._stores: "weakref.WeakSet[Clearable]" = weakref.WeakSet()
+        # zones join from the thread that loads them and spend from those that rank (a pool's, for
+        # scorers that may block); a store's clear() must not spend from this budget
+        self._lock = threading.Lock()
 
     def join(self, store: S) -> S:
         """Bound *store* (anything with ``clear()``, weakly referenced, hashed by identity); returns it."""
-        self._stores.add(store)
+        with self._lock:
+            self._stores.add(store)
         return store
 
     def spend(self, units: int = 1) -> None:
-        """Count *units* about to be kept; when the budget is spent already, empty every store first."""
-        if self.spent >= self.limit:
-            for store in list(self._stores):
-                store.clear()
-            self.spent = 0
-        self.spent += units
+        """Count *units* about to be kept (a miss, not a read: what this costs is paid once per
+        entry); when the budget is spent already, empty every store first."""
+        with self._lock:
+            if self.spent >= self.limit:
+                for store in list(self._stores):
+                    store.clear()
+                self.spent = 0
+            self.spent += units
