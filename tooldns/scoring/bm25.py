@@ -111,6 +111,15 @@ def best_of(scored: dict[int, float], k: int, n: int) -> list[tuple[int, float]]
     return out
 
 
+def best_k(scores, k: int) -> list[tuple[int, float]]:
+    """The *k* best of *scores* (a numpy array, one per document) as (index, score), best first, ties
+    in index order: :func:`best_of` for scores numpy summed."""
+    import numpy as np  # only for large zones: the client's hashing embedder uses this module's tokenizer
+
+    order = np.argsort(-scores, kind="stable")[:k]
+    return list(zip(order.tolist(), scores[order].tolist()))
+
+
 class _WordLists(Store):
     """One index's ASCII word (bytes) -> the posting lists of its terms, in order: a query's lists in
     one lookup per word, its terms neither joined, split nor hashed again. A word none of whose terms
@@ -145,10 +154,19 @@ class _WordLists(Store):
 
 
 class _Posting(list):
-    """One term's postings, (document, weight) pairs by document; :attr:`row` is its row in its
-    index's :class:`_Rows` once it has one (an instance attribute then; -1 before)."""
+    """One term's postings, (document, weight) pairs by document. What many-postings sums read of it
+    (:meth:`BM25._scores_many`) is kept on it, an instance attribute once made: :attr:`row`, its row
+    in its index's :class:`_Rows` (-1 before); :attr:`arrays`, the same pairs as numpy arrays
+    (documents, weights), for an index of more than :data:`DENSE_DOCS` documents."""
 
     row = -1
+    arrays: tuple | None = None
+
+    def make_arrays(self) -> tuple:
+        import numpy as np
+
+        self.arrays = (np.array([i for i, _ in self], dtype=np.intp), np.array([w for _, w in self], dtype=np.float64))
+        return self.arrays
 
 
 _ROW = operator.attrgetter("row")
@@ -270,7 +288,6 @@ class BM25:
                 posting.append((i, idf * tf / (tf + norm)))
         self._postings = postings
         self._rows: _Rows | None = None  # for many postings, up to DENSE_DOCS documents (made when first needed)
-        self._arrays: dict[int, tuple] = {}  # for many postings, beyond: posting lists as numpy arrays
         self._asked = 0  # queries ranked, up to WORDS_AFTER
         self._words: _WordLists | None = None  # made at the WORDS_AFTER-th query
 
@@ -337,13 +354,9 @@ class BM25:
         return list(filter(None, map(self._postings.get, self.tokenizer(query))))
 
     def _rank_many(self, lists: list[list[tuple[int, float]]], k: int) -> list[tuple[int, float]]:
-        """:meth:`rank` over posting *lists* kept as numpy arrays: the same sums, added in the same order
-        (``bincount`` adds its weights one by one, in order), the same ties."""
-        import numpy as np  # only for large zones: the client's hashing embedder uses this module's tokenizer
-
-        scores = self._scores_many(lists)
-        order = np.argsort(-scores, kind="stable")[:k]
-        return list(zip(order.tolist(), scores[order].tolist()))
+        """:meth:`rank` over posting *lists* summed by numpy (:meth:`_scores_many`): the same sums, added
+        in the same order, the same ties."""
+        return best_k(self._scores_many(lists), k)
 
     def _scores_many(self, lists: list[list[tuple[int, float]]]):
         """Every document's score (a numpy array) from posting *lists*, added in their order: their
@@ -355,17 +368,8 @@ class BM25:
             if self._rows is None:
                 self._rows = _Rows(self.n)
             return self._rows.sums(lists)
-        get = self._arrays.get  # keyed by the posting list's id: the lists live as long as the index
-        indexes, weights = zip(*[get(id(posting)) or self._posting_arrays(posting) for posting in lists])
+        indexes, weights = zip(*[posting.arrays or posting.make_arrays() for posting in lists])
         return np.bincount(np.concatenate(indexes), weights=np.concatenate(weights), minlength=self.n)
-
-    def _posting_arrays(self, posting: list[tuple[int, float]]) -> tuple:
-        """*posting* as numpy arrays (documents, weights), made once."""
-        import numpy as np
-
-        made = self._arrays[id(posting)] = (np.array([i for i, _ in posting], dtype=np.intp),
-                                            np.array([w for _, w in posting], dtype=np.float64))
-        return made
 
 
 class BM25Scorer(Scorer):
@@ -422,9 +426,7 @@ class FacetRanker:
 
             if self._starts is None:  # where each document's facets start: they come document by document
                 self._starts = np.array([i for i, o in enumerate(owners) if i == 0 or owners[i - 1] != o], dtype=np.intp)
-            best = np.maximum.reduceat(index._scores_many(lists), self._starts)
-            order = np.argsort(-best, kind="stable")[:k]
-            return list(zip(order.tolist(), best[order].tolist()))
+            return best_k(np.maximum.reduceat(index._scores_many(lists), self._starts), k)
         top: dict[int, float] = {}
         for i, score in index._touched(lists).items():
             owner = owners[i]
