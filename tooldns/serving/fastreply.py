@@ -238,6 +238,18 @@ class _Candidate:
         self.later = (bytes(out[_LATER_AT:]), patches, owners[0], owners[1:])
 
 
+def _put_glue(out: bytearray, candidate: _Candidate, owners: list[int]) -> None:
+    """Write *candidate*'s glue records, their owners pointers to *owners* (where each was written)."""
+    for at, (_, tail, _) in zip(owners, candidate.glue):
+        out += _U16.pack(0xC000 | at)
+        out += tail
+
+
+def _counts(candidates: list[_Candidate]) -> tuple[int, int, int]:
+    """The answer, authority and additional counts of a referral to *candidates* (besides the OPT record)."""
+    return 0, sum(len(c.ns) for c in candidates), sum(1 + len(c.glue) for c in candidates)
+
+
 #: a referral packed but for its scores: the authority section and the first ranking TXT record's
 #: owner, type, class and TTL (*head*); per candidate (*parts*) the length of its TXT RDATA without
 #: the score string, its rank, and what follows the score string (the rest of the TXT record, the
@@ -399,7 +411,6 @@ class PackedZone:
         owners = self._authority(out, qname, route, pieces)
         if owners is None:
             return None
-        authority = additional = 0
         for rank, ((_, score), piece, (txt_at, glue_at)) in enumerate(zip(chosen, pieces, owners), 1):
             score = b"score=%.4f" % score
             head = _RANK_HEADS[rank]
@@ -409,12 +420,8 @@ class PackedZone:
             out += _LENGTH[len(score)]
             out += score
             out += piece.strings
-            for at, (_, tail, _) in zip(glue_at, piece.glue):
-                out += _U16.pack(0xC000 | at)
-                out += tail
-            authority += len(piece.ns)
-            additional += 1 + len(piece.glue)
-        return 0, authority, additional
+            _put_glue(out, piece, glue_at)
+        return _counts(pieces)
 
     def _layout(self, start: int, qname: bytes, route: Route, pieces: list) -> "_Layout | None":
         """The :class:`_Layout` of a referral to *pieces*, in a reply whose question ends at offset
@@ -427,13 +434,12 @@ class PackedZone:
         head = bytes(out[start:]) + txt_heads[0]
         parts = []
         for rank, (piece, (_, glue_at)) in enumerate(zip(pieces, owners), 1):
-            tail = piece.strings + b"".join(_U16.pack(0xC000 | at) + record_tail
-                                            for at, (_, record_tail, _) in zip(glue_at, piece.glue))
+            tail = bytearray(piece.strings)
+            _put_glue(tail, piece, glue_at)
             if rank < len(pieces):
                 tail += txt_heads[rank]
-            parts.append((len(_RANK_HEADS[rank]) + 1 + len(piece.strings), rank, tail))
-        counts = (0, sum(len(p.ns) for p in pieces), sum(1 + len(p.glue) for p in pieces))
-        return head, tuple(parts), counts
+            parts.append((len(_RANK_HEADS[rank]) + 1 + len(piece.strings), rank, bytes(tail)))
+        return head, tuple(parts), _counts(pieces)
 
     def _authority(self, out: bytearray, qname: bytes, route: Route, pieces: list) -> list | None:
         """The candidates' NS records, from their templates when they all have one, else name by name;
@@ -480,11 +486,12 @@ class PackedZone:
         pieces = [self.tools.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
         if None in pieces or not pieces:  # no tools: no SRV owner to write (the full path answers)
             return None
-        head = route.answer_head if qname == route.key else None
-        if head is None:
+        if qname != route.key:  # mixed case: names compare octet by octet, as dnslib compresses them
             head = self._answer_head(len(out), qname, route)
-            if qname == route.key:
-                route.answer_head = head
+        else:
+            head = route.answer_head
+            if head is None:
+                head = route.answer_head = self._answer_head(len(out), qname, route)
         block, known, owner = head
         if owner is None:  # the SRV records' owner lies where no pointer reaches
             return None
