@@ -542,7 +542,7 @@ class Walk:
         out = {}
         for r in resp.additional:
             if r.rdtype == dns.rdatatype.TXT:
-                pairs = decode_pairs(r.rdata.strings)
+                pairs = decode_pairs(r.value)
                 if pairs.get("tooldns"):
                     out[r.name] = pairs
         return out
@@ -556,19 +556,19 @@ class Walk:
             except ValueError:
                 continue
         found = []
-        srv = sorted((r.rdata for r in resp.answer if r.rdtype == dns.rdatatype.SRV), key=lambda rd: rd.priority)
+        srv = sorted((r.value for r in resp.answer if r.rdtype == dns.rdatatype.SRV and r.value), key=lambda rd: rd.priority)
         for rd in srv:
             owner, pairs = by_rank.get(rd.priority, ("", {}))
             if status and self._check(q, resp.additional, [(owner, dns.rdatatype.TXT)]) == BOGUS:
                 continue  # its endpoint and name cannot be trusted
             if self.require_secure and status == INSECURE:
-                self.errors.append(f"{q.zone}: insecure: tool {rd.target.to_text()} dropped (secure tools required)")
+                self.errors.append(f"{q.zone}: insecure: tool {rd.target} dropped (secure tools required)")
                 continue
             label = owner.split(".", 1)[0] if owner else ""
             tool = Tool(
-                name=printable(pairs.get("name", label or rd.target.to_text())),
+                name=printable(pairs.get("name", label or rd.target)),
                 service=printable(pairs.get("service") or _owner_service(owner) or self.service),
-                target=rd.target.to_text(), port=rd.port, weight=rd.weight,
+                target=rd.target, port=rd.port, weight=rd.weight,
                 zone=q.zone, score=_number(pairs, "score"), rank=rd.priority, label=label,
                 endpoint=printable(pairs.get("endpoint", "")),
                 description=neutralise(pairs.get("desc", ""), limit=None),  # zone text, shown to agents' models
@@ -595,12 +595,12 @@ class Walk:
         meta = self._txt_by_owner(resp)
         glue: dict[str, list[str]] = {}
         for r in resp.additional:
-            if r.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
-                glue.setdefault(r.name, []).append(r.rdata.address)
+            if r.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA) and r.value is not None:  # class IN
+                glue.setdefault(r.name, []).append(r.value)
         children: dict[str, list[str]] = {}  # zone -> its name servers, in the order they came
         for r in resp.authority:
             if r.rdtype == dns.rdatatype.NS:
-                children.setdefault(r.name, []).append(r.rdata.target.to_text().lower())
+                children.setdefault(r.name, []).append(r.value.lower())
         out = []
         for zone, ns_names in children.items():
             pairs = meta.get(zone, {})

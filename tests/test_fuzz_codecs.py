@@ -16,6 +16,9 @@ import math
 import struct
 
 import dns.exception
+import dns.name
+import dns.rdataclass
+import dns.rdatatype
 import pytest
 from hypothesis import assume, example, given, strategies as st
 
@@ -313,3 +316,142 @@ def test_a_scale_below_the_smallest_single_is_refused():
     with pytest.raises(VectorError, match="smallest IEEE 754 single"):
         Vector("m", 1e-300, b"\x01").to_bytes()
     assert decode_vector(Vector("m", 1e-45, b"\x01").to_bytes()).scale > 0  # the smallest single itself
+
+
+# -- the client's own RDATA decoding against dnspython's, on the same bytes --
+
+def _dnspython_records(wire: bytes) -> list[list[tuple]]:
+    """Every record of *wire* as dnspython decodes it, per section: what :func:`parse_reply` read
+    before it decoded NS, CNAME, A, AAAA, TXT and SRV itself (the reference it is held to)."""
+    import dns.rdata
+    import dns.wire
+    from resolver_client.message import read_name
+
+    parser = dns.wire.Parser(wire)
+    with dns.exception.ExceptionWrapper(dns.exception.FormError):
+        _, _, qd, *counts = parser.get_struct("!HHHHHH")
+        if qd:
+            parser.get_name(None)
+            parser.get_struct("!HH")
+        sections = []
+        for count in counts:
+            records = []
+            for _ in range(count):
+                name, after = read_name(wire, parser.current)
+                parser.seek(after)
+                rdtype, rdclass, ttl, rdlen = parser.get_struct("!HHIH")
+                with parser.restrict_to(rdlen):
+                    if rdtype == 41:
+                        parser.get_bytes(rdlen)
+                        continue
+                    records.append((name, rdtype, ttl, dns.rdata.from_wire_parser(rdclass, rdtype, parser)))
+            sections.append(records)
+        if parser.remaining():
+            raise dns.exception.FormError("trailing bytes")
+    return sections
+
+
+def _expected_value(rdata):
+    """What :attr:`Record.value` holds for dnspython's *rdata*."""
+    import dns.rdtypes.IN.SRV
+    from resolver_client.message import Srv
+
+    if rdata.rdclass != dns.rdataclass.IN and rdata.rdtype not in (dns.rdatatype.TXT, dns.rdatatype.NS,
+                                                                  dns.rdatatype.CNAME):
+        return None  # SRV, A and AAAA are IN's types: dnspython's CH A is another format
+    if isinstance(rdata, dns.rdtypes.IN.SRV.SRV):
+        return Srv(rdata.priority, rdata.weight, rdata.port, rdata.target.to_text())
+    for attribute in ("strings", "address"):
+        if hasattr(rdata, attribute):
+            return getattr(rdata, attribute)
+    return rdata.target.to_text() if hasattr(rdata, "target") else None
+
+
+_QUESTION = bytes.fromhex("045f616e79" "045f746370" "065f746f6f6c73" "00" "0021" "0001")  # _any._tcp._tools. SRV IN
+
+
+@st.composite
+def _name_wire(draw) -> bytes:
+    """A name as a server might write it: labels of any octets up to 63 (so names up to and past 255
+    octets), ending in the root or a compression pointer anywhere."""
+    labels = draw(st.lists(st.one_of(st.sampled_from([b"tools", b"Weather", b"a-b", b"x" * 63]),
+                                     st.binary(min_size=1, max_size=63)), max_size=4))
+    if draw(st.integers(0, 9)) == 0:  # five labels: 253 to 261 octets, about the most a name may have
+        labels = [b"y" * 63] * 3 + [b"z" * draw(st.integers(58, 63))]
+    tail = draw(st.sampled_from([b"\0", b"\0", b"\0", b"\xc0\x0c", b"\xc0\x0c", b"\xc0\x11", b"\x41", b"\xc0",
+                                 b"ptr"]))
+    if tail == b"ptr":
+        tail = bytes((0xC0, draw(st.integers(0, 120))))
+    return b"".join(bytes((len(label),)) + label for label in labels) + tail
+
+
+@st.composite
+def _rdata_wire(draw, rdtype: int) -> bytes:
+    """RDATA of *rdtype*, well formed or nearly: a byte more or less, any byte changed."""
+    T = dns.rdatatype
+    if rdtype == T.TXT:
+        data = b"".join(bytes((len(s),)) + s for s in draw(st.lists(st.binary(max_size=30), max_size=3)))
+    elif rdtype in (T.A, T.AAAA):
+        data = draw(st.binary(min_size=4 if rdtype == T.A else 16, max_size=4 if rdtype == T.A else 16))
+    else:  # a name, after SRV's priority, weight and port or MX's preference
+        data = draw(st.binary(min_size=6 if rdtype == T.SRV else 2 if rdtype == T.MX else 0,
+                              max_size=6 if rdtype == T.SRV else 2 if rdtype == T.MX else 0)) + draw(_name_wire())
+    change = draw(st.sampled_from(["none"] * 12 + ["cut", "add", "set"]))
+    if change == "cut":
+        data = data[:-1]
+    elif change == "add":
+        data += draw(st.binary(min_size=1, max_size=1))
+    elif change == "set" and data:
+        at = draw(st.integers(0, len(data) - 1))
+        data = data[:at] + draw(st.binary(min_size=1, max_size=1)) + data[at + 1:]
+    return data
+
+
+@st.composite
+def _reply_wire(draw) -> bytes:
+    """A reply whose records each hold well-formed or nearly well-formed RDATA, in any section."""
+    T = dns.rdatatype
+    records, counts = b"", [0, 0, 0]
+    for _ in range(draw(st.integers(0, 6))):
+        rdtype = draw(st.sampled_from([T.TXT, T.SRV, T.A, T.AAAA, T.NS, T.CNAME, T.MX]))
+        owner = draw(st.sampled_from([b"\xc0\x0c", b"\xc0\x11", b"name"]))
+        owner = draw(_name_wire()) if owner == b"name" else owner
+        rdclass = draw(st.sampled_from([dns.rdataclass.IN] * 4 + [dns.rdataclass.CH]))
+        rdata = draw(_rdata_wire(rdtype))
+        records += owner + struct.pack("!HHIH", rdtype, rdclass, 300, len(rdata)) + rdata
+        counts[draw(st.integers(0, 2))] += 1
+    return struct.pack("!HHHHHH", 7, 0x8400, 1, *counts) + _QUESTION + records
+
+
+def _parse_or_none(parse, wire: bytes):
+    try:
+        return parse(wire)
+    except dns.exception.FormError:
+        return None
+
+
+def _one_answer(rdtype: int, rdata: bytes) -> bytes:
+    return (struct.pack("!HHHHHH", 7, 0x8400, 1, 1, 0, 0) + _QUESTION + b"\xc0\x0c"
+            + struct.pack("!HHIH", rdtype, dns.rdataclass.IN, 300, len(rdata)) + rdata)
+
+
+@examples(600)
+@given(_reply_wire())
+@example(_one_answer(dns.rdatatype.A, b"\x7f\0\0\1\0"))  # an address of 5 octets
+@example(_one_answer(dns.rdatatype.AAAA, bytes(17)))
+@example(_one_answer(dns.rdatatype.A, b"\x7f\0\0\1"))
+@example(_one_answer(dns.rdatatype.NS, b"\x03ns1\xc0\x0c\0"))  # a byte after the name
+@example(_one_answer(dns.rdatatype.TXT, b""))
+def test_the_reply_parser_decodes_and_refuses_as_dnspython_does(wire):
+    """The client's parser accepts exactly the replies whose records dnspython's rdata classes read,
+    and its values are dnspython's: names of up to 255 octets, compression pointers only backwards,
+    strings and names within their RDATA, SRV and names ending where their RDATA ends, addresses of 4
+    or 16 octets, at least one TXT string, class CH's A not read as IN's."""
+    expected, parsed = _parse_or_none(_dnspython_records, wire), _parse_or_none(parse_reply, wire)
+    assert (parsed is None) == (expected is None), "one refused what the other read"
+    if parsed is None:
+        return
+    for got, want in zip((parsed.answer, parsed.authority, parsed.additional), expected):
+        assert [(r.name, r.rdtype, r.ttl) for r in got] == [w[:3] for w in want]
+        for record, (_, _, _, rdata) in zip(got, want):
+            assert record.rdata == rdata and record.value == _expected_value(rdata)
