@@ -6,13 +6,15 @@ in order, so :func:`parse_reply` reads the header, question, records and EDNS op
 strictly: trailing bytes, bad lengths or bad names raise :class:`dns.exception.FormError`.
 
 The records a walk reads (NS, CNAME, A, AAAA, TXT, SRV) are decoded here into plain values
-(:attr:`Record.value`): building dnspython's immutable rdata objects for them was 44 % of a
-resolution's time on ToolRet's tree (0.56 ms a reply). Their checks are dnspython's (a TXT record
-holds at least one string, every string and name lies within the RDATA, names point backwards and
-are at most 255 octets, SRV and NS end where their RDATA ends, addresses are 4 or 16 octets), and
-``tests/test_message.py`` holds them to dnspython's reading of the same bytes. Every other type is
-decoded by dnspython as the record is read; :attr:`Record.rdata` is dnspython's object for any record
-(made on first use for the types above: DNSSEC validation needs it).
+(:attr:`Record.value`), and EDNS options are kept as their code and data (:class:`Option`):
+building dnspython's immutable objects for them was most of reading a reply, and reading replies
+44 % of a resolution's time on ToolRet's tree (docs/performance.md, "The client's reading of
+replies"). The checks are dnspython's (a TXT record holds at least one string, every string and
+name lies within its RDATA, names point backwards and are at most 255 octets, SRV and NS end where
+their RDATA ends, addresses are 4 or 16 octets), and ``tests/test_fuzz_codecs.py`` holds them to
+dnspython's reading of the same bytes. Every other type is decoded by dnspython as the record is
+read; :attr:`Record.rdata` is dnspython's object for any record (made on first use for the types
+above: DNSSEC validation needs it).
 
     >>> wire = make_query("_any._tcp._tools.", opt_record([dns.edns.GenericOption(65301, data)]))
     >>> reply = parse_reply(reply_bytes)
@@ -47,6 +49,7 @@ _HEADER = struct.Struct("!HHHHHH")
 _RR_HEAD = struct.Struct("!HHIH")  # type, class, TTL, RDATA length
 _QUESTION_TAIL = struct.Struct("!HH")
 _SRV_HEAD = struct.Struct("!HHH")
+_OPTION_HEAD = struct.Struct("!HH")  # option code, length
 #: a label dnspython writes as it is, so that its text needs no escaping
 _PLAIN_LABEL = re.compile(rb"[A-Za-z0-9_-]+")
 
@@ -58,6 +61,18 @@ class Srv(NamedTuple):
     weight: int
     port: int
     target: str
+
+
+class Option(NamedTuple):
+    """An EDNS option of a reply, its data undecoded: the walk reads ToolDNS's own options (meta, EDE)
+    with their codecs (:mod:`tooldns.protocol`) and no other (dnspython's decoding of them was half of
+    reading a reply)."""
+
+    otype: int
+    data: bytes
+
+    def to_wire(self) -> bytes:
+        return self.data
 
 
 class Record:
@@ -99,7 +114,7 @@ class Reply:
     answer: list[Record] = field(default_factory=list)
     authority: list[Record] = field(default_factory=list)
     additional: list[Record] = field(default_factory=list)
-    options: list[dns.edns.Option] = field(default_factory=list)
+    options: list[Option] = field(default_factory=list)
     edns: bool = False
 
 
@@ -224,13 +239,16 @@ def _question_key(wire: bytes, pos: int) -> tuple[tuple[bytes, int, int], int]:
 
 
 def _options(wire: bytes, start: int, end: int, into: list) -> None:
-    parser = dns.wire.Parser(wire)
-    parser.seek(start)
-    with dns.exception.ExceptionWrapper(dns.exception.FormError), parser.restrict_to(end - start):
-        while parser.remaining():
-            otype, olen = parser.get_struct("!HH")
-            with parser.restrict_to(olen):
-                into.append(dns.edns.option_from_wire_parser(otype, parser))
+    pos = start
+    while pos < end:
+        if pos + 4 > end:
+            raise dns.exception.FormError("EDNS option runs past its OPT record")
+        otype, size = _OPTION_HEAD.unpack_from(wire, pos)
+        pos += 4
+        if pos + size > end:
+            raise dns.exception.FormError("EDNS option runs past its OPT record")
+        into.append(Option(otype, wire[pos:pos + size]))
+        pos += size
 
 
 def _other(wire: bytes, rdclass: int, rdtype: int, start: int, end: int) -> dns.rdata.Rdata:

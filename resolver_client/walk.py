@@ -514,7 +514,7 @@ class Walk:
     def _opt(resp: Reply, code: int) -> bytes | None:
         for opt in resp.options:
             if opt.otype == code:
-                return opt.to_wire() if hasattr(opt, "to_wire") else getattr(opt, "data", b"")
+                return opt.data
         return None
 
     def _meta(self, resp):
@@ -529,13 +529,10 @@ class Walk:
     def _ede(self, resp) -> str | None:
         for opt in resp.options:
             if opt.otype == EDE_OPTION_CODE:
-                text = getattr(opt, "text", None)
-                if text is None:
-                    try:
-                        text = decode_ede(opt.to_wire())[1]
-                    except IntentError:
-                        text = None
-                return text
+                try:
+                    return decode_ede(opt.data)[1].removesuffix("\0")  # a NUL some servers end it with
+                except IntentError:
+                    return None
         return None
 
     def _txt_by_owner(self, resp: Reply) -> dict[str, dict[str, str]]:
