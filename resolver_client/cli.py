@@ -16,7 +16,6 @@ import argparse
 import json
 import sys
 
-from tooldns import __version__
 from tooldns.protocol import names
 
 from .exceptions import ResolverError
@@ -81,9 +80,22 @@ def _embedder(spec: str | None):
         raise ResolverError(str(exc)) from exc
 
 
+class _Version(argparse.Action):
+    """``--version``: the version is read when asked for (``importlib.metadata`` slows every start)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        import tooldns
+
+        print(f"{parser.prog} {tooldns.__version__}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tooldns-resolve", description="Find tools for an intent by walking a .tools tree over DNS.")
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--version", action=_Version)
     return p
 
 

@@ -17,7 +17,6 @@ arrives.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import deque
 import selectors
@@ -269,6 +268,8 @@ class AsyncResolver(_BaseResolver):
                       trust=None, exclude=None, top: int | None = None, leaf_k: int | None = None, split: bool = False,
                       mode: str = GET_IMPORTANT) -> Resolution:
         """As :meth:`Resolver.resolve` (*mode*, and explicit *k*, *leaf_k*, *top* overriding it, alike)."""
+        import asyncio  # loaded by the async shell alone: the sync one and the CLI start without it
+
         t0 = time.perf_counter()
         walk, top = self._plan_mode(intent, k, service, trust, exclude, top, leaf_k, split, mode)
         ready: deque[Query] = deque(walk.start())

@@ -7,8 +7,8 @@ after a timeout. Errors: :class:`TimeoutError` and :class:`OSError` (ConnectionR
 
 from __future__ import annotations
 
-import asyncio
 import errno
+import functools
 import selectors
 import socket
 import struct
@@ -51,26 +51,37 @@ def udp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
             raise TimeoutError(f"no UDP reply from {address}:{port} within {timeout:g} s") from None
 
 
-class _UDPProtocol(asyncio.DatagramProtocol):
-    def __init__(self, wire: bytes, future: asyncio.Future) -> None:
-        self.wire, self.future = wire, future
+@functools.cache
+def _udp_protocol() -> type:
+    """The asyncio protocol of one UDP exchange, made on first use: asyncio is imported by the async
+    functions alone, so that the sync resolver and the CLI start without it (a fifth of their import time)."""
+    import asyncio
 
-    def connection_made(self, transport) -> None:
-        transport.sendto(self.wire)
+    class UDPProtocol(asyncio.DatagramProtocol):
+        def __init__(self, wire: bytes, future: asyncio.Future) -> None:
+            self.wire, self.future = wire, future
 
-    def datagram_received(self, data: bytes, addr) -> None:
-        if data[:2] == self.wire[:2] and not self.future.done():
-            self.future.set_result(data)
+        def connection_made(self, transport) -> None:
+            transport.sendto(self.wire)
 
-    def error_received(self, exc: Exception) -> None:
-        if not self.future.done():
-            self.future.set_exception(exc)
+        def datagram_received(self, data: bytes, addr) -> None:
+            if data[:2] == self.wire[:2] and not self.future.done():
+                self.future.set_result(data)
+
+        def error_received(self, exc: Exception) -> None:
+            if not self.future.done():
+                self.future.set_exception(exc)
+
+    return UDPProtocol
 
 
 async def audp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
+    import asyncio
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future = loop.create_future()
-    transport, _ = await loop.create_datagram_endpoint(lambda: _UDPProtocol(wire, future),
+    protocol = _udp_protocol()
+    transport, _ = await loop.create_datagram_endpoint(lambda: protocol(wire, future),
                                                        remote_addr=(address, port))
     try:
         return await asyncio.wait_for(future, timeout)
@@ -81,6 +92,8 @@ async def audp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
 
 
 async def atcp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
+    import asyncio
+
     async def exchange() -> bytes:
         reader, writer = await asyncio.open_connection(address, port)
         try:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import dns.dnssec
 import dns.exception
 import dns.name
 import dns.rdata
@@ -139,6 +138,8 @@ class Validator:
     def _validate(self, rrset, sigs, keys, what: str) -> None:
         if sigs is None:
             raise Bogus(f"{what} is not signed")
+        import dns.dnssec  # with cryptography, a third of the client's import time: loaded when validating
+
         now = self.now if self.now is not None else time.time()
         try:
             dns.dnssec.validate(rrset, sigs, {keys.name: keys}, now=now)
@@ -237,6 +238,8 @@ class Validator:
 
 
 def _matches(zone: str, key, ds) -> bool:
+    import dns.dnssec
+
     try:
         return dns.dnssec.make_ds(zone, key, ds.digest_type) == ds
     except (dns.dnssec.UnsupportedAlgorithm, dns.exception.DNSException, ValueError):

@@ -25,7 +25,6 @@ does) loads none of dnslib, yaml, numpy, scikit-learn or openai.
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 
 from .exceptions import (BuildError, EmbeddingError, IntentError, NameError_, ScorerError, ServeError, ToolDNSError,
                          VectorError, ZoneFileError)
@@ -45,17 +44,25 @@ _LAZY = {
     "build": "building.build", "build_zones": "building.build",
 }
 
-try:
-    #: the installed distribution's version (``tooldns --version``, ``tooldns-resolve --version``)
-    __version__ = version("tooldns")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
-
 __all__ = ["BuildError", "EmbeddingError", "IntentError", "NameError_", "ScorerError", "ServeError", "ToolDNSError",
            "VectorError", "ZoneFileError", *sorted(_LAZY)]
 
 
+def _version() -> str:
+    """The installed distribution's version (``tooldns --version``, ``tooldns-resolve --version``),
+    read when first asked for: ``importlib.metadata`` is a tenth of the resolver CLI's start."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tooldns")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
 def __getattr__(name: str):
+    if name == "__version__":
+        value = globals()[name] = _version()
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tooldns' has no attribute {name!r}")
@@ -65,4 +72,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"__version__"})
