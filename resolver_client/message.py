@@ -50,6 +50,9 @@ _RR_HEAD = struct.Struct("!HHIH")  # type, class, TTL, RDATA length
 _QUESTION_TAIL = struct.Struct("!HH")
 _SRV_HEAD = struct.Struct("!HHH")
 _OPTION_HEAD = struct.Struct("!HH")  # option code, length
+#: the root label, the type and class of a question
+_QUERY_TAIL = struct.Struct("!BHH")
+_LENGTH = [bytes((n,)) for n in range(64)]
 #: a label dnspython writes as it is, so that its text needs no escaping
 _PLAIN_LABEL = re.compile(rb"[A-Za-z0-9_-]+")
 
@@ -126,9 +129,14 @@ def opt_record(options: list[dns.edns.Option], payload: int = 1232, dnssec: bool
 
 def make_query(qname: str, opt: bytes, qtype: int = _SRV, msg_id: int | None = None) -> bytes:
     """An iterative query (RD=0) for *qname* with the OPT record *opt*."""
-    name = dns.name.Name([label.encode("ascii") for label in qname.split(".")])
+    labels = [label.encode("ascii") for label in qname.split(".")]
+    # what dnspython checks: absolute, no empty label but the root's, labels of at most 63 octets,
+    # names of at most 255; the names a walk asks for pass, and anything else gets dnspython's error
+    if labels[-1] or not all(labels[:-1]) or max(map(len, labels)) > 63 or len(qname) + 1 > 255:
+        dns.name.Name(labels).to_wire()
+    name = b"".join(_LENGTH[len(label)] + label for label in labels[:-1])
     msg_id = _ids.randrange(65536) if msg_id is None else msg_id
-    return struct.pack("!HHHHHH", msg_id, 0, 1, 0, 0, 1) + name.to_wire() + struct.pack("!HH", qtype, _IN) + opt
+    return _HEADER.pack(msg_id, 0, 1, 0, 0, 1) + name + _QUERY_TAIL.pack(0, qtype, _IN) + opt
 
 
 def _labels(wire: bytes, pos: int, limit: int) -> tuple[list[bytes], int]:

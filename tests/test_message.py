@@ -3,6 +3,7 @@
 import dns.edns
 import dns.exception
 import dns.message
+import dns.name
 import dns.rdatatype
 import dns.rrset
 import pytest
@@ -58,3 +59,21 @@ def test_parse_reply_matches_dnspython_and_checks_question():
         parse_reply(r.to_wire() + b"\x00")
     with pytest.raises(dns.exception.FormError):
         parse_reply(r.to_wire()[:-3])
+
+
+@pytest.mark.parametrize("qname", [
+    "_any._tcp._tools.", "Weather.Tools.", ".", "", "x" * 63 + ".tools.", ("a" * 62 + ".") * 4,
+    ("a" * 63 + ".") * 3 + "b" * 61 + ".",                        # 255 octets: the most a name may have
+    ("a" * 63 + ".") * 3 + "b" * 62 + ".", "x" * 64 + ".", "a..b.", "abc", "caf\u00e9.tools."])
+def test_a_query_name_is_written_as_dnspython_writes_it_or_refused_alike(qname):
+    def by_dnspython():
+        name = dns.name.Name([label.encode("ascii") for label in qname.split(".")])
+        return bytes.fromhex("000700000001000000000001") + name.to_wire() + bytes.fromhex("00210001")
+
+    outcomes = []
+    for write in (by_dnspython, lambda: make_query(qname, b"", msg_id=7)):
+        try:
+            outcomes.append(write())
+        except Exception as exc:  # the same exception class for the same name
+            outcomes.append(type(exc))
+    assert outcomes[0] == outcomes[1]

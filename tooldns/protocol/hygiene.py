@@ -76,6 +76,8 @@ def printable(text: str) -> str:
 
 def neutralise(text: str, limit: int | None = 300) -> str:
     """*text* made safe to show a model: instructions cut out, one printable line, at most *limit* characters."""
+    if not text:  # a brief answer's tools have no description: nothing to clean
+        return text
     text = _INJECTION.sub(lambda m: m.group(0)[:len(m.group(0)) - len(m.group(0).lstrip())] + "[removed]",
                           printable(text))
     text = _SPACE.sub(" ", text.replace('"', "'")).strip()
