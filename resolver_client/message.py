@@ -173,13 +173,13 @@ def _labels(wire: bytes, pos: int, limit: int) -> tuple[list[bytes], int]:
     return labels, (end if end is not None else pos)
 
 
-def read_name(wire: bytes, pos: int, limit: int | None = None) -> tuple[str, int]:
+def read_name(wire: bytes, pos: int) -> tuple[str, int]:
     """The owner name at *pos* as lower-cased absolute text, and the offset after it.
 
     Owner names are only compared, never re-encoded, so they skip dnspython's Name objects (the
     larger part of reading a reply). Compression pointers must point backwards (no loops).
     """
-    labels, after = _labels(wire, pos, len(wire) if limit is None else limit)
+    labels, after = _labels(wire, pos, len(wire))
     text = b".".join(labels).decode("ascii", "backslashreplace").lower()
     return (text + "." if text else "."), after
 
@@ -242,7 +242,7 @@ def _question_key(wire: bytes, pos: int) -> tuple[tuple[bytes, int, int], int]:
     if pos + 4 > len(wire):
         raise dns.exception.FormError("question runs past the end of the message")
     qtype, qclass = _QUESTION_TAIL.unpack_from(wire, pos)
-    name = b"".join(bytes((len(label),)) + label for label in labels).lower() + b"\0"
+    name = b"".join(_LENGTH[len(label)] + label for label in labels).lower() + b"\0"
     return (name, qtype, qclass), pos + 4
 
 
