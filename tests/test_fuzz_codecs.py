@@ -16,14 +16,16 @@ import math
 import struct
 
 import dns.exception
-import dns.name
+import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
+import dns.rdtypes.IN.SRV
+import dns.wire
 import pytest
 from hypothesis import assume, example, given, strategies as st
 
 from fuzzing import examples
-from resolver_client.message import parse_reply
+from resolver_client.message import Srv, parse_reply, read_name
 from tooldns.exceptions import IntentError, NameError_, VectorError
 from tooldns.protocol.ede import decode_ede, encode_ede
 from tooldns.protocol.intent import MAX_INTENT_BYTES, Intent, decode_intent, encode_intent, shorten_intent
@@ -323,10 +325,6 @@ def test_a_scale_below_the_smallest_single_is_refused():
 def _dnspython_records(wire: bytes) -> list[list[tuple]]:
     """Every record of *wire* as dnspython decodes it, per section: what :func:`parse_reply` read
     before it decoded NS, CNAME, A, AAAA, TXT and SRV itself (the reference it is held to)."""
-    import dns.rdata
-    import dns.wire
-    from resolver_client.message import read_name
-
     parser = dns.wire.Parser(wire)
     with dns.exception.ExceptionWrapper(dns.exception.FormError):
         _, _, qd, *counts = parser.get_struct("!HHHHHH")
@@ -353,9 +351,6 @@ def _dnspython_records(wire: bytes) -> list[list[tuple]]:
 
 def _expected_value(rdata):
     """What :attr:`Record.value` holds for dnspython's *rdata*."""
-    import dns.rdtypes.IN.SRV
-    from resolver_client.message import Srv
-
     if rdata.rdclass != dns.rdataclass.IN and rdata.rdtype not in (dns.rdatatype.TXT, dns.rdatatype.NS,
                                                                   dns.rdatatype.CNAME):
         return None  # SRV, A and AAAA are IN's types: dnspython's CH A is another format
@@ -376,7 +371,7 @@ def _name_wire(draw) -> bytes:
     octets), ending in the root or a compression pointer anywhere."""
     labels = draw(st.lists(st.one_of(st.sampled_from([b"tools", b"Weather", b"a-b", b"x" * 63]),
                                      st.binary(min_size=1, max_size=63)), max_size=4))
-    if draw(st.integers(0, 9)) == 0:  # five labels: 253 to 261 octets, about the most a name may have
+    if draw(st.integers(0, 9)) == 0:  # four long labels: 252 to 257 octets, across the most a name may have (255)
         labels = [b"y" * 63] * 3 + [b"z" * draw(st.integers(58, 63))]
     tail = draw(st.sampled_from([b"\0", b"\0", b"\0", b"\xc0\x0c", b"\xc0\x0c", b"\xc0\x11", b"\x41", b"\xc0",
                                  b"ptr"]))
