@@ -81,7 +81,7 @@ def _embedder(spec: str | None):
 
 
 class _Version(argparse.Action):
-    """``--version``: the version is read when asked for (``importlib.metadata`` slows every start)."""
+    """``--version``: the version is looked up when asked for, not at every start."""
 
     def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
