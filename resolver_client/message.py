@@ -98,10 +98,7 @@ class Record:
     def rdata(self) -> dns.rdata.Rdata:
         """dnspython's rdata of this record, decoded from the reply's bytes on first use."""
         if self._rdata is None:
-            parser = dns.wire.Parser(self._wire)
-            parser.seek(self._start)
-            with dns.exception.ExceptionWrapper(dns.exception.FormError), parser.restrict_to(self._end - self._start):
-                self._rdata = dns.rdata.from_wire_parser(self.rdclass, self.rdtype, parser)
+            self._rdata = _other(self._wire, self.rdclass, self.rdtype, self._start, self._end)
         return self._rdata
 
     def __repr__(self) -> str:
@@ -260,6 +257,7 @@ def _options(wire: bytes, start: int, end: int, into: list) -> None:
 
 
 def _other(wire: bytes, rdclass: int, rdtype: int, start: int, end: int) -> dns.rdata.Rdata:
+    """dnspython's rdata of the RDATA between *start* and *end*; FormError when it refuses it."""
     parser = dns.wire.Parser(wire)
     parser.seek(start)
     with dns.exception.ExceptionWrapper(dns.exception.FormError), parser.restrict_to(end - start):
