@@ -39,6 +39,8 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.wire
 
+from tooldns.protocol.edns import split_options
+
 _ids = random.SystemRandom()
 _IN = dns.rdataclass.IN
 _SRV = dns.rdatatype.SRV
@@ -49,7 +51,6 @@ _HEADER = struct.Struct("!HHHHHH")
 _RR_HEAD = struct.Struct("!HHIH")  # type, class, TTL, RDATA length
 _QUESTION_TAIL = struct.Struct("!HH")
 _SRV_HEAD = struct.Struct("!HHH")
-_OPTION_HEAD = struct.Struct("!HH")  # option code, length
 #: the root label, the type and class of a question
 _QUERY_TAIL = struct.Struct("!BHH")
 _LENGTH = [bytes((n,)) for n in range(64)]
@@ -244,16 +245,10 @@ def _question_key(wire: bytes, pos: int) -> tuple[tuple[bytes, int, int], int]:
 
 
 def _options(wire: bytes, start: int, end: int, into: list) -> None:
-    pos = start
-    while pos < end:
-        if pos + 4 > end:
-            raise dns.exception.FormError("EDNS option runs past its OPT record")
-        otype, size = _OPTION_HEAD.unpack_from(wire, pos)
-        pos += 4
-        if pos + size > end:
-            raise dns.exception.FormError("EDNS option runs past its OPT record")
-        into.append(Option(otype, wire[pos:pos + size]))
-        pos += size
+    try:
+        into.extend(map(Option._make, split_options(wire, start, end)))
+    except ValueError as exc:
+        raise dns.exception.FormError(str(exc)) from None
 
 
 def _other(wire: bytes, rdclass: int, rdtype: int, start: int, end: int) -> dns.rdata.Rdata:

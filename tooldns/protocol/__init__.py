@@ -8,6 +8,7 @@ dnspython only. One module per concept:
 * :mod:`.meta`: the response-only meta option (FALLBACK, PRUNED and VECTOR_IGNORED flags, cache
   lifetime, scorer);
 * :mod:`.ede`: Extended DNS Error texts (RFC 8914);
+* :mod:`.edns`: an OPT record's RDATA split into its options, strictly;
 * :mod:`.names`: cursor names ``_svc._proto._zone.`` and RFC 1035 limits;
 * :mod:`.txt`: the ``key=value`` TXT strings that carry ranks, scores and tool metadata;
 * :mod:`.ttlcache`: the bounded cache that honours the protocol's lifetimes (both sides use it).
