@@ -71,14 +71,14 @@ LAYOUTS = Budget(1 << 15)
 
 #: the pieces of packed names, each kept once per process (a zone's names share their suffixes with each
 #: other and with every zone below the same parent); forgotten all at once past 2^18 pieces
-_PIECES: dict = {}
+PIECES = Budget(1 << 18)
+_PIECES = PIECES.join(Store())
 
 
 def _piece(piece):
     kept = _PIECES.get(piece)
     if kept is None:
-        if len(_PIECES) >= 1 << 18:
-            _PIECES.clear()
+        PIECES.spend()
         kept = _PIECES[piece] = piece
     return kept
 
