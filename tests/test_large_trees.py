@@ -16,7 +16,8 @@ import pytest
 
 from conftest import ROOT, ZONES
 from tooldns.building.catalog import parse_catalog
-from tooldns.building.trees import BALANCE, LEAF_SLACK, AutoTreeBuilder, capacity_assign, route_scores
+from tooldns.building.trees import (BALANCE, LEAF_SLACK, LEXICAL_SHAPE, WIDEST_ROOT, AutoTreeBuilder, auto_depth,
+                                    auto_shape, capacity_assign, route_scores)
 from tooldns.scoring.bm25 import BM25
 from tooldns.scoring.tokenize import tokenize
 from tooldns.zone.zonefile import load_zone
@@ -124,10 +125,29 @@ def test_trees_stay_balanced_and_deepen_as_the_catalog_grows(catalogs):
 
 def test_the_default_shape_keeps_leaves_near_max_leaf(catalogs):
     tools, _ = catalogs[3000]
-    root = AutoTreeBuilder().build(parse_catalog(tools))
-    shape = _check_tree(root, 3000, 20)
+    builder = AutoTreeBuilder()
+    root = builder.build(parse_catalog(tools))
+    assert (builder.max_children, builder.max_leaf) == auto_shape(3000) == (123, 25)  # what update() is told
+    shape = _check_tree(root, 3000, builder.max_leaf)
+    assert shape["depth"] == 1 and len(root.children) <= builder.max_children  # two levels: root and leaves
     sizes = Counter(len(c.tools) for c, _ in root.walk() if not c.children)
     assert sum(v for k, v in sizes.items() if k <= 3) <= len(shape["leaves"]) // 4  # few crumbs
+    small = AutoTreeBuilder()
+    small.build(parse_catalog(catalogs[300][0]))
+    assert (small.max_children, small.max_leaf) == LEXICAL_SHAPE
+
+
+def test_the_default_shape_is_the_cross_validated_one_then_two_levels_then_deep():
+    assert auto_shape(1839) == auto_shape(2000) == LEXICAL_SHAPE  # ToolRet's tree as chosen on it
+    ratio = LEXICAL_SHAPE[0] / LEXICAL_SHAPE[1]
+    for n in (2001, 5000, 20_000, 100_000, 200_000):
+        children, leaf = auto_shape(n)
+        assert children * leaf >= n and LEXICAL_SHAPE[0] < children <= WIDEST_ROOT and leaf >= LEXICAL_SHAPE[1]
+        assert auto_depth(n, children, leaf) == 1  # one level of splitting: a root and its leaves
+        assert abs(children / leaf - ratio) <= 0.1 * ratio
+    assert auto_shape(100_000) == (708, 142)
+    assert auto_shape(200_001) == auto_shape(1_000_000) == LEXICAL_SHAPE  # wider roots measured no better there
+    assert auto_depth(1_000_000, *LEXICAL_SHAPE) == 2
 
 
 def test_a_given_max_depth_is_never_exceeded(catalogs):

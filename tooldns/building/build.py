@@ -539,8 +539,11 @@ def add_build_command(sub) -> None:
                    help="every zone's name server on this one address instead of one loopback address each: one "
                         "tooldns serve answers for the whole tree there (with --lazy for a million tools)")
     b.add_argument("--service", default="http", help="service of catalog tools (default http)")
-    b.add_argument("--max-children", type=int, help="children a node at most (default 100; 80 with --embed; 20 with --llm)")
-    b.add_argument("--max-leaf", type=int, help="tools a leaf, about (default 20; 24 with --embed; 40 with --llm)")
+    b.add_argument("--max-children", type=int,
+                   help="children a node at most (default 100; for 2,000 to 200,000 tools a two-level tree of about "
+                        "sqrt(5 x tools) leaves, docs/building.md; 80 with --embed; 20 with --llm)")
+    b.add_argument("--max-leaf", type=int, help="tools a leaf, about (default 20, or the catalog's size over the "
+                   "two-level tree's leaves; 24 with --embed; 40 with --llm)")
     b.add_argument("--max-depth", type=int, help="levels of splitting at most (default: what the catalog's size needs; "
                    "3 with --llm)")
     b.add_argument("--seed", type=int, default=0,

@@ -4,8 +4,9 @@ A :class:`Category` holds tools (indices into the catalog) and child categories.
 interchangeable behind one method, ``build(catalog, progress) -> Category``:
 
 * :class:`AutoTreeBuilder`: offline, deterministic, no model and no network. Recursive
-  splitting (at most 100 children a node, leaves of about 20 tools, as many levels as the
-  catalog's size needs: one for ToolRet's 1,839 tools, two for 100,000, three for 1,000,000) by
+  splitting (at most 100 children a node and leaves of about 20 tools up to 2,000 tools, as
+  ToolRet's 1,839; one wider level up to 200,000, a root of 708 leaves of 142 tools at 100,000;
+  beyond, as many levels of 100 children as the catalog needs, three for 1,000,000) by
   k-means over TF-IDF vectors of the tools' text, then a few rounds of moving each tool to the
   group whose aggregated text BM25 ranks first for the tool's own text: the groups become the
   ones a query about the tool would be routed to (measured: routing recall at the root from 83 %
@@ -43,8 +44,11 @@ Progress = Callable[[str], None]
 LEXICAL_OVERLAP = 0.9
 DENSE_OVERLAP = 0.95
 #: (children a node, tools a leaf): wide and shallow trees cost fewer queries for the same hit rate;
-#: chosen by cross-validation on ToolRet's dev queries (docs/building.md)
+#: chosen by cross-validation on ToolRet's dev queries (docs/building.md). Catalogs larger than
+#: their product get a wider two-level tree (:func:`auto_shape`)
 LEXICAL_SHAPE = (100, 20)
+#: the most children :func:`auto_shape` gives a default lexical tree's root
+WIDEST_ROOT = 1000
 DENSE_SHAPE = (80, 24)
 #: no group of a split holds more than this many times its fair share (members / groups): k-means on
 #: TF-IDF and BM25 self-routing otherwise grow one giant group (53 % of a 100,000-tool catalog)
@@ -62,6 +66,26 @@ def auto_depth(n_tools: int, max_children: int, max_leaf: int) -> int:
     if n_tools <= max_leaf:
         return 1
     return max(1, round(math.log(n_tools / max_leaf) / math.log(max_children)))
+
+
+def auto_shape(n_tools: int, base: tuple[int, int] = LEXICAL_SHAPE, widest: int = WIDEST_ROOT) -> tuple[int, int]:
+    """(children a node, tools a leaf) of a default lexical tree for a catalog of *n_tools*.
+
+    Up to *base*'s product (2,000 tools) the cross-validated *base* shape. Beyond, two levels:
+    a root of ``sqrt(n * children / tools)`` leaves of ``n / children`` tools each, *base*'s
+    ratio kept, so that a walk asking K = 5 of the root scores about as many summaries at the root
+    as tools in its leaves, until the root would have more than *widest* children (200,000 tools);
+    then *base* again, with as many levels as the catalog needs (:func:`auto_depth`). Measured on
+    synthetic catalogs of 20,000 and 100,000 tools (docs/building.md, "Two levels up to 200,000
+    tools"): the two-level tree finds more at a third of the DNS queries of the deep one; at a
+    million tools, wider shapes did no better than the deep one and a beam."""
+    children, leaf = base
+    if n_tools <= children * leaf:
+        return base
+    wide = math.ceil(math.sqrt(n_tools * children / leaf))
+    if wide > widest:
+        return base
+    return wide, math.ceil(n_tools / wide)
 
 
 def scaled_k1(k1: float, fair_share: float, max_leaf: int) -> float:
@@ -323,6 +347,8 @@ class AutoTreeBuilder:
                  vectors=None, balance: float | None = None) -> None:
         dense = vectors is not None
         balance = balance if balance is not None else (math.inf if dense else BALANCE)
+        #: neither given, no vectors: the shape follows the catalog's size (:func:`auto_shape`), set by build()
+        self.sized = not dense and max_children is None and max_leaf is None and max_depth is None
         self.max_children = max_children or (DENSE_SHAPE if dense else LEXICAL_SHAPE)[0]
         self.max_leaf = max_leaf or (DENSE_SHAPE if dense else LEXICAL_SHAPE)[1]
         self.max_depth = max_depth  # None: what the catalog's size needs (auto_depth), deeper where still too big
@@ -344,6 +370,8 @@ class AutoTreeBuilder:
         self._counts, self._x, self._terms = self._vectorize(catalog, progress)
         self._say = _Throttle(progress)
         n = len(catalog.tools)
+        if self.sized:
+            self.max_children, self.max_leaf = auto_shape(n)
         self._depth = self.max_depth or auto_depth(n, self.max_children, self.max_leaf)
         root = Category("", "All tools", "Every tool of the catalog")
         try:
