@@ -22,6 +22,7 @@ from .exceptions import ResolverError
 from .modes import GET_IMPORTANT, MODES
 from .resolver import Resolver, parse_server
 from .results import Resolution
+from .walk import AUTO_BEAM
 from .walkpage import write_walk_page
 
 
@@ -141,6 +142,22 @@ def check_walk_args(args, p: argparse.ArgumentParser) -> None:
         p.error("--best-leaf-k must be from 1 to 255")
     if args.beam is not None and args.beam < 1:
         p.error("--beam must be at least 1")
+    if args.beam is not None and args.no_beam:
+        p.error("--beam and --no-beam do not go together")
+
+
+def add_beam_flags(p: argparse.ArgumentParser) -> None:
+    """--beam and --no-beam (``tooldns-resolve`` and ``tooldns mcp``)."""
+    p.add_argument("--beam", type=int, default=None,
+                   help="ask at most this many zones at each depth below the root, the best by their path's ranks: "
+                        "bounds the walk of a deep tree (default: 6, or the root's K when larger, so a tree of two "
+                        "levels is walked whole)")
+    p.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
+
+
+def walk_beam(args) -> int | str | None:
+    """The resolver's beam from --beam and --no-beam: the number given, None (no beam) or the default."""
+    return None if args.no_beam else (AUTO_BEAM if args.beam is None else args.beam)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,9 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--best-leaf-k", type=int, default=None,
                    help="tools asked of the leaf on the best path (each zone's first-ranked child), which may fill "
                         "the whole result; the others are asked for --leaf-k (default: --leaf-k)")
-    p.add_argument("--beam", type=int, default=None,
-                   help="ask at most this many zones at each depth below the root, the best by their path's ranks: "
-                        "bounds the walk of a deep tree (default: every child each referral ranks)")
+    add_beam_flags(p)
     p.add_argument("--service", default=names.ANY_SERVICE,
                    help=f"service to find: {', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
@@ -187,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed),
                       details=args.details or bool(args.html), validate=args.validate or args.require_secure,
                       trust_anchor=args.anchor, require_secure=args.require_secure,
-                      best_leaf_k=args.best_leaf_k, beam=args.beam) as resolver:
+                      best_leaf_k=args.best_leaf_k, beam=walk_beam(args)) as resolver:
             res = resolver.resolve(args.intent, k=ks if ks is None or len(ks) > 1 else ks[0],
                                    service=args.service.lower(), trust=_split(args.trust), exclude=_split(args.exclude),
                                    top=args.top, leaf_k=args.leaf_k, split=args.split, mode=args.mode)

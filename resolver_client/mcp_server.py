@@ -227,6 +227,8 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .cli import add_beam_flags  # as tooldns-resolve has them
+
     p = argparse.ArgumentParser(prog="tooldns mcp", description="Tool discovery for agents as an MCP server: "
                                 "find_tools and describe_tool, backed by a ToolDNS tree.")
     p.add_argument("--root", default="127.0.0.1:5300", help="root name server HOST:PORT (default 127.0.0.1:5300)")
@@ -239,8 +241,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--best-leaf-k", type=int, default=None,
                    help="tools asked of the leaf on the best path, over TCP past 6 (default: --leaf-k; 10 for "
                         "hybrid trees, docs/building.md)")
-    p.add_argument("--beam", type=int, default=None,
-                   help="ask at most this many zones at each depth below the root (default: every ranked child)")
+    add_beam_flags(p)
     p.add_argument("--service", default=names.ANY_SERVICE, help="service when find_tools names none: "
                    f"{', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append",
@@ -259,12 +260,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:
-    from .cli import _embedder, _split, check_walk_args, parse_ks  # the same option handling as tooldns-resolve
+    from .cli import _embedder, _split, check_walk_args, parse_ks, walk_beam  # as tooldns-resolve handles them
 
     ks = parse_ks(args, p)
     check_walk_args(args, p)
     resolver = AsyncResolver(root=parse_server(args.root), root_zone=args.root_zone, timeout=args.timeout,
-                             embedder=_embedder(args.embed), best_leaf_k=args.best_leaf_k, beam=args.beam)
+                             embedder=_embedder(args.embed), best_leaf_k=args.best_leaf_k, beam=walk_beam(args))
     return ToolFinder(resolver, k=ks if ks is None or len(ks) > 1 else ks[0], leaf_k=args.leaf_k,
                       service=args.service, mode=args.mode, trust=_split(args.trust), exclude=_split(args.exclude))
 

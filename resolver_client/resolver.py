@@ -33,7 +33,7 @@ from .modes import GET_IMPORTANT, settings_for
 from .results import Resolution
 from .split import WalkGroup, split_intent
 from .validate import TrustAnchor, Validator, load_anchor
-from .walk import Query, Walk
+from .walk import AUTO_BEAM, Query, Walk, auto_beam
 
 DEFAULT_ROOT = ("127.0.0.1", 5300)
 
@@ -61,7 +61,7 @@ class _BaseResolver:
                  intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT,
                  validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
                  details: bool = False, fit: bool = True, best_leaf_k: int | None = None,
-                 beam: int | None = None) -> None:
+                 beam: int | str | None = AUTO_BEAM) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
@@ -94,7 +94,10 @@ class _BaseResolver:
         #: fit a datagram (None: as many as of the others)
         self.best_leaf_k = best_leaf_k
         #: at most this many zones asked at each depth below the root, the best by their path's ranks
-        #: (:attr:`.walk.Walk.beam`): what bounds a walk of a deep tree; None: every ranked child
+        #: (:attr:`.walk.Walk.beam`): what bounds a walk of a deep tree; None: every ranked child;
+        #: AUTO_BEAM (the default): 6, or the root's K when larger (:func:`.walk.auto_beam`)
+        if beam is not None and beam != AUTO_BEAM and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
+            raise ResolverError(f"beam must be a whole number of at least 1, {AUTO_BEAM!r} or None, not {beam!r}")
         self.beam = beam
 
     def _embed(self, intent: str) -> tuple[bytes | None, float]:
@@ -108,9 +111,13 @@ class _BaseResolver:
             raise ResolverError(f"cannot embed the intent with {self.embedder.model}: {exc}") from exc
         return encode_vector(self.embedder.model, values), (time.perf_counter() - t0) * 1000
 
+    def _beam(self, k) -> int | None:
+        """The beam of a walk at K *k*: the one given, or for AUTO_BEAM :func:`.walk.auto_beam`'s."""
+        return auto_beam(k) if self.beam == AUTO_BEAM else self.beam
+
     def _walk(self, intent: str, k: int, service: str, trust, exclude, leaf_k=None) -> Walk:
         vector, ms = self._embed(intent)
-        walk = Walk(intent=intent, k=k, leaf_k=leaf_k, best_leaf_k=self.best_leaf_k, beam=self.beam, root=self.root,
+        walk = Walk(intent=intent, k=k, leaf_k=leaf_k, best_leaf_k=self.best_leaf_k, beam=self._beam(k), root=self.root,
                     service=service,
                     root_zone=self.root_zone,
                     trust=list(trust) if trust is not None else None,

@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver, ResolverError  # noqa: E402
 from resolver_client.modes import MODES, check_mode  # noqa: E402
+from resolver_client.walk import AUTO_BEAM  # noqa: E402
 from tooldns.building.build import DEFAULT_PRUNE_RATIO, BuildReport, build, zone_tool  # noqa: E402
 from tooldns.building.catalog import load_catalogs  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
@@ -176,6 +177,9 @@ def parse_args() -> argparse.Namespace:
                         "smallest within half a point of 10; without descriptions, 6 fit one UDP datagram)")
     p.add_argument("--best-leaf-k", type=int, default=None,
                    help="tools asked of the leaf on the walk's best path (default: --leaf-k)")
+    p.add_argument("--beam", type=int, default=None, help="at most this many zones asked a depth (default the "
+                   "resolver's: 6, or the root's K when larger, which a tree of two levels never meets)")
+    p.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
     p.add_argument("--no-fit", action="store_true",
                    help="ask leaves for all --leaf-k tools, over TCP when they do not fit a datagram, instead of "
                         "the best that fit (the resolver's default, the fit option)")
@@ -409,7 +413,8 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         timeout = args.timeout if args.scorer != "llm" else max(args.timeout, args.llm_budget_ms / 1000 * 3)
         vectors = embedder if args.scorer == "hybrid" else None
         with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion,
-                      fit=not args.no_fit, best_leaf_k=args.best_leaf_k) as resolver:
+                      fit=not args.no_fit, best_leaf_k=args.best_leaf_k,
+                      beam=None if args.no_beam else (AUTO_BEAM if args.beam is None else args.beam)) as resolver:
             resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up (or model load)
             sweep = {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split, args.leaf_k)
                      for k in ks}

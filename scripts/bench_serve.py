@@ -12,9 +12,10 @@ children's serials (docs/summaries.md) before the clock runs. --serve-args passe
 to ``tooldns serve`` (a tree served lazily, docs/performance.md); --passes resolves that many
 batches of --count different queries (--same: the same ones), each with its figures (the first
 batch of a lazy tree loads the zones it reaches). --beam bounds the zones asked at each depth (the
-resolver's ``beam``). --reference DIR serves a second tree (on --port + 1; ToolRet's built tree,
-say) and resolves its queries in turn with ZONES's, one each (walked at --reference-k, 5,3,2,
-without a beam; the same --leaf-k), and prints the ratio of the two p50s per pass: the machine's speed, which drifts during a run on a
+resolver's ``beam``; by default the resolver's own, 6 or the root's K when larger; --no-beam: none).
+--reference DIR serves a second tree (on --port + 1; ToolRet's built tree, say) and resolves its
+queries in turn with ZONES's, one each (walked at --reference-k, 5,3,2, with the resolver's default
+beam, which a tree of two levels never meets; the same --leaf-k), and prints the ratio of the two p50s per pass: the machine's speed, which drifts during a run on a
 shared virtual machine, then weighs on both alike::
 
     python scripts/bench_serve.py /tmp/b100k --queries /tmp/synth100k.queries.json --settle 25
@@ -41,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import DATA, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
+from resolver_client.walk import AUTO_BEAM  # noqa: E402
 
 
 def rss_mib(pid: int) -> int:
@@ -115,7 +117,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--port", type=int, default=5390)
     ap.add_argument("--leaf-k", type=int, default=6)
     ap.add_argument("--k", default="5,3,2", help="K at each step from the root (default 5,3,2)")
-    ap.add_argument("--beam", type=int, default=None, help="at most this many zones asked a depth (the resolver's beam)")
+    ap.add_argument("--beam", type=int, default=None, help="at most this many zones asked a depth (the resolver's beam; "
+                    "default the resolver's: 6, or the root's K when larger)")
+    ap.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
     ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after start before resolving")
     ap.add_argument("--serve-args", default="", help="more arguments for tooldns serve, in one string")
     ap.add_argument("--passes", type=int, default=1, help="batches of --count different queries (default 1)")
@@ -126,7 +130,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--reference-queries", help="the reference's queries (default ToolRet's English dev queries)",
                     default=str(DATA / "queries.dev.en.json"))
     ap.add_argument("--reference-serve-args", default="--answer-cache 0")
-    ap.add_argument("--reference-k", default="5,3,2", help="the reference's K at each step (default 5,3,2, no beam)")
+    ap.add_argument("--reference-k", default="5,3,2", help="the reference's K at each step (default 5,3,2; the "
+                    "resolver's default beam, which leaves a tree of two levels such as ToolRet's unbounded)")
     return ap.parse_args()
 
 
@@ -135,9 +140,10 @@ def main() -> int:
     trees, procs = [], []
     try:
         wanted = [("reference", args.reference, args.port + 1, args.reference_serve_args, args.reference_queries,
-                   args.reference_k, None)] if args.reference else []
+                   args.reference_k, AUTO_BEAM)] if args.reference else []
+        beam = None if args.no_beam else (AUTO_BEAM if args.beam is None else args.beam)
         for name, zones, port, serve_args, queries, k, beam in [*wanted, ("tree", args.zones, args.port, args.serve_args,
-                                                                          args.queries, args.k, args.beam)]:
+                                                                          args.queries, args.k, beam)]:
             t0 = time.monotonic()
             proc, root = start_servers(zones, port, extra=shlex.split(serve_args))
             seconds = time.monotonic() - t0

@@ -69,7 +69,7 @@ def collect(args) -> list[Recorded]:
     proc, root = start_servers(args.zones, args.port, extra=shlex.split(args.serve_args))
     try:
         out = []
-        with Resolver(root=root, cache=False, timeout=10, max_queries=4096) as resolver:
+        with Resolver(root=root, cache=False, timeout=10, max_queries=4096, beam=None) as resolver:  # unbounded
             for q in json.load(open(args.queries, encoding="utf-8"))[:args.count]:
                 res = resolver.resolve(q["query"], k=args.k, leaf_k=args.leaf_k, top=10)
                 out.append(record(res, {str(c["id"]) for c in q.get("correct_tools", [])}))

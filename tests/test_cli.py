@@ -54,6 +54,17 @@ def test_resolve_with_a_beam_says_what_it_left(demo_tree, capsys):
     with pytest.raises(SystemExit):
         resolve_main(["weather", *at(demo_tree), "--beam", "0"])
     assert "--beam must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        resolve_main(["weather", *at(demo_tree), "--beam", "2", "--no-beam"])
+    assert "--beam and --no-beam do not go together" in capsys.readouterr().err
+
+
+def test_resolve_bounds_deep_depths_by_default_and_not_with_no_beam(demo_tree, capsys):
+    """The default beam (6 at K = 5) leaves some of the 13 zones two levels down out; --no-beam asks them all."""
+    assert resolve_main(["get information", *at(demo_tree), "--trace", "--k", "5"]) == 0
+    assert "not followed: beyond the beam of 6 a depth" in capsys.readouterr().out
+    assert resolve_main(["get information", *at(demo_tree), "--trace", "--k", "5", "--no-beam"]) == 0
+    assert "beyond the beam" not in capsys.readouterr().out
 
 
 def test_resolve_service_and_trust_flags(demo_tree, capsys):

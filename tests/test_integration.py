@@ -10,7 +10,8 @@ import time
 import pytest
 from dnslib import EDNS0, RCODE, DNSRecord, EDNSOption
 
-from resolver_client import AsyncResolver, Resolver
+from resolver_client import AsyncResolver, Resolver, ResolverError
+from resolver_client.walk import AUTO_BEAM, DEFAULT_BEAM
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 
 from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, copy_tree, fresh_subnet, start_tree, wait_until, ZONES
@@ -72,7 +73,7 @@ def test_a_beam_bounds_the_zones_asked_a_depth_with_both_resolvers(demo_tree):
     """``beam``: real servers, UDP; at most that many zones asked at each depth, all of them among the
     zones the unbounded walk asks, the best path kept, and the same walk from the async resolver."""
     intent = "historical weather records for Hong Kong"
-    with resolver_for(demo_tree, cache=False) as full, resolver_for(demo_tree, cache=False, beam=1) as narrow:
+    with resolver_for(demo_tree, cache=False, beam=None) as full, resolver_for(demo_tree, cache=False, beam=1) as narrow:
         wide, one = full.resolve(intent, k=3), narrow.resolve(intent, k=3)
     by_depth, wide_depths = _zones_by_depth(one), _zones_by_depth(wide)
     assert all(len(zones) <= 1 for zones in by_depth.values()), by_depth
@@ -84,6 +85,32 @@ def test_a_beam_bounds_the_zones_asked_a_depth_with_both_resolvers(demo_tree):
     res = asyncio.run(AsyncResolver(root=demo_tree.root(), timeout=REPLY_TIMEOUT, cache=False, beam=1)
                       .resolve(intent, k=3))
     assert [t.key for t in res.tools] == [t.key for t in one.tools]
+
+
+def test_by_default_a_walk_follows_the_roots_referral_whole_and_bounds_the_depths_below(demo_tree):
+    """The resolver's default beam (``AUTO_BEAM``: 6, or the root's K when larger): a vague intent at K
+    = 5 reaches 13 zones two levels down in the demo tree without a beam, at most 6 with the default;
+    the root's children are all asked either way, and a K of 7 at the root widens the beam to 7."""
+    intent = "get information"
+    with resolver_for(demo_tree, cache=False) as default, resolver_for(demo_tree, cache=False, beam=None) as whole:
+        assert default.beam == AUTO_BEAM
+        bounded, unbounded = default.resolve(intent, k=5), whole.resolve(intent, k=5)
+        wider = default.resolve(intent, k=(7, 5))
+        wider_whole = whole.resolve(intent, k=(7, 5))
+    deep, deep_whole = _zones_by_depth(bounded), _zones_by_depth(unbounded)
+    assert len(deep_whole[2]) > DEFAULT_BEAM, deep_whole  # the case the beam is for
+    assert len(deep[2]) == DEFAULT_BEAM and deep[2] < deep_whole[2]
+    assert deep[1] == deep_whole[1]  # the root's referral, whole
+    assert bounded.stats.queries < unbounded.stats.queries and bounded.tools
+    assert any(r.why_not == f"beyond the beam of {DEFAULT_BEAM} a depth" for h in bounded.trace for r in h.referrals)
+    assert _zones_by_depth(wider)[1] == _zones_by_depth(wider_whole)[1]
+    assert DEFAULT_BEAM < len(_zones_by_depth(wider)[2]) <= 7 < len(_zones_by_depth(wider_whole)[2])
+
+
+def test_a_beam_that_is_not_a_whole_number_of_at_least_one_is_refused():
+    for bad in (0, -1, 2.5, "wide", True):
+        with pytest.raises(ResolverError, match="beam"):
+            Resolver(beam=bad)
 
 
 def test_truncation_then_tcp_retry(demo_tree):

@@ -173,7 +173,8 @@ def test_bad_options_are_usage_errors():
     for args, says in ((["--k", "0"], "--k and --leaf-k must be from 1 to 255"), (["--root", "host:port"], "bad port"),
                        (["--service", "ftp"], "unknown service 'ftp'"),
                        (["--best-leaf-k", "0"], "--best-leaf-k must be from 1 to 255"),
-                       (["--beam", "0"], "--beam must be at least 1")):
+                       (["--beam", "0"], "--beam must be at least 1"),
+                       (["--beam", "3", "--no-beam"], "--beam and --no-beam do not go together")):
         out = subprocess.run([*TOOLDNS, "mcp", *args], capture_output=True, text=True, timeout=WAIT_TIMEOUT)
         assert out.returncode == 2 and says in out.stderr, out.stderr
 

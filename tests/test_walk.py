@@ -9,6 +9,7 @@ import dns.rrset
 import pytest
 
 from resolver_client import IntentRejected, NoServersReachable, Walk
+from resolver_client.walk import DEFAULT_BEAM, auto_beam
 from tooldns.protocol.intent import INTENT_OPTION_CODE, decode_intent
 from tooldns.protocol.meta import META_OPTION_CODE, encode_meta
 from tooldns.protocol.txt import encode_pairs
@@ -308,6 +309,12 @@ def test_a_beam_waits_for_a_silent_parent_only_until_it_is_given_up():
     assert walk.take(a, referral(a, [("a1.a.tools.", "127.0.0.5", 1, 5.0, "functional")])) == []
     [leaf] = walk.take(b, None, TimeoutError("no reply"))  # b's only server: given up, a's child goes
     assert leaf.zone == "a1.a.tools." and walk.unreachable == ["b.tools."]
+
+
+def test_the_default_beam_never_cuts_the_roots_referral():
+    """6 zones a depth, or the root's K when larger: at depth 1 every child the root refers is asked."""
+    assert auto_beam(3) == auto_beam((5, 3, 2)) == auto_beam(6) == DEFAULT_BEAM == 6
+    assert auto_beam(7) == 7 and auto_beam((10, 5)) == 10 and auto_beam((1,)) == 6
 
 
 def test_a_beam_below_one_is_refused():
