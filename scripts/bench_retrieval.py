@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver, ResolverError  # noqa: E402
 from resolver_client.modes import MODES, check_mode  # noqa: E402
-from resolver_client.walk import AUTO_BEAM  # noqa: E402
+from resolver_client.cli import walk_beam  # noqa: E402
 from tooldns.building.build import DEFAULT_PRUNE_RATIO, BuildReport, build, zone_tool  # noqa: E402
 from tooldns.building.catalog import load_catalogs  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
@@ -414,7 +414,7 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         vectors = embedder if args.scorer == "hybrid" else None
         with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion,
                       fit=not args.no_fit, best_leaf_k=args.best_leaf_k,
-                      beam=None if args.no_beam else (AUTO_BEAM if args.beam is None else args.beam)) as resolver:
+                      beam=walk_beam(args)) as resolver:
             resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up (or model load)
             sweep = {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split, args.leaf_k)
                      for k in ks}

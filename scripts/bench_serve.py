@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import DATA, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
+from resolver_client.cli import walk_beam  # noqa: E402
 from resolver_client.walk import AUTO_BEAM  # noqa: E402
 
 
@@ -141,9 +142,8 @@ def main() -> int:
     try:
         wanted = [("reference", args.reference, args.port + 1, args.reference_serve_args, args.reference_queries,
                    args.reference_k, AUTO_BEAM)] if args.reference else []
-        beam = None if args.no_beam else (AUTO_BEAM if args.beam is None else args.beam)
         for name, zones, port, serve_args, queries, k, beam in [*wanted, ("tree", args.zones, args.port, args.serve_args,
-                                                                          args.queries, args.k, beam)]:
+                                                                          args.queries, args.k, walk_beam(args))]:
             t0 = time.monotonic()
             proc, root = start_servers(zones, port, extra=shlex.split(serve_args))
             seconds = time.monotonic() - t0
