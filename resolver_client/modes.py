@@ -15,7 +15,9 @@ K per depth:
   over hand-written zones without shared statistics (the demo tree) it can drop the tools of a
   second topic that happened to score lower.
   It is not a strict superset of ``get_important``: that mode pads with each leaf's best three,
-  however weak, and ``get_all`` leaves out the weak ones.
+  however weak, and ``get_all`` leaves out the weak ones. Below the root's children its walk is
+  bounded by the resolver's default beam, 10 zones a depth here (:func:`.walk.auto_beam`;
+  ``Resolver(beam=None)`` for none).
 
 Pruning: servers leave out children and tools scoring below their ``prune_ratio`` x the best
 (0.25 in built zones). The intent option has no field to ask for less, and none is needed: what
