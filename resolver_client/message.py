@@ -75,9 +75,6 @@ class Option(NamedTuple):
     otype: int
     data: bytes
 
-    def to_wire(self) -> bytes:
-        return self.data
-
 
 class Record:
     """One resource record of a reply, in the order it came."""
