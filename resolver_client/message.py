@@ -122,6 +122,11 @@ def opt_record(options: list[dns.edns.Option], payload: int = 1232, dnssec: bool
     return b"\x00" + struct.pack("!HHIH", _OPT, payload, 0x8000 if dnssec else 0, len(data)) + data
 
 
+def _wire(labels: list[bytes]) -> bytes:
+    """Labels of at most 63 octets as a name on the wire, uncompressed, without the root's label."""
+    return b"".join(_LENGTH[len(label)] + label for label in labels)
+
+
 def make_query(qname: str, opt: bytes, qtype: int = _SRV, msg_id: int | None = None) -> bytes:
     """An iterative query (RD=0) for *qname* with the OPT record *opt*."""
     labels = [label.encode("ascii") for label in qname.split(".")]
@@ -129,7 +134,7 @@ def make_query(qname: str, opt: bytes, qtype: int = _SRV, msg_id: int | None = N
     # names of at most 255; the names a walk asks for pass, and anything else gets dnspython's error
     if labels[-1] or not all(labels[:-1]) or max(map(len, labels)) > 63 or len(qname) + 1 > 255:
         dns.name.Name(labels).to_wire()
-    name = b"".join(_LENGTH[len(label)] + label for label in labels[:-1])
+    name = _wire(labels[:-1])
     msg_id = _ids.randrange(65536) if msg_id is None else msg_id
     return _HEADER.pack(msg_id, 0, 1, 0, 0, 1) + name + _QUERY_TAIL.pack(0, qtype, _IN) + opt
 
@@ -237,7 +242,7 @@ def _question_key(wire: bytes, pos: int) -> tuple[tuple[bytes, int, int], int]:
     if pos + 4 > len(wire):
         raise dns.exception.FormError("question runs past the end of the message")
     qtype, qclass = _QUESTION_TAIL.unpack_from(wire, pos)
-    name = b"".join(_LENGTH[len(label)] + label for label in labels).lower() + b"\0"
+    name = _wire(labels).lower() + b"\0"
     return (name, qtype, qclass), pos + 4
 
 
