@@ -122,7 +122,7 @@ def probe(address: str, port: int, wire: bytes) -> str:
         sock.sendto(wire, (address, port))
         reply = parse_reply(sock.recv(65535))
     rcode = dns.rcode.to_text(reply.rcode)
-    meta = next((decode_meta(o.to_wire()) for o in reply.options if o.otype == META_OPTION_CODE), None)
+    meta = next((decode_meta(o.data) for o in reply.options if o.otype == META_OPTION_CODE), None)
     if meta is None:
         return f"{rcode}, no meta option"
     return f"{rcode}, scorer {meta.scorer}" + (", vector ignored" if meta.vector_ignored else "")
