@@ -58,6 +58,7 @@ from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..serving.index import own_tools_terms
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
+from ..zone.emit import pyyaml
 from ..zone.zonefile import dump_zone, format_terms, parse_zone, zone_header
 from .build import (_addresses, _tool_labels, corpus_counts, facet_terms, own_facets, single_address,
                     zone_tool)
@@ -72,7 +73,6 @@ from .trees import LEAF_SLACK, AutoTreeBuilder
 #: (near ties swap); up to 0.5 % drift, the top-ten set of about 4 % of queries (at most 7 %)
 DRIFT_THRESHOLD = 0.005
 
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -243,8 +243,7 @@ def splice_zone(text: str, serial: int, children: dict[str, tuple]) -> str | Non
             return None
         if not isinstance(parsed, list) or len(parsed) != 1 or not isinstance(parsed[0], dict):
             return None
-        new = yaml.dump([_child_item(parsed[0], *children[label])], Dumper=_DUMPER, sort_keys=False,
-                        allow_unicode=True, width=120)
+        new = pyyaml([_child_item(parsed[0], *children[label])])
         pieces.extend([text[last:a], new])
         last = b
         done.add(label)

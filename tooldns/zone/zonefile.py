@@ -50,6 +50,7 @@ from ..scoring.bm25 import CorpusStats
 from ..exceptions import NameError_, VectorError, ZoneFileError
 from ..embedding.registry import spec_problem
 from ..scoring.registry import option_problem, scorer_names
+from . import emit
 from .limits import ZoneLimits
 from .model import KINDS, SOA, Delegation, NameServer, Parameter, RateLimit, Settings, Summary, Tool, Zone
 
@@ -811,8 +812,15 @@ def dump_zone(zone: Zone, header: str = "") -> str:
 
     Keys holding the model's defaults are left out (except ``ttl`` and the SOA's contact and
     serial, which operators look for), so a dumped file reads like a hand-written one. *header*
-    becomes ``#`` comment lines at the top.
+    becomes ``#`` comment lines at the top. The YAML is PyYAML's, byte for byte, written by
+    :func:`tooldns.zone.emit.dump` where it can do without PyYAML's per-node work.
     """
+    comments = "".join(f"# {line}\n" for line in header.splitlines())
+    return comments + emit.dump(zone_document(zone))
+
+
+def zone_document(zone: Zone) -> dict[str, Any]:
+    """*zone* as the plain document (dicts, lists, scalars) that :func:`dump_zone` writes as YAML."""
     doc: dict[str, Any] = {"origin": zone.origin, "ttl": zone.ttl, "soa": _dump_soa(zone.soa, zone.origin),
                            "nameservers": _dump_nameservers(zone.nameservers)}
     if zone.summary != Summary():
@@ -827,8 +835,7 @@ def dump_zone(zone: Zone, header: str = "") -> str:
     if zone.corpus_stats is not None:
         st = zone.corpus_stats
         doc["corpus_stats"] = {"n_docs": st.n_docs, "avgdl": st.avgdl, "df": dict(sorted(st.df.items()))}
-    comments = "".join(f"# {line}\n" for line in header.splitlines())
-    return comments + yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=120)
+    return doc
 
 
 def write_zone(zone: Zone, path: str | os.PathLike, header: str = "") -> None:
@@ -836,8 +843,6 @@ def write_zone(zone: Zone, path: str | os.PathLike, header: str = "") -> None:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(dump_zone(zone, header))
 
-
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def _contact(rname: str) -> str:
