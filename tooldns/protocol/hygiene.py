@@ -55,6 +55,10 @@ _INJECTION = re.compile(
 )
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: ASCII: a word's octets (letters, digits, underscore: what _WORD matches there) and every other as a space
+_WORD_KEPT = re.compile(rb"(\w+)")
+_NOT_WORD = bytes(c for c in range(256) if not (c < 128 and (chr(c).isalnum() or c == 95)))
+_WORD_BYTES = bytes.maketrans(_NOT_WORD, b" " * len(_NOT_WORD))
 #: bidirectional embeddings, overrides and isolates: they reorder what a terminal shows
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 
@@ -91,6 +95,8 @@ def injections(text: str) -> list[str]:
 
 def cap_repeats(text: str, cap: int = MAX_REPEATS) -> str:
     """*text* keeping the first *cap* occurrences of each word (case-folded); later ones are dropped."""
+    if text.isascii():  # most texts: lower() is casefold() and keeps every word where it stands
+        return _cap_ascii(text, cap)
     counts = Counter(map(str.casefold, _WORD.findall(text)))  # counted in C: most texts repeat nothing
     if not counts or max(counts.values()) <= cap:
         return text
@@ -107,6 +113,27 @@ def cap_repeats(text: str, cap: int = MAX_REPEATS) -> str:
         return text
     out.append(text[last:])
     return _SPACE.sub(" ", "".join(out)).strip()
+
+
+def _cap_ascii(text: str, cap: int) -> str:
+    """:func:`cap_repeats` of ASCII *text*, with bytes' C methods: the words split and counted, then
+    only those repeated past *cap* visited (a tool's text of name, description and parameters
+    repeats "the" or "id" more often than not)."""
+    data = text.encode("ascii")
+    words = data.lower().translate(_WORD_BYTES).split()  # the same words as _WORD finds, lower-cased
+    if len(words) <= cap:
+        return text
+    over = {word for word, n in Counter(words).items() if n > cap}
+    if not over:
+        return text
+    pieces = _WORD_KEPT.split(data)  # separators and words in turn: word j is pieces[2 j + 1]
+    seen = dict.fromkeys(over, 0)
+    for j in [j for j, word in enumerate(words) if word in over]:
+        word = words[j]
+        seen[word] += 1
+        if seen[word] > cap:
+            pieces[2 * j + 1] = b""
+    return " ".join(b"".join(pieces).decode("ascii").split())  # as _SPACE.sub(" ", ...).strip()
 
 
 def repeated_words(text: str, cap: int = MAX_REPEATS) -> dict[str, int]:
