@@ -235,11 +235,12 @@ def kmeans(x, k: int, seed: int = 0, rounds: int = 50, inits: int = 3):
     cols = np.unique(x.indices)
     x = x[:, cols].tocsr()
     rng = np.random.default_rng(seed)
-    best = max((_lloyd(x, k, rng, rounds) for _ in range(inits)), key=lambda fit: fit[2])
+    cosines = _Cosines(x)
+    best = max((_lloyd(x, k, rng, rounds, cosines) for _ in range(inits)), key=lambda fit: fit[2])
     return best[0], best[1], cols
 
 
-def _lloyd(x, k: int, rng, rounds: int):
+def _lloyd(x, k: int, rng, rounds: int, cosines: "_Cosines"):
     """One run of Lloyd's algorithm from k-means++ seeds; an emptied group restarts at the row that
     fits its centre worst. Returns labels, centres and the fit (sum of 2 x.c - |c|^2: higher is
     better)."""
@@ -247,7 +248,7 @@ def _lloyd(x, k: int, rng, rounds: int):
     from scipy import sparse
 
     n = x.shape[0]
-    centres = _seed_centres(x, k, rng)
+    centres = _seed_centres(x, k, rng, cosines)
     labels = np.full(n, -1)
     for _ in range(rounds):
         new = _nearest(x, centres)
@@ -276,22 +277,47 @@ def _nearest(x, centres):
     return (2 * (x @ centres.T) - (centres ** 2).sum(axis=1)).argmax(axis=1)
 
 
-def _seed_centres(x, k: int, rng):
+#: rows of a node up to which k-means++ seeding reads each row's cosines from the node's whole Gram
+#: matrix, made once for all its runs (2,048 rows: 32 MB), rather than one sparse product a centre
+GRAM_ROWS = 2048
+
+
+class _Cosines:
+    """Each row's cosine to a given row of *x* (unit-length sparse rows): a column of their Gram matrix
+    when the rows are few, else the rows times that row made dense. Either way the same sums, added
+    in the same order, as the sparse product ``x @ x[row].T`` (the products of the row's terms in
+    each row's term order; a term the given row lacks adds 0.0), at a fraction of its cost."""
+
+    def __init__(self, x) -> None:
+        self.x = x
+        self.gram = (x @ x.T).toarray() if x.shape[0] <= GRAM_ROWS else None
+
+    def __call__(self, row: int):
+        import numpy as np
+
+        if self.gram is not None:
+            return self.gram[:, row].copy()
+        x = self.x
+        dense = np.zeros(x.shape[1])
+        start, end = x.indptr[row], x.indptr[row + 1]
+        dense[x.indices[start:end]] = x.data[start:end]
+        return x @ dense
+
+
+def _seed_centres(x, k: int, rng, cosines: _Cosines):
     """k-means++ seeding: each next centre a row drawn with probability growing with the square of
     its distance to the nearest centre so far (rows are unit-length: 2 - 2 cosine)."""
     import numpy as np
 
     n = x.shape[0]
     chosen = [int(rng.integers(n))]
-    # each row's cosine to a new centre: the sparse rows times that row made dense (the same sums, in the
-    # same order, as the sparse product, which cost five times as much)
-    best = x @ x[chosen[0]].toarray().ravel()
+    best = cosines(chosen[0])
     for _ in range(1, k):
         weights = np.maximum(1.0 - best, 0.0) ** 2
         total = weights.sum()
         row = int(rng.choice(n, p=weights / total)) if total > 0 else int(rng.integers(n))
         chosen.append(row)
-        best = np.maximum(best, x @ x[row].toarray().ravel())
+        best = np.maximum(best, cosines(row))
     return x[chosen].toarray()
 
 
