@@ -1,17 +1,18 @@
 """Zone files written as PyYAML writes them, without PyYAML's per-node work where it can be left out.
 
 ``yaml.dump`` walks every node through Python (a representer, a resolver per scalar, then the
-emitter): about a fifth of ``tooldns build``'s time on a large catalog went there, most of it on
-the tools of some 60,000 leaves, whose scalars are plain words. :func:`dump` writes a document of
-dicts, lists, strings, numbers, booleans and None in block style, exactly as ``yaml.dump(doc,
-Dumper=CSafeDumper, sort_keys=False, allow_unicode=True, width=120)`` does: the same keys in the
-same order, the same plain scalars folded at the same spaces, ``[]`` and ``{}`` for empty
-collections. It writes only what it knows PyYAML would write plain (a conservative subset of
-libyaml's rules: printable ASCII, no indicator first, no ``': '`` or ``' #'``, no double space,
-and the resolver's own verdict that the text reads back as a string); every other top-level value,
-or item of a top-level list (one tool, one child), is handed to ``yaml.dump`` whole, which writes
-it as it stands at the top of a file, where it stands here. A document in which a dict or list
-appears twice (PyYAML writes an anchor and an alias) goes to ``yaml.dump`` whole.
+emitter): about a quarter of ``tooldns build``'s time on a large catalog went there, most of it on
+the tools of tens of thousands of leaves, whose scalars are plain words. :func:`dump` writes a
+document of dicts, lists, strings, numbers, booleans and None in block style, exactly as
+``yaml.dump(doc, Dumper=CSafeDumper, sort_keys=False, allow_unicode=True, width=120)`` does: the
+same keys in the same order, the same scalars plain or single-quoted as libyaml chooses (its rules
+for printable ASCII in a block context: indicators first, ``': '`` and ``' #'``, leading and
+trailing spaces, and the resolver's verdict on whether the plain text reads back as a string),
+folded at the same spaces, ``[]`` and ``{}`` for empty collections. Every other top-level value, or
+item of a top-level list (one tool, one child), such as one holding non-ASCII text or a line break,
+is handed to ``yaml.dump`` whole, which writes it as it stands at the top of a file, where it stands
+here. A document in which a dict or list appears twice (PyYAML writes an anchor and an alias) goes
+to ``yaml.dump`` whole.
 
 ``tests/test_zone_emit.py`` checks the bytes against ``yaml.dump`` on the shipped zones, a built
 tree and generated documents.
@@ -217,7 +218,7 @@ def _map(out: list[str], mapping: dict, indent: int, lead: str, seen: set[int]) 
     pad = " " * indent
     keys = _KEYS
     for key, value in mapping.items():
-        head = keys.get(key) or _key(key)
+        head = (keys.get(key) if type(key) is str else None) or _key(key)
         kind = type(value)
         if kind is int:  # the common cases written here: a term's count, a word
             out.append(f"{lead}{head} {value}\n")
