@@ -100,6 +100,11 @@ def cap_repeats(text: str, cap: int = MAX_REPEATS) -> str:
     counts = Counter(map(str.casefold, _WORD.findall(text)))  # counted in C: most texts repeat nothing
     if not counts or max(counts.values()) <= cap:
         return text
+    return _cap_words(text, cap)
+
+
+def _cap_words(text: str, cap: int) -> str:
+    """:func:`cap_repeats` one word at a time, any text."""
     seen: dict[str, int] = {}
     out: list[str] = []
     last = 0

@@ -197,20 +197,24 @@ def _fold(text: str, column: int, indent: int) -> str:
 def _value(out: list[str], value, indent: int, column: int, seen: set[int]) -> None:
     """What follows a mapping key written up to *column* (its colon included), the mapping at *indent*."""
     kind = type(value)
-    if kind is dict or kind is list:
-        if id(value) in seen:
-            raise _Shared
-        seen.add(id(value))
-        if not value:
-            out.append(" {}\n" if kind is dict else " []\n")
-        elif kind is dict:
-            out.append("\n")
-            _map(out, value, indent + 2, " " * (indent + 2), seen)
-        else:
-            out.append("\n")
-            _seq(out, value, indent, " " * indent, seen)
-        return
-    out.append(" " + _scalar(value, column + 1, indent + 2) + "\n")
+    if kind is not dict and kind is not list:
+        out.append(" " + _scalar(value, column + 1, indent + 2) + "\n")
+    elif _empty(value, seen):
+        out.append(" {}\n" if kind is dict else " []\n")
+    elif kind is dict:
+        out.append("\n")
+        _map(out, value, indent + 2, " " * (indent + 2), seen)
+    else:  # a sequence in a mapping stands at the mapping's indent
+        out.append("\n")
+        _seq(out, value, indent, " " * indent, seen)
+
+
+def _empty(value, seen: set[int]) -> bool:
+    """Whether dict or list *value* is empty, noted in *seen* (:class:`_Shared` if it is there already)."""
+    if id(value) in seen:
+        raise _Shared
+    seen.add(id(value))
+    return not value
 
 
 def _map(out: list[str], mapping: dict, indent: int, lead: str, seen: set[int]) -> None:
@@ -237,15 +241,9 @@ def _seq(out: list[str], items: list, indent: int, lead: str, seen: set[int]) ->
         out.append(lead + "- ")
         lead = pad
         kind = type(item)
-        if kind is dict or kind is list:
-            if id(item) in seen:
-                raise _Shared
-            seen.add(id(item))
-            if not item:
-                out.append("{}\n" if kind is dict else "[]\n")
-            elif kind is dict:
-                _map(out, item, indent + 2, "", seen)
-            else:
-                _seq(out, item, indent + 2, "", seen)
-        else:
+        if kind is not dict and kind is not list:
             out.append(_scalar(item, indent + 2, indent + 2) + "\n")
+        elif _empty(item, seen):
+            out.append("{}\n" if kind is dict else "[]\n")
+        else:  # its first key or dash on the dash's line
+            (_map if kind is dict else _seq)(out, item, indent + 2, "", seen)
