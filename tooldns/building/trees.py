@@ -160,6 +160,8 @@ def _idna_label(term: str) -> str:
 #: members x groups scores held at once by :func:`route_scores` (dense float64: 40 MB, and as much again
 #: for their order): rows are scored in chunks of this many cells
 ROUTE_CELLS = 5_000_000
+#: terms x groups up to which :func:`route_scores` may hold the groups' term weights dense (128 MB)
+DENSE_ROUTE_CELLS = 16_000_000
 
 
 def route_scores(counts, labels, n_groups: int, k1: float, b: float, top: int = 8, chunk: int | None = None):
@@ -188,10 +190,16 @@ def route_scores(counts, labels, n_groups: int, k1: float, b: float, top: int = 
     weights = tf.copy()
     weights.data = idf[tf.indices] * tf.data / (tf.data + k1 * (1 - b + b * dl[rows] / avgdl))
     by_term = weights.T.tocsr()
+    if by_term.shape[0] * by_term.shape[1] <= min(DENSE_ROUTE_CELLS, 4 * counts.nnz):
+        # members' rows times dense columns: the same sums in the same order as the sparse product
+        # (each member's terms in its row's order; a group without the term adds 0.0), at a sixth of
+        # its cost when the members' terms outnumber the columns' cells
+        by_term = by_term.toarray()
     m = min(top, n_groups)
     indices, scores = np.empty((n, m), dtype=np.int32), np.empty((n, m))
     for start in range(0, n, chunk):
-        s = (counts[start:start + chunk] @ by_term).toarray()
+        s = counts[start:start + chunk] @ by_term
+        s = s if isinstance(s, np.ndarray) else s.toarray()
         order = np.argsort(-s, axis=1, kind="stable")[:, :m]
         indices[start:start + chunk] = order
         scores[start:start + chunk] = np.take_along_axis(s, order, axis=1)
