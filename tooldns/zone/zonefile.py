@@ -844,7 +844,6 @@ def write_zone(zone: Zone, path: str | os.PathLike, header: str = "") -> None:
         fh.write(dump_zone(zone, header))
 
 
-
 def _contact(rname: str) -> str:
     """The mailbox an RNAME stands for: the first unescaped dot is the '@' (RFC 1035)."""
     i = 0
