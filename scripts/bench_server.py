@@ -28,7 +28,8 @@ whatever dnsperf takes of the machine).
 ``--instructions`` counts instead of timing: it runs ``tooldns serve`` under valgrind's callgrind and
 sends --replies queries of each case at a paced --rate, after a warm-up, zeroing and reading the
 process's instruction count around each (``callgrind_control``), less what the idle process spends
-in the same time (its timers). It prints the instructions per reply of each case and their ratio:
+in the same time (next to nothing: it serves with ``--watch-interval 0 --no-summaries``, so no timer
+runs). It prints the instructions per reply of each case and their ratio:
 the same figures run after run, whatever the machine's speed, of the server's whole user-space work
 (the event loop, the sockets' Python side, the packet cache, parsing, scoring, packing); the
 kernel's part of receiving and sending is not counted, and adds the same to both cases.
@@ -206,7 +207,9 @@ def instructions(zones: str, address: str, port: int, cases: list[tuple[str, lis
     os.environ["PYTHONHASHSEED"] = "0"  # the same dict layouts, so the same counts, run after run
     with tempfile.TemporaryDirectory(prefix="tooldns-count-") as tmp:
         out = Path(tmp) / "callgrind.out"
-        proc, _ = start_servers(zones, port, wrapper=["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"])
+        # nothing on a timer: no look at the files, no polls of children, so the idle process runs (nearly) nothing
+        proc, _ = start_servers(zones, port, extra=["--watch-interval", "0", "--no-summaries"],
+                                wrapper=["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"])
         try:
             paced_once(address, port, query_file(warm, tmp, "warm.bin"), 1, rate)
             idle_seconds = 10.0

@@ -164,3 +164,41 @@ def test_a_name_server_killed_mid_way_loses_no_resolution(zonedir):
     finally:
         for proc in procs:
             stop(proc)
+
+
+def soa_serial(address: str, port: int, zone: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(REPLY_TIMEOUT)
+        sock.sendto(bytes(DNSRecord.question(zone, "SOA").pack()), (address, port))
+        return DNSRecord.parse(sock.recv(4096)).rr[0].rdata.times[0]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_with_watch_interval_0_an_edit_is_served_on_sighup_and_not_before(zonedir, workers):
+    """``--watch-interval 0``: the files are not looked at on a timer (a server of many zones that stats
+    none of them while idle); SIGHUP makes it look, as BIND and NSD reload, passed on to every worker."""
+    directory, subnet = zonedir
+    port = free_port(f"{subnet}.1")
+    proc, _ = serve(str(directory), "--port", str(port), "--workers", str(workers), "--watch-interval", "0",
+                    "--no-rate-limit")
+    leaf = directory / "history.weather.tools.yaml"
+    address = re.search(r"address: (\S+)", leaf.read_text()).group(1)
+    try:
+        before = soa_serial(address, port, "history.weather.tools.")
+        leaf.write_text(leaf.read_text().replace("serial: 2026113001", "serial: 2026113050"))
+        # three rounds of the default watcher pass: nothing looks at the file
+        assert not wait_until(lambda: soa_serial(address, port, "history.weather.tools.") != before, timeout=1.5)
+        proc.send_signal(signal.SIGHUP)
+        # every worker looked (each query from a new source port: the kernel spreads them over the workers)
+        assert wait_until(lambda: all(soa_serial(address, port, "history.weather.tools.") >= 2026113050
+                                      for _ in range(8)))
+    finally:
+        code, _, err = stop(proc)
+    assert code == 0 and "Traceback" not in err
+
+
+def test_watch_interval_must_be_a_number_of_seconds(zonedir):
+    for bad in ("-1", "soon", "inf"):
+        proc = subprocess.run([sys.executable, "-m", "tooldns.cli", "serve", str(zonedir[0]), "--watch-interval", bad],
+                              capture_output=True, text=True, cwd=ROOT, timeout=WAIT_TIMEOUT)
+        assert proc.returncode == 2 and "--watch-interval: must be a number of seconds, 0 or more" in proc.stderr

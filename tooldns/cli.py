@@ -118,6 +118,7 @@ async def _run_tree(tree, args) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, tree.look)
     await stop.wait()
     _print_counters(tree.counters())
     await tree.stop()
@@ -145,7 +146,9 @@ def _serve_workers(args, tree) -> int:
 
 
 def _lazy_options(args) -> dict:
-    return {"lazy": True, "max_loaded": args.max_loaded} if args.lazy else {}
+    """The ``serve`` flags for lazy loading and watching the files, as :class:`Tree` keyword arguments."""
+    lazy = {"lazy": True, "max_loaded": args.max_loaded} if args.lazy else {}
+    return {**lazy, "watch_interval": args.watch_interval}
 
 
 def _serve(args) -> int:
@@ -231,6 +234,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, not {text!r}")
+    return value
+
+
 def _whole(text: str) -> int:
     try:
         value = int(text)
@@ -297,6 +310,9 @@ def _add_scale_flags(s: argparse.ArgumentParser) -> None:
                         "NOTIFY carries a change at once either way (docs/summaries.md)")
     s.add_argument("--no-summaries", dest="summaries", action="store_false",
                    help="parents keep the summaries their zone files hold: no polling, no NOTIFY")
+    s.add_argument("--watch-interval", type=_interval, default=0.5, metavar="S",
+                   help="look at the zone files for edits every S seconds (default 0.5; 0: never, only on "
+                        "SIGHUP, as BIND and NSD reload)")
 
 
 def _add_limit_flags(s: argparse.ArgumentParser) -> None:

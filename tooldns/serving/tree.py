@@ -148,7 +148,12 @@ class Tree:
                  summaries: bool = True, summary_refresh: float | None = None, signing: Signing | None = None,
                  lazy: bool = False, max_loaded: int = DEFAULT_MAX_LOADED, **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
-        ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``."""
+        ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``.
+
+        The files are looked at every *watch_interval* seconds for edits (0: never; :meth:`look` looks
+        once, as ``tooldns serve`` does on SIGHUP)."""
+        if watch_interval < 0:
+            raise ValueError(f"watch_interval must be 0 (never look) or more, not {watch_interval}")
         unknown = set(server_options) - _SERVER_OPTIONS
         if unknown:
             raise TypeError(f"unknown server options {sorted(unknown)}; allowed: {', '.join(sorted(_SERVER_OPTIONS))}")
@@ -245,7 +250,8 @@ class Tree:
             except OSError:
                 await self.stop()
                 raise
-        self._watch = asyncio.create_task(self._watcher())
+        if self.watch_interval > 0:
+            self._watch = asyncio.create_task(self._watcher())
 
     async def _bind(self) -> None:
         """A server on every address of the plan, all on one port (glue carries addresses only)."""
@@ -288,24 +294,29 @@ class Tree:
     async def _watcher(self) -> None:
         while True:
             await asyncio.sleep(self.watch_interval)
-            for store in self._loaded_stores():
-                try:
-                    if self.lazy is not None:
-                        self.lazy.check(store)
-                    else:
-                        store.check()
-                except Exception:  # keep watching the others
-                    log.exception("watching %s", store.path)
-            if self.lazy is not None:
-                try:  # `|`, not `or`: both look each round
-                    changed = self.lazy.new_files() | self.lazy.files_changed()
-                except Exception:  # keep watching
-                    log.exception("watching %s", self.lazy.zonedir)
-                    changed = False
-                if changed:
-                    for server in self.sockets.values():  # answers cached for the zones changed may be stale
-                        if isinstance(server.resolver, MultiZoneResolver):
-                            server.resolver.renew()
+            self.look()
+
+    def look(self) -> None:
+        """One look at the files (in the loop's thread): reload the zones whose files changed and, with
+        lazy loading, take in files added or changed since the last look."""
+        for store in self._loaded_stores():
+            try:
+                if self.lazy is not None:
+                    self.lazy.check(store)
+                else:
+                    store.check()
+            except Exception:  # keep watching the others
+                log.exception("watching %s", store.path)
+        if self.lazy is not None:
+            try:  # `|`, not `or`: both look each round
+                changed = self.lazy.new_files() | self.lazy.files_changed()
+            except Exception:  # keep watching
+                log.exception("watching %s", self.lazy.zonedir)
+                changed = False
+            if changed:
+                for server in self.sockets.values():  # answers cached for the zones changed may be stale
+                    if isinstance(server.resolver, MultiZoneResolver):
+                        server.resolver.renew()
 
     async def stop(self) -> None:
         if self.summaries is not None:

@@ -50,6 +50,7 @@ def _die_with_parent() -> None:
 def _worker(index: int, zonedir: str, port: int, options: dict, log_level: int, conn: Connection) -> None:
     """A worker process: serve the tree until SIGTERM; tell the parent ready, error or the counters."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the tree is up: then it means "look at the files"
     _die_with_parent()
     logging.basicConfig(level=log_level, format=f"[worker {index}] {_LOG_FORMAT}")
     one_blas_thread()
@@ -69,6 +70,7 @@ async def _serve(zonedir: str, port: int, options: dict, conn: Connection, index
         return
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, tree.look)
     conn.send(("ready", os.getpid()))
     await stop.wait()
     counters = tree.counters()
@@ -163,9 +165,10 @@ class Workers:
                 log.error("%s", exc)
 
     def wait(self) -> None:
-        """Supervise until SIGINT or SIGTERM (main thread only)."""
+        """Supervise until SIGINT or SIGTERM (main thread only); pass SIGHUP on to every worker."""
         stop = []
         previous = {sig: signal.signal(sig, lambda *_: stop.append(True)) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda *_: self.send_signal(signal.SIGHUP))
         try:
             while not stop:
                 sentinels = [p.sentinel for p in self._procs if p is not None]
@@ -175,6 +178,15 @@ class Workers:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def send_signal(self, sig: int) -> None:
+        """Send *sig* to every live worker (SIGHUP: look at the zone files now)."""
+        for proc in self._procs:
+            if proc is not None and proc.is_alive():
+                try:
+                    os.kill(proc.pid, sig)
+                except ProcessLookupError:  # died since: check() starts it again
+                    pass
 
     def stop(self, timeout: float = 10.0) -> dict[str, dict[str, int]]:
         """Stop every worker (SIGTERM, then SIGKILL after *timeout* seconds); their counters, summed."""
