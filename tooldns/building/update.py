@@ -58,7 +58,7 @@ from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..serving.index import own_tools_terms
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
-from ..zone.emit import pyyaml
+from ..zone.emit import LOADER, pyyaml
 from ..zone.zonefile import dump_zone, format_terms, parse_zone, zone_header
 from .build import (_addresses, _tool_labels, corpus_counts, facet_terms, own_facets, single_address,
                     zone_tool)
@@ -72,8 +72,6 @@ from .trees import LEAF_SLACK, AutoTreeBuilder
 #: by at most 0.2 point even at 5 % drift, but a few queries' top ten change from the first tool
 #: (near ties swap); up to 0.5 % drift, the top-ten set of about 4 % of queries (at most 7 %)
 DRIFT_THRESHOLD = 0.005
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass
@@ -230,7 +228,7 @@ def splice_zone(text: str, serial: int, children: dict[str, tuple]) -> str | Non
         if not first.startswith("label: "):
             return None
         try:
-            label = str(yaml.load(first, Loader=_LOADER)["label"])
+            label = str(yaml.load(first, Loader=LOADER)["label"])
         except (yaml.YAMLError, KeyError, TypeError):
             return None
         if label not in children:
@@ -238,7 +236,7 @@ def splice_zone(text: str, serial: int, children: dict[str, tuple]) -> str | Non
         if label in done:
             return None
         try:
-            parsed = yaml.load(item, Loader=_LOADER)
+            parsed = yaml.load(item, Loader=LOADER)
         except yaml.YAMLError:
             return None
         if not isinstance(parsed, list) or len(parsed) != 1 or not isinstance(parsed[0], dict):

@@ -15,7 +15,8 @@ here. A document in which a dict or list appears twice (PyYAML writes an anchor 
 to ``yaml.dump`` whole.
 
 ``tests/test_zone_emit.py`` checks the bytes against ``yaml.dump`` on the shipped zones, a built
-tree and generated documents.
+tree and generated documents. :data:`LOADER` is the reader that zone files (and the parts of them
+``tooldns build --update`` splices) are read back with.
 
     >>> dump({"origin": "weather.tools.", "ttl": 3600, "tools": [{"label": "a", "port": 0}]})
     'origin: weather.tools.\\nttl: 3600\\ntools:\\n- label: a\\n  port: 0\\n'
@@ -31,6 +32,9 @@ from yaml.resolver import Resolver
 
 #: the writer whose bytes :func:`dump` reproduces (libyaml's); without libyaml, PyYAML's own, used whole
 DUMPER = getattr(yaml, "CSafeDumper", None)
+#: the reader zone files are parsed with: libyaml's when PyYAML has it (built zone files can be
+#: megabytes), PyYAML's own otherwise; both give the same marks (line numbers in errors)
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: the line width zone files are written at (PyYAML folds a plain scalar at a space past it)
 WIDTH = 120
 

@@ -76,8 +76,6 @@ class _Seq(list):
     __slots__ = ("line", "item_lines")
 
 
-# libyaml's parser when PyYAML has it (built zone files can be megabytes); marks are the same
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CORE = "tag:yaml.org,2002:"
 #: explicit tags a zone file may carry (``!!str 0123``); any other tag is refused
 _TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null", "seq", "map")}
@@ -208,7 +206,7 @@ def _read_yaml(text: str, c: "_Checker") -> Any:
     """The located values of zone-file *text*; a ZoneFileError for what cannot be read safely."""
     composer = _Composer(c)
     try:
-        for event in yaml.parse(text, Loader=_LOADER):
+        for event in yaml.parse(text, Loader=emit.LOADER):
             composer.feed(event)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
