@@ -30,7 +30,7 @@ import dns.query
 import dns.rdatatype
 import pytest
 
-from tooldns.dnssec.keys import generate, load_keys
+from tooldns.dnssec.keys import generate, key_files, load_keys, write_key
 from tooldns.dnssec.manage import keygen_tree, retire, roll, write_ds
 from tooldns.dnssec.signer import Signing
 from tooldns.exceptions import DNSSECError
@@ -545,3 +545,31 @@ def test_the_commands_make_keys_print_the_anchor_and_validate(tmp_path, capsys):
         assert code == 0 and ";; DNSSEC:" in out and "0 bogus" in out, out
     finally:
         tree.stop()
+
+
+def test_the_key_directory_is_listed_once_until_it_changes(tmp_path, monkeypatch):
+    """A server looks at every zone's keys twice a second: one listing of the directory serves every
+    zone until the directory changes; a directory changed within the last seconds is listed at each
+    look, so that a key added in the same tick of the file system's clock is not missed."""
+    from tooldns.dnssec import keys as keymod
+
+    keydir = tmp_path / "keys"
+    write_key(keydir, generate("weather.tools."))
+    listed = []
+    real = keymod.os.listdir
+    monkeypatch.setattr(keymod.os, "listdir", lambda p: listed.append(p) or real(p))
+    monkeypatch.setattr(keymod, "_RACY", 600.0)  # "recently": the last ten minutes, however slow the machine
+    stamp = keydir.stat().st_mtime_ns
+    # just written: racy, listed at every look, and a key added in the same tick is seen
+    assert [p.name for p in key_files(keydir, "weather.tools.")] and key_files(keydir, "maps.tools.") == []
+    write_key(keydir, generate("maps.tools."))
+    os.utime(keydir, ns=(stamp, stamp))
+    assert len(key_files(keydir, "MAPS.tools.")) == 1 and len(listed) == 3
+    # two hours old: listed once for every zone and look, then again once it changes
+    old = stamp - 7200 * 10**9
+    os.utime(keydir, ns=(old, old))
+    assert [len(key_files(keydir, z)) for z in ("weather.tools.", "maps.tools.", "code.tools.")] == [1, 1, 0]
+    assert len(listed) == 4
+    write_key(keydir, generate("code.tools."))
+    assert len(key_files(keydir, "code.tools.")) == 1 and len(listed) == 5
+    assert len(key_files(tmp_path / "nowhere", "code.tools.")) == 0

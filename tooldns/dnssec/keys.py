@@ -24,6 +24,7 @@ import json
 import os
 import re
 import stat
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -146,17 +147,47 @@ def set_state(keydir: str | os.PathLike, key: ZoneKey, state: str) -> ZoneKey:
 _FILE = re.compile(r"^(?P<zone>.+\.)(?P<tag>\d{1,5})\.json$")
 
 
+#: key directory -> (what tells one state of it from another, zone in lower case -> the names of its
+#: key files, sorted): a server looks at every zone's keys twice a second (:func:`keys_stamp`), and
+#: one listing serves every zone of a tree until the directory changes
+_LISTINGS: dict[str, tuple[tuple[int, int, int], dict[str, list[str]]]] = {}
+#: a directory modified this recently (seconds) is listed again at every look, as git treats "racy"
+#: entries: a file added within the same tick of the file system's clock leaves its stamp as it was
+_RACY = 2.0
+
+
+def _listing(keydir: str | os.PathLike) -> dict[str, list[str]]:
+    """Zone (lower case) -> the names of its key files in *keydir*, sorted; {} without the directory."""
+    path = os.fspath(keydir)
+    if not os.access(path, os.F_OK):  # the common case, no keys: no exception made per zone and look
+        return {}
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {}
+    if not stat.S_ISDIR(st.st_mode):
+        return {}
+    stamp = (st.st_mtime_ns, st.st_ino, st.st_dev)
+    held = _LISTINGS.get(path)
+    if held is not None and held[0] == stamp:
+        return held[1]
+    zones: dict[str, list[str]] = {}
+    for name in sorted(os.listdir(path)):
+        m = _FILE.match(name)
+        if m:
+            zones.setdefault(m.group("zone").lower(), []).append(name)
+    if time.time() - st.st_mtime_ns / 1e9 > _RACY:
+        if len(_LISTINGS) >= 64:
+            _LISTINGS.clear()
+        _LISTINGS[path] = (stamp, zones)
+    return zones
+
+
 def key_files(keydir: str | os.PathLike, zone: str | None = None) -> list[Path]:
     """The JSON files of the keys in *keydir* (of *zone* only, when given), sorted."""
-    d = Path(keydir)
-    if not d.is_dir():
-        return []
-    out = []
-    for p in d.iterdir():
-        m = _FILE.match(p.name)
-        if m and (zone is None or m.group("zone").lower() == zone.lower()):
-            out.append(p)
-    return sorted(out)
+    zones = _listing(keydir)
+    names = zones.get(zone.lower(), []) if zone is not None else sorted(n for ns in zones.values() for n in ns)
+    return [Path(keydir) / name for name in names]
 
 
 def _check_private(pem: Path) -> None:
