@@ -131,3 +131,18 @@ def test_a_query_sent_a_byte_at_a_time_holds_its_slot_no_longer_than_silence():
         sock.sendall(struct.pack("!H", len(wire)) + wire[:5])  # the rest never comes
         assert closed_by_server(sock)
         assert wait_until(lambda: not server._conns)
+
+
+def test_a_server_stopped_with_connections_open_closes_them_without_an_error(caplog):
+    """stop() ends the handlers of open connections: each connection is closed, and nothing is logged
+    (Python 3.11's streams logged "Exception in callback ... CancelledError" for each cancelled handler)."""
+    import logging
+
+    with caplog.at_level(logging.ERROR):
+        with serving(tcp_idle=LONG) as server:
+            socks = [connect(server, LEGIT) for _ in range(3)]
+            assert all(ask(s, i) is not None for i, s in enumerate(socks))  # each handler waits for more
+        for s in socks:
+            assert s.recv(2) == b""  # closed by the server
+            s.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

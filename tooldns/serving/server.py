@@ -423,6 +423,12 @@ class DNSServer:
         try:
             if conn is not None:
                 await self._tcp_queries(reader, writer, conn, peer)
+        except asyncio.CancelledError:
+            # stop(): the connection closes below, and the task ends as if the client had left, since
+            # Python 3.11's streams ask a finished handler task for its exception, which raises for a
+            # cancelled one: asyncio logged "Exception in callback ... CancelledError" for each
+            # connection open when a server stopped
+            pass
         except Exception:
             log.exception("error on TCP connection from %s", peer)
         finally:
