@@ -112,13 +112,13 @@ async def _run_tree(tree, args) -> None:
     await tree.start()
     if tree.metrics_address is not None:
         args.metrics = tree.metrics_address  # the port chosen, when 0
-    _print_reports(args)
-    _print_started(tree)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, tree.look)
+    loop.add_signal_handler(signal.SIGHUP, tree.look)  # before "started": a SIGHUP then must not stop it
+    _print_reports(args)
+    _print_started(tree)
     await stop.wait()
     _print_counters(tree.counters())
     await tree.stop()
