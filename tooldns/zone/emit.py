@@ -70,9 +70,7 @@ def dump(doc: dict[str, Any]) -> str:
     try:
         for key, value in doc.items():
             if type(value) is list and value:  # one item at a time: a tool, a child
-                if id(value) in seen:
-                    raise _Shared
-                seen.add(id(value))
+                _note(value, seen)
                 out.append(_key(key) + "\n")
                 for item in value:
                     out.append(_part(_seq, [item], item, seen))
@@ -110,9 +108,7 @@ def _part(write, wrapped, value, seen: set[int]) -> str:
 def _containers(value, seen: set[int]) -> None:
     """Note every dict and list of *value* in *seen*; :class:`_Shared` if one is there already."""
     if type(value) is dict or type(value) is list:
-        if id(value) in seen:
-            raise _Shared
-        seen.add(id(value))
+        _note(value, seen)
         for item in (value.values() if type(value) is dict else value):
             _containers(item, seen)
 
@@ -213,11 +209,16 @@ def _value(out: list[str], value, indent: int, column: int, seen: set[int]) -> N
         _seq(out, value, indent, " " * indent, seen)
 
 
-def _empty(value, seen: set[int]) -> bool:
-    """Whether dict or list *value* is empty, noted in *seen* (:class:`_Shared` if it is there already)."""
+def _note(value, seen: set[int]) -> None:
+    """Note dict or list *value* in *seen*; :class:`_Shared` if it is there already."""
     if id(value) in seen:
         raise _Shared
     seen.add(id(value))
+
+
+def _empty(value, seen: set[int]) -> bool:
+    """Whether dict or list *value* is empty, noted in *seen* (:func:`_note`)."""
+    _note(value, seen)
     return not value
 
 
