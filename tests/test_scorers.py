@@ -3,6 +3,7 @@
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from tooldns.scoring.bm25 import BM25, CorpusStats
 from tooldns.exceptions import ScorerError
@@ -88,6 +89,37 @@ def test_tokenizer_scripts():
     assert tokenize("MP3文件 2023年") == ["mp3", "文", "件", "文件", "2023", "年"]
 
 
+def _regex_tokens(text):
+    """tokenize's way for any script: the regular expression's words, each worked out alone."""
+    from tooldns.scoring.tokenize import _TOKEN_RE, _word_tokens
+
+    return [term for word in _TOKEN_RE.findall(text) for term in _word_tokens(word)]
+
+
+def test_separators_outside_ascii_are_those_of_the_regular_expression():
+    """as_ascii spaces out exactly the characters outside ASCII that the tokenizer's regular expression
+    splits words on: checked over every code point."""
+    from tooldns.scoring.tokenize import _NON_ASCII_SEPARATOR, _TOKEN_RE
+
+    differ = [c for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000
+              and bool(_NON_ASCII_SEPARATOR.match(chr(c))) == bool(_TOKEN_RE.match(chr(c)))]
+    assert differ == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["Here", "I", "d", "getWeather", "forecasts", "caf\u00e9", "\u5929\u6c14", "2023",
+                                 " ", "\u2019", "\u201c", "\u201d", "\u2014", "\u2026", "\u00a0", "_", ",", "\u30fb",
+                                 "\U0001f600", "\u00b2"]), max_size=12).map("".join))
+def test_text_ascii_but_for_separators_splits_as_the_regular_expression_does(text):
+    """Text whose only characters outside ASCII separate words (a model's curly quotes and dashes) takes
+    the ASCII path (tokenize.as_ascii), with the terms of the regular expression's path."""
+    from tooldns.scoring.tokenize import as_ascii
+
+    assert tokenize(text) == _regex_tokens(text)
+    plain = as_ascii(text)
+    assert (plain is None) == any(not c.isascii() and (c.isalnum() or c == "\u30fb") for c in text)
+
+
 def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch):
     """An index asked often keeps each word's posting lists (tooldns.scoring.bm25._WordLists); its
     rankings stay those of tokenizing every query, and all caches together keep at most bm25.WORDS' limit of words."""
@@ -96,7 +128,9 @@ def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch):
     docs = ["getHistoricalWeather for Hong Kong", "stock quotes and prices", "weather forecasts by city",
             "convert currencies", "translate text between languages"]
     queries = ["historical weather in Hong Kong", "Stock prices, quotes!", "getWeather forecasts", "the of and",
-               "currency convert translate languages text", "天气 weather", "zzz unknown words"]
+               "currency convert translate languages text", "天气 weather",
+               "I\u2019d like \u201cweather\u201d\u2026 for Hong\u00a0Kong \u2014 currencies", "caf\u00e9 weather\u2019s",
+               "zzz unknown words"]
     plain = BM25(docs)
     fresh = [plain.rank(q, 5) for q in queries]
     assert plain._words is None  # asked fewer than WORDS_AFTER times: no cache

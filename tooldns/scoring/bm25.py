@@ -38,7 +38,7 @@ from ..exceptions import ScorerError
 from ..protocol.budget import Budget, Store
 from ..protocol.summary import MAX_FACETS
 from .scorer import Ranking, Scorer
-from .tokenize import Tokenized, ascii_words, tokenize, word_terms
+from .tokenize import Tokenized, as_ascii, ascii_words, tokenize, word_terms
 
 
 #: above this many postings for one query, :meth:`BM25.rank` adds them with numpy (cheaper from about
@@ -343,10 +343,13 @@ class BM25:
 
     def _lists(self, query: str) -> list[list[tuple[int, float]]]:
         """The posting lists of *query*'s terms that the index holds, in the terms' order; from the
-        word cache (:class:`_WordLists`) when the index is asked often and the query is ASCII."""
+        word cache (:class:`_WordLists`) when the index is asked often and the query is ASCII but for
+        separators (:func:`~tooldns.scoring.tokenize.as_ascii`)."""
         words = self._words
-        if words is not None and query.isascii():
-            return words.of(ascii_words(query))
+        if words is not None:
+            plain = as_ascii(query)
+            if plain is not None:
+                return words.of(ascii_words(plain))
         if words is None and self.tokenizer is tokenize:
             self._asked += 1
             if self._asked >= WORDS_AFTER:

@@ -29,6 +29,9 @@ _CJK = (r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff")
 # A run of CJK characters, or a run of other letters and digits: "MP3文件" is "mp3" + "文件".
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
 _CJK_RE = re.compile(rf"[{_CJK}]")
+#: a character outside ASCII that no word holds (typographic quotes and dashes, ellipses, non-breaking
+#: spaces...): what ``_TOKEN_RE`` splits on there, checked over every code point in the tests
+_NON_ASCII_SEPARATOR = re.compile(rf"[^\x00-\x7f\w{_CJK}]")
 _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
@@ -81,10 +84,26 @@ def ascii_words(text: str) -> list[bytes]:
     return text.encode("ascii").translate(_ASCII_SPACES).split()
 
 
+def as_ascii(text: str) -> str | None:
+    """*text* with each character outside ASCII that separates words (a typographic apostrophe or
+    quote, a dash, an ellipsis, a non-breaking space) as a space, when that leaves it ASCII; None
+    when a letter or digit outside ASCII remains. Its words are *text*'s, found the ASCII way: an
+    intent written by a model ("I’d like…") is split as cheaply as one in plain ASCII.
+
+        >>> as_ascii("Here’s “September”")
+        'Here s  September '
+    """
+    if text.isascii():
+        return text
+    spaced = _NON_ASCII_SEPARATOR.sub(" ", text)
+    return spaced if spaced.isascii() else None
+
+
 def tokenize(text: str) -> list[str]:
     """Split *text* into index terms."""
-    if text.isascii():  # most intents: a server tokenizes every one it is sent
-        return " ".join(map(word_terms, ascii_words(text))).split()
+    plain = as_ascii(text)
+    if plain is not None:  # most intents: a server tokenizes every one it is sent
+        return " ".join(map(word_terms, ascii_words(plain))).split()
     tokens: list[str] = []
     for word in _TOKEN_RE.findall(text):
         tokens += _word_tokens(word)
