@@ -133,3 +133,17 @@ def test_serve_refuses_broken_tree(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1
     assert "maps.tools.yaml:4: unknown key 'bogus'" in out.stderr
+
+
+@pytest.mark.parametrize("flag,bad,message", [
+    ("--tcp-idle", "inf", "a number of seconds above 0"), ("--tcp-idle", "0", "a number of seconds above 0"),
+    ("--summary-refresh", "nan", "a number of seconds above 0"), ("--watch-interval", "-0.5", "0 or more"),
+    ("--workers", "0", "a whole number of at least 1"), ("--workers", "1.5", "a whole number of at least 1")])
+def test_serve_refuses_numbers_out_of_range(flag, bad, message, capsys):
+    """Durations must be finite numbers of seconds and counts whole numbers: exit 2 with argparse's
+    message naming the flag, before anything is served."""
+    with pytest.raises(SystemExit) as exit_:
+        tooldns_main(["serve", str(ZONES), flag, bad])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: must be" in err and message in err and repr(bad) in err

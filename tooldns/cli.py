@@ -224,44 +224,26 @@ def _network(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not an address or a network such as 192.0.2.0/24: {text!r}") from None
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
-    return value
+def _bounded(convert, least, above: bool, what: str):
+    """An argparse type: *convert* (int or float) of the text, finite and above *least* (*above*) or at
+    least *least*; else argparse's error saying it must be *what*."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not (value > least if above else value >= least) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
+        return value
+
+    return parse
 
 
-def _interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, not {text!r}")
-    return value
-
-
-def _whole(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 0, not {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
-    return value
+_seconds = _bounded(float, 0, True, "a number of seconds above 0")
+_interval = _bounded(float, 0, False, "a number of seconds, 0 or more")
+_whole = _bounded(int, 0, False, "a whole number of at least 0")
+_positive = _bounded(int, 1, False, "a whole number of at least 1")
 
 
 def _demo(args) -> int:
