@@ -46,3 +46,18 @@ def test_normalize_limits_exact():
     assert normalize(ok) == ok
     with pytest.raises(NameError_):
         normalize(".".join(["a" * 63] * 3 + ["b" * 62]) + ".")
+
+
+def test_wire_name_keeps_a_name_or_stands_in_where_it_lies():
+    from tooldns.protocol.names import STAND_IN, wire_name
+
+    assert wire_name((b"History", b"weather", b"tools")) == ("history.weather.tools.", None)
+    assert wire_name(()) == (".", None)
+    stand_in, why = wire_name((b"weather.tools",))  # one label: under the DNS root, not under tools.
+    assert stand_in == STAND_IN + "." and why == "label 'weather\\.tools' holds a dot: no name here has one"
+    # the labels right of the last odd one are kept; the rest is one label no zone holds
+    assert wire_name((b"x", b"a.b", b"History", b"tools"))[0] == STAND_IN + ".history.tools."
+    assert wire_name((b"a.b", b"\xffx", b"tools")) == (
+        STAND_IN + ".tools.", "label '\\255x' holds octets outside ASCII: no name here has one")
+    with pytest.raises(NameError_):
+        normalize(wire_name((b"a.b", b"tools"))[0])  # what lookup() reads as a name no zone holds

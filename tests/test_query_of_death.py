@@ -6,6 +6,7 @@ unpackable: no answer over UDP, and over TCP the connection closed with the quer
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 
@@ -18,8 +19,9 @@ import pytest
 from tooldns.serving.resolver import ZoneResolver
 from tooldns.serving.server import DNSServer
 from tooldns.serving.store import ZoneStore
+from tooldns.serving.tree import TreeThread
 
-from conftest import REPLY_TIMEOUT, ZONES
+from conftest import REPLY_TIMEOUT, ZONES, copy_tree, free_port, fresh_subnet
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +92,71 @@ def test_a_query_with_many_records_is_formerr(server_for_zone):
     stuffed = struct.pack("!HHHHHH", 0x56, 0, 1, 0, 0, 50) + b"\x05tools\x00" + struct.pack("!HH", 6, 1) + rr * 50
     reply = dns.message.from_wire(server_for_zone.handle(stuffed, udp=True))
     assert reply.rcode() == dns.rcode.FORMERR
+
+
+def _ask(address: str, port: int, labels: list[bytes], tcp: bool = False, qtype: int = 1) -> dns.message.Message:
+    """A query for *labels* (A by default) over UDP or TCP; the reply as dnspython reads it."""
+    wire = raw_query(labels)
+    wire = wire[:-11 - 4] + struct.pack("!HH", qtype, 1) + wire[-11:]
+    if tcp:
+        with socket.create_connection((address, port), timeout=REPLY_TIMEOUT) as sock:
+            sock.sendall(struct.pack("!H", len(wire)) + wire)
+            size = struct.unpack("!H", sock.recv(2, socket.MSG_WAITALL))[0]
+            return dns.message.from_wire(sock.recv(size, socket.MSG_WAITALL))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(REPLY_TIMEOUT)
+        sock.sendto(wire, (address, port))
+        return dns.message.from_wire(sock.recv(4096))
+
+
+def _ede(reply: dns.message.Message) -> str:
+    return " ".join(o.text or "" for o in reply.options if isinstance(o, dns.edns.EDEOption))
+
+
+#: (zone asked, the name's labels, rcode, the owner of the reply's first authority record, text of its EDE)
+ODD_NAMES = [
+    ("tools.", [b"weather.tools"], dns.rcode.REFUSED, None, "label 'weather\\.tools' holds a dot"),
+    ("weather.tools.", [b"ns1.weather", b"tools"], dns.rcode.REFUSED, None, "label 'ns1\\.weather' holds a dot"),
+    ("weather.tools.", [b"a.b", b"weather", b"tools"], dns.rcode.NXDOMAIN, "weather.tools.", "holds a dot"),
+    ("tools.", [b"\xffx", b"tools"], dns.rcode.NXDOMAIN, "tools.", "label '\\255x' holds octets outside ASCII"),
+    ("tools.", [b"a.b", b"history", b"weather", b"tools"], dns.rcode.NOERROR, "weather.tools.", ""),  # a child's
+    ("tools.", [b"a\x00b", b"weather", b"tools"], dns.rcode.NOERROR, "weather.tools.", ""),
+]
+
+
+@pytest.mark.parametrize("tcp", [False, True])
+def test_a_label_with_a_dot_or_octets_outside_ascii_is_no_other_name(demo_tree, tcp):
+    """A label holding a dot (``weather\\.tools.``: one label) was joined into another name and answered
+    for it; one with octets outside ASCII was refused inside the zone. Each is now what it is: a name
+    no zone holds, refused outside the zone, denied inside it, referred below a child, the EDE text
+    naming the label."""
+    port = demo_tree.tree.port
+    for zone, labels, rcode, owner, ede in ODD_NAMES:
+        reply = _ask(demo_tree.tree.addresses[zone][0], port, labels, tcp)
+        assert reply.rcode() == rcode and not reply.answer, (zone, labels)
+        assert (reply.authority[0].name.to_text() if reply.authority else None) == owner, (zone, labels)
+        assert ede in _ede(reply), (zone, labels, _ede(reply))
+    # and the server answers on
+    assert _ask(demo_tree.tree.addresses["tools."][0], port, [b"tools"], tcp, qtype=6).answer
+
+
+def test_odd_labels_on_one_address_go_to_the_zone_they_lie_in(tmp_path):
+    """The same names asked of one server for every zone (tooldns serve --listen): each goes to the zone
+    it lies in, which answers as its own server does."""
+    zdir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    for path in zdir.glob("*.yaml"):
+        path.write_text(re.sub(r"address: \S+", "address: 127.0.0.1", path.read_text(encoding="utf-8")), encoding="utf-8")
+    tree = TreeThread(zdir, free_port("127.0.0.1"), watch_interval=0).start()
+    try:
+        for labels, rcode, owner in [([b"weather.tools"], dns.rcode.REFUSED, None),
+                                     ([b"ns1.weather", b"tools"], dns.rcode.NXDOMAIN, "tools."),
+                                     ([b"a.b", b"weather", b"tools"], dns.rcode.NXDOMAIN, "weather.tools."),
+                                     ([b"\xffx", b"tools"], dns.rcode.NXDOMAIN, "tools."),
+                                     ([b"a.b", b"history", b"weather", b"tools"], dns.rcode.NXDOMAIN,
+                                      "history.weather.tools."),
+                                     ([b"a\x00b", b"weather", b"tools"], dns.rcode.NXDOMAIN, "weather.tools.")]:
+            reply = _ask("127.0.0.1", tree.tree.port, labels)
+            assert reply.rcode() == rcode and "label '" in _ede(reply), (labels, _ede(reply))
+            assert (reply.authority[0].name.to_text() if reply.authority else None) == owner, labels
+    finally:
+        tree.stop()

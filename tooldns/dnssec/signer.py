@@ -35,7 +35,7 @@ import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
-from dnslib import RD, RR, DNSBuffer
+from dnslib import RD, RR, DNSBuffer, DNSLabel
 
 from ..exceptions import DNSSECError
 from .keys import ZoneKey, keys_stamp, load_keys
@@ -54,6 +54,14 @@ def rdata_wire(rr: RR) -> bytes:
     buffer = DNSBuffer()
     rr.rdata.pack(buffer)
     return bytes(buffer.data)
+
+
+def owner_label(name: str) -> DNSLabel | str:
+    """*name* (presentation form) as a dnslib record's owner. dnslib reads no escapes, so a name with
+    one (``a\\.b.tools.``, ``\\255x.tools.``: a denied question's name) is read by dnspython."""
+    if "\\" not in name:
+        return name
+    return DNSLabel(list(dns.name.from_text(name).labels[:-1]))
 
 
 class ZoneSigner:
@@ -110,7 +118,7 @@ class ZoneSigner:
         for k in keys:
             sig = dns.dnssec.sign(rrset, self._signing[k.key_tag], self.name, k.dnskey,
                                   inception=int(now - INCEPTION_SLACK), expiration=int(now + self.validity))
-            out.append(RR(owner, RRSIG, ttl=ttl, rdata=RD(sig.to_wire())))
+            out.append(RR(owner_label(owner), RRSIG, ttl=ttl, rdata=RD(sig.to_wire())))
             self.stats["signatures"] += 1
         return out
 

@@ -82,6 +82,35 @@ def is_subdomain(name: str, zone: str) -> bool:
     return zone == "." or name == zone or name.endswith("." + zone)
 
 
+#: the label a stand-in name (:func:`wire_name`) has where the question's odd labels stood: no zone holds it
+STAND_IN = "\x00"
+
+
+def wire_name(labels: tuple[bytes, ...] | list[bytes]) -> tuple[str, str | None]:
+    """A question name as read off the wire (its *labels*), as the text a zone decides on: lower-case
+    and absolute, with None; or, when a label holds a dot or an octet outside ASCII (no name a zone
+    serves has one; joined with dots it would read as another name), a stand-in and what is wrong.
+
+    The stand-in lies where the question's name lies: its labels right of the last odd one are kept
+    and the rest become one label no zone holds (:data:`STAND_IN`), so a zone refuses a name outside
+    it and denies one inside it, as any name it does not hold.
+
+        >>> wire_name((b"History", b"weather", b"tools"))
+        ('history.weather.tools.', None)
+        >>> wire_name((b"weather.tools",))[0], wire_name((b"a.b", b"weather", b"tools"))[0]
+        ('\x00.', '\x00.weather.tools.')
+    """
+    for at in range(len(labels) - 1, -1, -1):
+        label = labels[at]
+        if b"." in label or not label.isascii():
+            kept = [part.decode("ascii").lower() for part in labels[at + 1:]]
+            what = "a dot" if b"." in label else "octets outside ASCII"
+            shown = "".join("\\." if c == 0x2E else chr(c) if 0x20 < c < 0x7F and c not in b'\\"' else f"\\{c:03d}"
+                            for c in label)  # as dig shows it
+            return ".".join([STAND_IN, *kept]) + ".", f"label '{shown}' holds {what}: no name here has one"
+    return (b".".join(labels).decode("ascii").lower() + ".") if labels else ".", None
+
+
 def parent(name: str) -> str:
     parts = labels(name)
     return ".".join(parts[1:]) + "." if len(parts) > 1 else "."

@@ -151,15 +151,18 @@ def lookup(ix: ZoneIndex, qname: str, qtype: int, intent: Intent | None, vector:
     """Decide the result of (*qname*, *qtype*) with *intent* (and its *vector*) against zone index *ix*.
 
     *qname* must be lower-case and absolute; names that break RFC 1035 get NXDOMAIN inside the
-    zone and REFUSED outside it.
+    zone (a referral below a child) and REFUSED outside it.
     """
     origin = ix.origin
     try:
         qname = names.normalize(qname)
         cur = names.parse_cursor(qname)
     except NameError_ as exc:
-        if names.is_subdomain(qname.lower(), origin):
-            return Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr], ede=str(exc))
+        low = qname.lower()
+        if names.is_subdomain(low, origin):
+            child = ix.child_for(low)  # a child's name, however malformed, is the child's to deny
+            return _delegation(ix, child) if child is not None else \
+                Result(Kind.NXDOMAIN, authority=[ix.negative_soa_rr], ede=str(exc))
         return Result(Kind.REFUSED, ede=str(exc))
 
     if _searches(ix, qname, cur):

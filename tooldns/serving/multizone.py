@@ -198,11 +198,7 @@ class MultiZoneResolver(BaseResolver):
         q = request.q
         if q.qclass == CLASS.CH and q.qtype == QTYPE.TXT and str(q.qname).lower() == STATS_NAME:
             return None
-        try:
-            name = b".".join(q.qname.label).decode("ascii").lower() + "."
-        except UnicodeDecodeError:
-            return self.top  # names no zone holds: refused or NXDOMAIN, as by a zone's own server
-        name = name if name != ".." else "."
+        name, _ = names.wire_name(q.qname.label)  # a stand-in where an odd name lies: its zone denies it
         if request.header.opcode == OPCODE.NOTIFY:  # about a child: its parent zone hears it
             return next((m for m in self._all()
                          if any(c.name == name for c in m.source.index.zone.children)), self.top)

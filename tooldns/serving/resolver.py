@@ -25,10 +25,12 @@ from functools import partial
 from dataclasses import replace
 from typing import Protocol
 
+import dns.name
 from dnslib import CLASS, OPCODE, QTYPE, RCODE, RR, TXT, DNSRecord
 from dnslib.server import BaseResolver
 
 from ..exceptions import IntentError
+from ..protocol import names
 from .index import ZoneIndex
 from ..protocol.intent import INTENT_OPTION_CODE, Intent, decode_intent
 from ..protocol.brief import BRIEF_OPTION_CODE, decode_brief
@@ -60,6 +62,12 @@ class StaticSource:
 CLASS_ANY = 255
 #: CHAOS-class TXT name that reports a server's counters, like BIND's version.bind
 STATS_NAME = "stats.tooldns."
+
+
+def _said(result: Result, odd: str | None) -> Result:
+    """*result*, decided for a stand-in of the question's name (:func:`~tooldns.protocol.names.wire_name`),
+    saying what is wrong with the name when it is denied or refused."""
+    return result if odd is None or result.kind not in (Kind.NXDOMAIN, Kind.REFUSED) else replace(result, ede=odd)
 
 
 def _option_data(opt, code: int) -> list[bytes]:
@@ -287,19 +295,17 @@ class ZoneResolver(BaseResolver):
             return error_reply(request, RCODE.REFUSED, f"class {CLASS.get(q.qclass)} is not served")
         if q.qtype in (QTYPE.AXFR, QTYPE.IXFR):
             return error_reply(request, RCODE.REFUSED, "zone transfers are not offered")
-        try:
-            qname = b".".join(q.qname.label).decode("ascii").lower() + "."
-        except UnicodeDecodeError:
-            qname = "\x00invalid."  # non-ASCII octets: names no zone holds; lookup refuses or NXDOMAINs
-        if qname == ".." or not q.qname.label:
-            qname = "."
+        # a label with a dot or octets outside ASCII: a stand-in where the name lies (names.wire_name)
+        qname, odd = names.wire_name(q.qname.label)
         index = self.source.index
         if index.signer is not None:  # a signed zone (tooldns.dnssec): DNSKEY, DS, and RRSIGs for DO queries
             from .signing import secure, signed_lookup
 
             do = opt is not None and bool(opt.ttl & 0x8000)
-            result = signed_lookup(index, qname, q.qtype, intent, vector, False)  # secured below, once trimmed
+            result = _said(signed_lookup(index, qname, q.qtype, intent, vector, False), odd)  # secured once trimmed
+            # the name a denial proves absent, as dnspython writes it when it needs escapes (signer.owner_label)
+            denied = qname if odd is None and "\\" not in qname else dns.name.Name(q.qname.label + (b"",)).to_text()
             return self._fitted(request, handler, intent, result, lambda r: reply_for(
-                request, secure(index, index.signer, qname, q.qtype, r) if do else r, dnssec=do))
-        return self._fitted(request, handler, intent, lookup(index, qname, q.qtype, intent, vector),
+                request, secure(index, index.signer, denied, q.qtype, r) if do else r, dnssec=do))
+        return self._fitted(request, handler, intent, _said(lookup(index, qname, q.qtype, intent, vector), odd),
                             lambda r: reply_for(request, r))

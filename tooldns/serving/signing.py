@@ -36,7 +36,7 @@ import dns.name
 import dns.rdata
 from dnslib import QTYPE, RD, RR
 
-from ..dnssec.signer import RRSIG, ZoneSigner
+from ..dnssec.signer import RRSIG, ZoneSigner, owner_label
 from ..protocol import names
 from .lookup import Kind, Result, lookup
 
@@ -128,7 +128,7 @@ def _nsec(ix, signer: ZoneSigner, owner: str, types: set[int]) -> list:
     rdata = _nsec_rdata(owner, tuple(sorted(types)))
     if rdata is None:
         return []
-    rr = RR(owner, NSEC, ttl=ix.negative_soa_rr.ttl, rdata=rdata)
+    rr = RR(owner_label(owner), NSEC, ttl=ix.negative_soa_rr.ttl, rdata=rdata)
     return [rr, *signer.rrsigs(owner, NSEC, rr.ttl, [rr])]
 
 
