@@ -222,6 +222,27 @@ def test_live_edit_add_change_remove_and_broken(demo_dir, caplog):
         tree.stop()
 
 
+def test_a_zone_whose_name_servers_move_is_served_where_it_was_and_the_log_says_so(demo_dir, caplog):
+    """A reloaded zone whose name server names another address is served on, with the new data, where its
+    socket was bound at start (as an authoritative server's listening addresses are its own), and the
+    log says that a restart moves it."""
+    tree = start_tree(demo_dir)
+    path = demo_dir / "history.weather.tools.yaml"
+    old = re.search(r"address: (\S+)", path.read_text()).group(1)
+    new = old.rsplit(".", 1)[0] + ".250"
+    try:
+        with caplog.at_level(logging.WARNING, logger="tooldns.serving.tree"):
+            path.write_text(path.read_text().replace(f"address: {old}", f"address: {new}"))
+            assert wait_until(lambda: "restart it to serve the zone there" in caplog.text)
+        assert f"history.weather.tools.: its name servers now name {new}, but this process serves it on {old}" \
+            in caplog.text
+        reply = DNSRecord.parse(DNSRecord.question("ns1.history.weather.tools.", "A").send(
+            old, tree.tree.port, timeout=REPLY_TIMEOUT))
+        assert [str(rr.rdata) for rr in reply.rr] == [new]  # the new data, on the old address
+    finally:
+        tree.stop()
+
+
 def test_trust_filtering_end_to_end(demo_tree):
     with resolver_for(demo_tree, cache=False) as r:
         open_ = r.resolve("Hong Kong Observatory weather warnings", k=3)

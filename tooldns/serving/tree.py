@@ -303,8 +303,8 @@ class Tree:
             try:
                 if self.lazy is not None:
                     self.lazy.check(store)
-                else:
-                    store.check()
+                elif store.check() == "reloaded":
+                    self._note_moved(store)
             except Exception:  # keep watching the others
                 log.exception("watching %s", store.path)
         if self.lazy is not None:
@@ -317,6 +317,15 @@ class Tree:
                 for server in self.sockets.values():  # answers cached for the zones changed may be stale
                     if isinstance(server.resolver, MultiZoneResolver):
                         server.resolver.renew()
+
+    def _note_moved(self, store: ZoneStore) -> None:
+        """Warn when a reloaded zone's name servers name other addresses than those it is served on: the
+        sockets are bound at start (as an authoritative server's listening addresses are its own
+        configuration, not its zones'), so it goes on being served where it was until a restart."""
+        named, served = zone_addresses(store, self.listen), self.addresses[store.index.origin]
+        if named != served:
+            log.warning("%s: its name servers now name %s, but this process serves it on %s: restart it "
+                        "to serve the zone there", store.index.origin, ", ".join(named), ", ".join(served))
 
     async def stop(self) -> None:
         if self.summaries is not None:
