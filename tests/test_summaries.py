@@ -7,6 +7,8 @@ small DNS server written here with dnspython that answers what an honest server 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import socket
 import threading
 import time
@@ -314,6 +316,29 @@ def test_notify_from_an_address_that_is_not_the_childs_name_server_is_refused(de
     assert reply.rcode() == dns.rcode.NOTAUTH
     counters = demo_tree.tree.summaries.counters()
     assert counters["notifies_refused"] >= 2 and counters["notifies_received"] >= 3
+
+
+def test_a_burst_of_refused_notifies_is_counted_and_logged_once_a_minute(demo_tree, caplog, monkeypatch):
+    """NOTIFYs from an address that is not the child's name server (one datagram each, from any source)
+    are refused and counted, every one; the log gets one line per zone a minute, the next saying how
+    many went unlogged, so that a flood of them does not flood the log."""
+    import tooldns.serving.summaries as summaries
+
+    address, port = demo_tree.root()
+    notify = dns.message.make_query("weather.tools.", "SOA")
+    notify.set_opcode(dns.opcode.NOTIFY)
+    before = demo_tree.tree.summaries.counters()["notifies_refused"]
+    with caplog.at_level(logging.WARNING, logger="tooldns.serving.summaries"):
+        for i in range(50):
+            notify.id = i
+            assert dns.query.udp(notify, address, port=port, timeout=REPLY_TIMEOUT).rcode() == dns.rcode.REFUSED
+        assert demo_tree.tree.summaries.counters()["notifies_refused"] == before + 50
+        lines = [r.getMessage() for r in caplog.records if "NOTIFY for weather.tools." in r.getMessage()]
+        assert len(lines) == 1 and "more refused" not in lines[0]
+        monkeypatch.setattr(summaries, "REFUSED_LOG_INTERVAL", 0.0)  # a minute later
+        assert dns.query.udp(notify, address, port=port, timeout=REPLY_TIMEOUT).rcode() == dns.rcode.REFUSED
+    lines = [r.getMessage() for r in caplog.records if "NOTIFY for weather.tools." in r.getMessage()]
+    assert len(lines) == 2 and re.search(r"\(49 more refused since the last such line\)$", lines[-1]), lines
 
 
 # -- a child that lies ------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -72,6 +73,8 @@ QUERY_TIMEOUT = 2.0
 BATCH_DELAY = 0.05
 #: NOTIFY is sent again after 1, 2, 4 ... seconds until acknowledged, at most this many times
 NOTIFY_TRIES = 4
+#: seconds between two log lines about NOTIFYs a zone refused (the others are counted, not logged)
+REFUSED_LOG_INTERVAL = 60.0
 #: seconds until a child is asked again after a failure or a refused summary (--summary-refresh caps it)
 RETRY = 600.0
 #: queries to children in flight at once (each holds a socket: a tree of thousands of zones polls
@@ -179,6 +182,8 @@ class SummaryKeeper:
                               "notifies_refused": 0, "summary_polls": 0, "summaries_learned": 0,
                               "summaries_refused": 0, "summary_refresh_failures": 0})
         self._pending: dict[str, dict[str, Summary]] = {}
+        #: zone -> when a refused NOTIFY to it was last logged, and how many since went unlogged
+        self._refusals: dict[str, tuple[float | None, int]] = {}
         self._notifying: dict[str, asyncio.Task] = {}
         self._running = False
         self._slots = asyncio.Semaphore(MAX_OUTSTANDING)
@@ -241,12 +246,25 @@ class SummaryKeeper:
             return dns.rcode.NOTAUTH
         if address not in {ns.address for ns in delegation.nameservers}:
             self.stats["notifies_refused"] += 1
-            log.warning("%s: NOTIFY for %s from %s refused: not one of its name servers", parent, child, address)
+            self._say_refused(parent, child, address)
             return dns.rcode.REFUSED
         held = self.children.get((parent, child))
         if held is not None:
             held.wake.set()
         return dns.rcode.NOERROR
+
+    def _say_refused(self, parent: str, child: str, address: str) -> None:
+        """Log a refused NOTIFY to zone *parent*: at most one line every :data:`REFUSED_LOG_INTERVAL`
+        seconds per zone, the next saying how many went unlogged (a NOTIFY is one datagram from any
+        source address; every one is counted in ``notifies_refused``)."""
+        now = time.monotonic()
+        last, unsaid = self._refusals.get(parent, (None, 0))
+        if last is not None and now - last < REFUSED_LOG_INTERVAL:
+            self._refusals[parent] = (last, unsaid + 1)
+            return
+        self._refusals[parent] = (now, 0)
+        more = f" ({unsaid} more refused since the last such line)" if unsaid else ""
+        log.warning("%s: NOTIFY for %s from %s refused: not one of its name servers%s", parent, child, address, more)
 
     async def _watch(self, child: _Child) -> None:
         """Poll the child's SOA at its refresh interval (or at once when woken by a NOTIFY); fetch
