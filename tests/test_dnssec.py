@@ -576,20 +576,24 @@ def test_the_key_directory_is_listed_once_until_it_changes(tmp_path, monkeypatch
     assert len(key_files(tmp_path / "nowhere", "code.tools.")) == 0
 
 
-def test_a_name_with_a_dotted_or_non_ascii_label_is_denied_with_a_proof_that_validates(tmp_path):
-    """``a\\.b.tools.`` (one label with a dot) and ``\\255x.tools.`` are names the signed root does not
-    hold: a compact denial whose NSEC is owned by the name asked, as written on the wire, and validates."""
+def test_odd_and_longest_names_are_denied_with_proofs_that_validate(tmp_path):
+    """``a\\.b.tools.`` (one label with a dot), ``\\255x.tools.``, and names of 254 and 255 octets (no
+    room for ``\\000.<name>``) are names the signed root does not hold: a compact denial whose NSEC is
+    owned by the name asked, as written on the wire, names a next name after it, and validates."""
     zdir = _signed_copy(tmp_path, zones=["tools."])
     tree = start_tree(zdir)
     try:
         port, root = tree.tree.port, _zone_address(zdir, "tools.")
         keys = _ask(root, port, "tools.", "DNSKEY")
         dnskey = keys.find_rrset(keys.answer, dns.name.from_text("tools."), 1, dns.rdatatype.DNSKEY)
-        for name in ("a\\.b.tools.", "\\255x.tools.", "a\\\\b.tools."):
+        longest = "a." * 124 + "tools."  # 255 octets on the wire
+        for name in ("a\\.b.tools.", "\\255x.tools.", "a\\\\b.tools.", "bb." + longest[4:], longest,
+                     "Z." + longest[2:]):
             denied = _ask(root, port, name, "A")
             nsec = [r for r in denied.authority if r.rdtype == dns.rdatatype.NSEC]
             assert denied.rcode() == dns.rcode.NOERROR and not denied.answer, name
             assert [r.name for r in nsec] == [dns.name.from_text(name)], name
+            assert nsec[0][0].next > nsec[0].name, name
             assert _validate_all(denied, {dnskey.name: dnskey}) == 2, name
     finally:
         tree.stop()

@@ -54,13 +54,30 @@ def ds_records(child: str, ds: tuple[str, ...], ttl: int) -> tuple[RR, ...]:
     return tuple(RR(child, DS, ttl=ttl, rdata=RD(dns.rdata.from_text("IN", "DS", text).to_wire())) for text in ds)
 
 
+def successor(name: dns.name.Name) -> dns.name.Name | None:
+    """The name right after *name* in DNSSEC's canonical order (RFC 4471, 3.1.2): ``\\000.<name>``
+    when there is room; else its first label one octet longer (a ``\\000`` appended); else, for a
+    name of 255 octets, its first label's last octet raised (octets 0xFF dropped first; A to Z sort
+    as a to z, so they are stepped over). None only when the first label is all 0xFF octets."""
+    labels = name.labels
+    for make in (lambda: (b"\x00", *labels), lambda: (labels[0] + b"\x00", *labels[1:])):
+        try:
+            return dns.name.Name(make())
+        except (dns.name.NameTooLong, dns.name.LabelTooLong):
+            pass
+    first = labels[0].lower().rstrip(b"\xff")
+    if not first:
+        return None
+    raised = first[-1] + 1
+    return dns.name.Name((first[:-1] + bytes([0x5B if 0x41 <= raised <= 0x5A else raised]), *labels[1:]))
+
+
 @lru_cache(maxsize=4096)
 def _nsec_rdata(owner: str, types: tuple[int, ...]) -> RD | None:
-    """The RDATA of a compact NSEC at *owner*: next name ``\\000.<owner>``, bitmap *types*; None for a
-    name too long to have a next name."""
-    try:
-        following = dns.name.Name((b"\x00", *dns.name.from_text(owner).labels))
-    except dns.name.NameTooLong:
+    """The RDATA of a compact NSEC at *owner*: next name its :func:`successor` (``\\000.<owner>`` but
+    for the longest names), bitmap *types*; None when there is none."""
+    following = successor(dns.name.from_text(owner))
+    if following is None:
         return None
     text = " ".join(QTYPE.get(t) if t not in (NXNAME,) else "NXNAME" for t in sorted(types))
     return RD(dns.rdata.from_text("IN", "NSEC", f"{following.to_text()} {text}").to_wire())
