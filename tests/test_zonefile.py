@@ -254,3 +254,24 @@ def test_too_many_facets_are_refused():
 
     many = "[" + ", ".join(f"'t{i}:1'" for i in range(ZoneLimits().max_facets + 1)) + "]"
     one_error(with_corpus(f"facets: {many}"), 15, "max_facets")
+
+
+def test_a_broken_child_file_is_reported_as_broken_not_as_missing(tmp_path, caplog):
+    """At start a directory with a broken zone file is refused with that file's message; its parent's
+    delegation is not also said to have no zone file (it has one). A file really missing is."""
+    import logging
+    import shutil
+
+    from conftest import ZONES
+    from tooldns.serving.tree import load_tree
+
+    shutil.copytree(ZONES, tmp_path / "z")
+    leaf = tmp_path / "z" / "history.weather.tools.yaml"
+    leaf.write_text(leaf.read_text() + "tools: [oops\n")
+    with caplog.at_level(logging.WARNING, logger="tooldns.serving.tree"):
+        with pytest.raises(ZoneFileError, match="history.weather.tools.yaml:.*bad YAML"):
+            load_tree(tmp_path / "z")
+        assert "no zone file here" not in caplog.text
+        leaf.unlink()
+        load_tree(tmp_path / "z")
+    assert "delegation to history.weather.tools. has no zone file here" in caplog.text

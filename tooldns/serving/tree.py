@@ -78,11 +78,14 @@ def load_tree(zonedir: str | os.PathLike, limits: ZoneLimits | None = None, sign
         if s.index.origin in by_origin:
             errors.append(f"{s.path}:1: origin {s.index.origin} is already served by {by_origin[s.index.origin].path}")
         by_origin[s.index.origin] = s
+    unread = bool(errors)  # a file that failed to load may be the child's: the errors say so, not a warning
     for s in stores:  # glue in the parent must match what the child says of itself
         for child in s.zone.children:
             cs = by_origin.get(child.name)
             if cs is None:
-                log.warning("%s: delegation to %s has no zone file here; it will not answer", s.path, child.name)
+                if not unread:
+                    log.warning("%s: delegation to %s has no zone file here; it will not answer", s.path,
+                                child.name)
                 continue
             glue = {(ns.name, ns.address) for ns in child.nameservers}
             own = {(ns.name, ns.address) for ns in cs.zone.nameservers}
