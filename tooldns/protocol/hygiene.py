@@ -49,7 +49,7 @@ _INJECTION = re.compile(
     r"|\byou\s+are\s+(?:now\s+)?(?:a|an|the)\b[^.\n]{0,40}"
     r"|\bas\s+an\s+ai\b|\bsystem\s+prompt\b"
     r"|(?:^|\W)(?:system|assistant|user|developer)\s*:"
-    r"|#{2,}\s*(?:instructions?|system|response)\b"
+    r"|(?<!#)#{2,}\s*(?:instructions?|system|response)\b"  # from a run's start only: linear in its length
     r"|<\|?/?[a-z_]*\|?>|\[/?(?:inst|system)\]",
     re.IGNORECASE,
 )
