@@ -17,10 +17,11 @@ import json
 import sys
 
 from tooldns.protocol import names
+from tooldns.protocol.hygiene import printable
 
 from .exceptions import ResolverError
 from .modes import GET_IMPORTANT, MODES
-from .resolver import Resolver, parse_server
+from .resolver import Resolver, seconds, parse_server
 from .results import Resolution
 from .walk import AUTO_BEAM
 from .walkpage import write_walk_page
@@ -66,7 +67,7 @@ def format_trace(res: Resolution) -> str:
         for t in hop.tools:
             score = f"{t.score:.3f}" if t.score is not None else "-"
             out.append(f";;   tool {t.rank}. {t.name:40} score {score:>7}  {t.target.rstrip('.')}:{t.port}")
-    return "\n".join(out)
+    return "\n".join(map(printable, out))  # zone names, notes and EDE texts are the servers': no escapes
 
 
 def _embedder(spec: str | None):
@@ -92,6 +93,14 @@ class _Version(argparse.Action):
 
         print(f"{parser.prog} {tooldns.__version__}")
         parser.exit()
+
+
+def timeout_arg(text: str) -> float:
+    """``--timeout``: a number of seconds above 0 (a usage error otherwise, as the library's ResolverError)."""
+    try:
+        return seconds(text, "timeout")
+    except ResolverError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -124,7 +133,7 @@ def _print(res, args) -> None:
             print(format_trace(res))
         print(format_table(res))
     for err in res.errors:
-        print(f";; warning: {err}", file=sys.stderr)
+        print(f";; warning: {printable(err)}", file=sys.stderr)
 
 
 def _add_dnssec_flags(p: argparse.ArgumentParser) -> None:
@@ -180,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
     p.add_argument("--top", type=int, default=None, help="print at most this many tools")
-    p.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for each reply (default 1)")
+    p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each reply (default 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--details", action="store_true", help="tools with their descriptions (leaves answer without "
                                                           "them unless asked; --html asks)")
@@ -207,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                                    service=args.service.lower(), trust=_split(args.trust), exclude=_split(args.exclude),
                                    top=args.top, leaf_k=args.leaf_k, split=args.split, mode=args.mode)
     except ResolverError as exc:
-        print(f"tooldns-resolve: {exc}", file=sys.stderr)
+        print(f"tooldns-resolve: {printable(str(exc))}", file=sys.stderr)  # may hold a server's EDE text
         return 3
     _print(res, args)
     if args.html:

@@ -30,6 +30,7 @@ from typing import Literal
 
 from tooldns.protocol import names
 
+from .cli import timeout_arg
 from .describe import Parameter, ToolInfo, adescribe, tool_name
 from .exceptions import NoServersReachable, ResolverError
 from .modes import DEFAULT_MODE, MODES, check_mode
@@ -247,7 +248,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trust", action="append",
                    help="organisations to trust (comma-separated labels); others are skipped")
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
-    p.add_argument("--timeout", type=float, default=1.0, help="seconds to wait for each DNS reply (default 1)")
+    p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each DNS reply (default 1)")
     p.add_argument("--embed", metavar="MODEL", help="embed intents and send their vectors (minilm, local:PATH, "
                    "openai:MODEL, hash), for trees built with tooldns build --embed")
     p.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio",

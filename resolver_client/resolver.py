@@ -17,6 +17,7 @@ arrives.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 import selectors
@@ -36,22 +37,45 @@ from .validate import TrustAnchor, Validator, load_anchor
 from .walk import AUTO_BEAM, Query, Walk, auto_beam
 
 DEFAULT_ROOT = ("127.0.0.1", 5300)
+#: the longest wait a resolver takes, for one reply or a whole resolution (a day: select() refuses far larger)
+MAX_SECONDS = 86400.0
+
+
+def seconds(value, what: str) -> float:
+    """*value* as a number of seconds above 0 and at most :data:`MAX_SECONDS`; ResolverError otherwise
+    (``nan`` never times out: a walk would spin on its next wait of nothing)."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not 0 < seconds <= MAX_SECONDS:
+        raise ResolverError(f"{what} must be a number of seconds above 0 and at most {MAX_SECONDS:g}, not {value!r}")
+    return seconds
+
+
+def _port(text: str, whole: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise ResolverError(f"bad port in {whole!r}: a port is a whole number from 1 to 65535")
+    return port
 
 
 def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple[str, int]:
     """'HOST:PORT', '[v6]:PORT', 'HOST' or (host, port) -> (host, port)."""
     if isinstance(text, tuple):
-        return text[0], int(text[1])
+        return text[0], _port(str(text[1]), str(text))
     text = text.strip()
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
-        return host, int(rest.lstrip(":") or default_port)
+        if rest and not rest.startswith(":"):
+            raise ResolverError(f"bad server {text!r}: '[ADDRESS]:PORT' or '[ADDRESS]'")
+        return host, _port(rest[1:], text) if rest else default_port
     if text.count(":") == 1:
         host, port = text.split(":")
-        try:
-            return host, int(port)
-        except ValueError:
-            raise ResolverError(f"bad port in {text!r}") from None
+        return host, _port(port, text)
     return text, default_port
 
 
@@ -61,11 +85,15 @@ class _BaseResolver:
                  intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT,
                  validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
                  details: bool = False, fit: bool = True, best_leaf_k: int | None = None,
-                 beam: int | str | None = AUTO_BEAM) -> None:
+                 beam: int | str | None = AUTO_BEAM, lifetime: float | None = None) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
-        self.timeout = timeout
+        #: seconds to wait for each reply before asking the zone's next name server
+        self.timeout = seconds(timeout, "timeout")
+        #: seconds a whole resolution may take (None: 30, or ten timeouts when that is longer); past it
+        #: the tools found so far are returned, or LimitExceeded raised when there are none
+        self.lifetime = seconds(lifetime, "lifetime") if lifetime is not None else max(30.0, 10 * self.timeout)
         self.cache = cache if isinstance(cache, ReplyCache) else (ReplyCache() if cache else None)
         self.max_depth = max_depth
         self.max_queries = max_queries
@@ -182,9 +210,13 @@ class Resolver(_BaseResolver):
         walk, top = self._plan_mode(intent, k, service, trust, exclude, top, leaf_k, split, mode)
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}  # socket -> (query, start time)
+        deadline = t0 + self.lifetime
         with selectors.DefaultSelector() as selector:
             try:
                 while ready or inflight:
+                    if time.perf_counter() >= deadline:  # what is in flight is dropped (its sockets closed)
+                        walk.expire(f"lifetime of {self.lifetime:g} s reached")
+                        break
                     while ready:
                         q = ready.popleft()
                         hit = self._cached(q)
@@ -205,17 +237,17 @@ class Resolver(_BaseResolver):
                             selector.register(sock, events, exchange)
                             inflight[sock] = (q, sent)
                     if inflight:
-                        ready.extend(self._collect(walk, selector, inflight))
+                        ready.extend(self._collect(walk, selector, inflight, deadline))
             finally:
                 for sock in inflight:
                     sock.close()
         walk.stats.ms = (time.perf_counter() - t0) * 1000
         return walk.result(top)
 
-    def _collect(self, walk: Walk, selector, inflight: dict) -> list[Query]:
-        """Wait for the next replies (or the next timeout); hand each outcome to the walk."""
+    def _collect(self, walk: Walk, selector, inflight: dict, deadline: float) -> list[Query]:
+        """Wait for the next replies (or the next timeout, or the *deadline*); hand each outcome to the walk."""
         now = time.perf_counter()
-        wait_for = max(0.0, min(started for _, started in inflight.values()) + self.timeout - now)
+        wait_for = max(0.0, min(min(started for _, started in inflight.values()) + self.timeout, deadline) - now)
         out: list[Query] = []
         for key, _ in selector.select(wait_for):
             sock, exchange = key.fileobj, key.data
@@ -281,6 +313,7 @@ class AsyncResolver(_BaseResolver):
         walk, top = self._plan_mode(intent, k, service, trust, exclude, top, leaf_k, split, mode)
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}
+        deadline = t0 + self.lifetime
         while ready or inflight:
             while ready:
                 q = ready.popleft()
@@ -290,7 +323,13 @@ class AsyncResolver(_BaseResolver):
                 else:
                     inflight[asyncio.ensure_future(self._exchange(q))] = q
             if inflight:
-                done, _ = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(inflight, timeout=max(0.0, deadline - time.perf_counter()),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if not done:  # the lifetime is over: what is in flight is dropped
+                    for task in inflight:
+                        task.cancel()
+                    walk.expire(f"lifetime of {self.lifetime:g} s reached")
+                    break
                 for task in done:
                     q = inflight.pop(task)
                     wire, err, ms = task.result()

@@ -72,6 +72,10 @@ class WalkGroup:
         walk = self._owner.pop(id(q))
         return self._own(walk, walk.take(q, wire, error, ms, cached=cached))
 
+    def expire(self, why: str) -> None:
+        for walk in self.walks:
+            walk.expire(why)
+
     def result(self, top: int | None = None) -> Resolution:
         whole = self.walks[0].result()  # the whole intent's failure is the resolution's
         results, part_errors = [whole], []
