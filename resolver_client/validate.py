@@ -88,6 +88,8 @@ def load_anchor(path: str) -> TrustAnchor:
             return read_anchor(fh.read())
     except OSError as exc:
         raise ResolverError(f"cannot read the trust anchor {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ResolverError(f"the trust anchor {path} is not text (byte {exc.start} is no UTF-8)") from exc
 
 
 def rrsets(records) -> tuple[dict, dict]:
@@ -96,6 +98,8 @@ def rrsets(records) -> tuple[dict, dict]:
     data: dict[tuple[str, int], dns.rrset.RRset] = {}
     sigs: dict[tuple[str, int], dns.rrset.RRset] = {}
     for r in records:
+        if r.rdclass != dns.rdataclass.IN:  # no zone's data: a server's stray CH record proves nothing
+            continue
         if r.rdtype == _RRSIG:
             key, into = (r.name, int(r.rdata.type_covered)), sigs
         else:
@@ -106,6 +110,11 @@ def rrsets(records) -> tuple[dict, dict]:
                                                 r.rdata.covers() if r.rdtype == _RRSIG else dns.rdatatype.NONE)
         rrset.add(r.rdata, r.ttl)
     return data, sigs
+
+
+#: what dnspython raises on records it cannot make RRsets of (a name too long once its escapes are read,
+#: records of one name and type that do not agree): such a reply is bogus, never a crash
+_UNREADABLE = (dns.exception.DNSException, ValueError)
 
 
 @dataclass
@@ -158,6 +167,8 @@ class Validator:
             z.status, z.keys = self._keys(zone, z, records)
         except Bogus as exc:
             z.status, z.keys, z.reason = BOGUS, None, str(exc)
+        except _UNREADABLE as exc:
+            z.status, z.keys, z.reason = BOGUS, None, f"records dnspython cannot take ({exc})"
         return z.status
 
     def fail_keys(self, zone: str, why: str) -> None:
@@ -200,11 +211,14 @@ class Validator:
             return
         if z.status != SECURE:
             raise Bogus(z.reason or f"the keys of {zone} are not known")
-        data, sigs = rrsets(section)
-        for key in wanted:
-            rrset = data.get(key)
-            if rrset is not None:
-                self._validate(rrset, sigs.get(key), z.keys, f"{key[0]} {dns.rdatatype.to_text(key[1])}")
+        try:
+            data, sigs = rrsets(section)
+            for key in wanted:
+                rrset = data.get(key)
+                if rrset is not None:
+                    self._validate(rrset, sigs.get(key), z.keys, f"{key[0]} {dns.rdatatype.to_text(key[1])}")
+        except _UNREADABLE as exc:  # fail closed: what cannot be checked is not secure
+            raise Bogus(f"records dnspython cannot take ({exc})") from None
 
     def delegate(self, parent: str, child: str, authority) -> str:
         """The referral from *parent* to *child* (its authority section): what it proves of the child's
@@ -234,6 +248,9 @@ class Validator:
             return INSECURE
         except Bogus as exc:
             c.delegation = (BOGUS, str(exc))
+            return BOGUS
+        except _UNREADABLE as exc:
+            c.delegation = (BOGUS, f"records dnspython cannot take ({exc})")
             return BOGUS
 
 

@@ -124,10 +124,18 @@ def beam_order(zone: str, ranks: tuple[int, ...]) -> tuple:
 
 
 def _number(pairs: dict[str, str], key: str) -> float | None:
+    """A score of a ranking record, None when missing or not a finite number (``inf`` and ``nan``
+    would put a zone's tools above every other zone's, or every other's under a floor, and are no JSON)."""
     try:
-        return float(pairs[key]) if pairs.get(key) else None
+        value = float(pairs[key]) if pairs.get(key) else None
     except ValueError:
         return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+#: name servers of one zone tried in turn at most (each distinct address once): a referral may name
+#: thousands, and each unanswered one costs a whole timeout
+MAX_SERVERS_TRIED = 8
 
 
 def _owner_service(owner: str) -> str:
@@ -510,9 +518,11 @@ class Walk:
         return []
 
     def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
-        if q.server_index + 1 < len(q.servers):
-            return [q.retry(server_index=q.server_index + 1, tcp=q.tcp if q.qtype == dns.rdatatype.DNSKEY
-                            else self._wants_tcp(q.qname, q.k))]
+        if q.server_index + 1 < min(len(q.servers), MAX_SERVERS_TRIED):
+            if self.stats.queries < self.max_queries:  # a retry is a query like any other
+                return [q.retry(server_index=q.server_index + 1, tcp=q.tcp if q.qtype == dns.rdatatype.DNSKEY
+                                else self._wants_tcp(q.qname, q.k))]
+            self._hit_limit(f"query limit {self.max_queries} reached")
         if q.qtype == dns.rdatatype.DNSKEY:  # no keys: the zone's replies cannot be validated
             self.validator.fail_keys(q.zone, why)
             return self._release(q.zone)
@@ -551,7 +561,8 @@ class Walk:
         for opt in resp.options:
             if opt.otype == EDE_OPTION_CODE:
                 try:
-                    return decode_ede(opt.data)[1].removesuffix("\0")  # a NUL some servers end it with
+                    # a NUL some servers end it with; the text is the server's, printed as errors are
+                    return printable(decode_ede(opt.data)[1].removesuffix("\0"))
                 except IntentError:
                     return None
         return None
@@ -575,6 +586,7 @@ class Walk:
                 continue
         found = []
         srv = sorted((r.value for r in resp.answer if r.rdtype == dns.rdatatype.SRV and r.value), key=lambda rd: rd.priority)
+        del srv[q.k:]  # the K asked for, the best first: a leaf that sends more gets no more room
         for rd in srv:
             owner, pairs = by_rank.get(rd.priority, ("", {}))
             if status and self._check(q, resp.additional, [(owner, dns.rdatatype.TXT)]) == BOGUS:
@@ -599,10 +611,20 @@ class Walk:
                 self._tools[tool.key] = tool
         return found
 
-    def _allowed(self, zone: str, kind: str) -> tuple[bool, str]:
-        label = zone.split(".", 1)[0]
+    def _allowed(self, zone: str, kind: str, parent: str) -> tuple[bool, str]:
+        """Whether the walk may follow a referral from *parent* to *zone*: an entry of ``exclude`` or
+        ``trust`` names a label or a whole name, matched against *zone* and every zone between it and
+        *parent* (a referral may skip a level: ``api.noaa.tools.`` straight from ``tools.``)."""
+        between = []  # (label, name) from the child up, not the parent
+        name = zone
+        while name not in (parent, ".") and names.is_subdomain(name, parent):
+            between.append((name.split(".", 1)[0], name.rstrip(".")))
+            name = names.parent(name)
+        between = between or [(zone.split(".", 1)[0], zone.rstrip("."))]
+
         def matches(entries):
-            return any(e.lower().rstrip(".") in (label, zone.rstrip(".")) for e in entries)
+            wanted = {e.lower().rstrip(".") for e in entries}
+            return any(label in wanted or full in wanted for label, full in between)
         if self.exclude and matches(self.exclude):
             return False, "excluded"
         if kind == "organisation" and self.trust is not None and not matches(self.trust):
@@ -622,10 +644,11 @@ class Walk:
         out = []
         for zone, ns_names in children.items():
             pairs = meta.get(zone, {})
+            # its ranking record's text is the server's (the zone's name, as read, is what the walk asks)
             ref = Referral(zone, _rank(pairs, len(hop.referrals) + 1), _number(pairs, "score"),
-                           pairs.get("kind", "functional"), pairs.get("summary", ""))
+                           printable(pairs.get("kind", "functional")), printable(pairs.get("summary", "")))
             hop.referrals.append(ref)
-            servers = [(addr, q.server[1]) for n in ns_names for addr in glue.get(n, [])]
+            servers = list(dict.fromkeys((addr, q.server[1]) for n in ns_names for addr in glue.get(n, [])))
             why = self._check_referral(q, resp, zone)
             if why:
                 ref.followed, ref.why_not = False, why
@@ -660,21 +683,24 @@ class Walk:
         zone = ref.zone
         if not names.is_subdomain(zone, q.zone):
             return None, f"outside {q.zone}"
-        ok, why = self._allowed(zone, ref.kind)
+        ok, why = self._allowed(zone, ref.kind, q.zone)
         if not ok:
             return None, why
         if not servers:
             return None, "no glue"
         k = None  # the K of the child's depth
-        if zone == q.zone:  # kind "self": this zone's own tools
-            qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
-            depth, k = q.depth, self._leaf_k(first)
-        elif leaf:  # a leaf: ask for its tools directly
-            qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
-            depth, k = q.depth + 1, self._leaf_k(first)
-        else:
-            qname = names.Cursor(self.service, self.transport, zone).to_text()
-            depth = q.depth + 1
+        try:  # a name DNS allows but no zone of the tree may have (a space, 63 octets): no search there
+            if zone == q.zone:  # kind "self": this zone's own tools
+                qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
+                depth, k = q.depth, self._leaf_k(first)
+            elif leaf:  # a leaf: ask for its tools directly
+                qname = names.Cursor(self.service, self.transport, zone, expanded=True).to_text()
+                depth, k = q.depth + 1, self._leaf_k(first)
+            else:
+                qname = names.Cursor(self.service, self.transport, zone).to_text()
+                depth = q.depth + 1
+        except NameError_ as exc:
+            return None, f"bad name ({printable(str(exc))})"
         if depth > self.max_depth:
             self._hit_limit(f"depth limit {self.max_depth} reached at {zone}")
             return None, "depth limit"
@@ -690,6 +716,10 @@ class Walk:
     def _hit_limit(self, why: str) -> None:
         self.errors.append(why)
         self.limited = True
+
+    def expire(self, why: str) -> None:
+        """The driver's deadline passed: the walk ends with what it found (the queries out are dropped)."""
+        self._hit_limit(why)
 
     # -- the end --
     def result(self, top: int | None = None) -> Resolution:
