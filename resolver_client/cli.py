@@ -103,6 +103,17 @@ def timeout_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _at_least_one(text: str) -> int:
+    """``--top``: a whole number of at least 1 (-1 would drop the last tool, as a slice does)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tooldns-resolve", description="Find tools for an intent by walking a .tools tree over DNS.")
     p.add_argument("--version", action=_Version)
@@ -188,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"service to find: {', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
-    p.add_argument("--top", type=int, default=None, help="print at most this many tools")
+    p.add_argument("--top", type=_at_least_one, default=None, help="print at most this many tools")
     p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each reply (default 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--details", action="store_true", help="tools with their descriptions (leaves answer without "

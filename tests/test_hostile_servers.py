@@ -164,7 +164,7 @@ def test_bad_servers_timeouts_and_anchors_are_resolver_errors(tmp_path):
     with pytest.raises(ResolverError, match="is not text"):
         load_anchor(str(anchor))
     for args, code, said in ((["--timeout", "nan"], 2, "timeout must be"), (["--timeout", "1e308"], 2, "timeout must be"),
-                             (["--root", "127.0.0.1:99999"], 3, "bad port")):
+                             (["--root", "127.0.0.1:99999"], 3, "bad port"), (["--top", "-1"], 2, "at least 1")):
         proc = subprocess.run([sys.executable, "-m", "resolver_client.cli", "weather", *args], capture_output=True,
                               text=True, cwd=REPO, timeout=WAIT_TIMEOUT)
         assert proc.returncode == code and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
