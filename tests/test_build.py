@@ -240,3 +240,21 @@ def test_build_cli(catalog_file, tmp_path, capsys):
     bad.write_text("[{]")
     assert main(["build", str(bad), "--out", str(tmp_path / "y")]) == 1
     assert "bad.json:1: not valid JSON" in capsys.readouterr().err
+
+
+def test_a_catalog_of_one_zone_builds_checks_updates_and_serves(tmp_path, capsys):
+    """A catalog small enough for one zone (a leaf root, no children): it failed to build, its
+    build-state/ folder never made (only zones with children wrote into it first)."""
+    from tooldns.cli import main
+
+    catalog = tmp_path / "few.json"
+    tools = [{"id": f"t{i}", "name": f"Tool {i}", "description": f"does thing {i} weather stock"} for i in range(5)]
+    catalog.write_text(json.dumps(tools))
+    assert main(["build", str(catalog), "--out", str(tmp_path / "z")]) == 0
+    assert (tmp_path / "z" / "build-state" / "state.json").is_file() and (tmp_path / "z" / "build-report.json").is_file()
+    assert main(["check", str(tmp_path / "z")]) == 0
+    catalog.write_text(json.dumps(tools[:4] + [{"id": "t9", "name": "Tool 9", "description": "rain history"}]))
+    assert main(["build", str(catalog), "--out", str(tmp_path / "z"), "--update"]) == 0
+    [store] = load_tree(tmp_path / "z")
+    assert sorted(t.name for t in store.zone.tools) == ["Tool 0", "Tool 1", "Tool 2", "Tool 3", "Tool 9"]
+    capsys.readouterr()

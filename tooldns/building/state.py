@@ -204,7 +204,9 @@ class BuildState:
                 "written": {"n_docs": self.written.n_docs, "avgdl": self.written.avgdl, "df": self.written.df},
                 "current": {"n_docs": self.current.n_docs, "length": self.current.length, "df": self.current.df},
                 "digests": self.digests}
-        write_atomically(self.directory(outdir) / "state.json", json.dumps(data, ensure_ascii=False))
+        directory = self.directory(outdir)
+        directory.mkdir(parents=True, exist_ok=True)  # a tree of one zone writes no terms before it
+        write_atomically(directory / "state.json", json.dumps(data, ensure_ascii=False))
 
     def terms_path(self, outdir: str | os.PathLike, origin: str) -> Path:
         return self.directory(outdir) / "terms" / (Path(self.zones[origin].file).stem + ".json")
