@@ -13,7 +13,9 @@ requests are kept in ``embedding_requests``. The same modes make it slow or fail
 mode "short" answers one vector fewer than asked.
 
 A "slow" request is held until the test calls :meth:`FakeLLM.release` (or ``delay`` seconds pass,
-or the server closes), so a test decides when the model answers instead of racing a sleep; and
+or the server closes), so a test decides when the model answers instead of racing a sleep; a
+"trickle" one is answered one byte every 0.1 s (no read ever waits long: a per-read timeout never
+fires), until released; and
 :meth:`FakeLLM.wait_for_requests` lets a test wait until the model has been asked.
 """
 
@@ -145,7 +147,8 @@ class FakeLLM:
                     "model": body.get("model", "fake"),
                     "choices": [{"index": 0, "finish_reason": "stop",
                                  "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
+                    "usage": ({"prompt_tokens": -5, "completion_tokens": 1e300, "total_tokens": 1.5}
+                              if mode == "odd_usage" else {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}),
                 })
 
             def _embeddings(self, body: dict) -> None:
@@ -176,6 +179,11 @@ class FakeLLM:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
+                    if fake.mode == "trickle":  # a byte at a time, until released
+                        while data and not fake._released.wait(0.1):
+                            self.wfile.write(data[:1])
+                            self.wfile.flush()
+                            data = data[1:]
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up on a held request (its budget ran out): nobody to answer

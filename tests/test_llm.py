@@ -58,7 +58,7 @@ def test_prose_around_json_is_accepted(fake):
     s.close()
 
 
-@pytest.mark.parametrize("mode", ["500", "429", "garbage", "empty", "out_of_range", "slow"])
+@pytest.mark.parametrize("mode", ["500", "429", "garbage", "empty", "out_of_range", "slow", "trickle"])
 def test_each_failure_falls_back_to_bm25_within_the_budget(fake, mode):
     fake.mode, fake.delay = mode, 30.0  # "slow": the model holds the request for 30 s (until the fixture closes it)
     s = scorer(fake, probe_interval=60, budget_ms=400)
@@ -95,6 +95,16 @@ def test_cache_and_token_accounting(fake):
     assert len(fake.chat_requests()) == 2 and s.counters()["cache_hits"] == 1 and s.counters()["calls"] == 2
     assert s.counters()["prompt_tokens"] == fake.prompt_tokens > 0
     assert s.counters()["completion_tokens"] == fake.completion_tokens > 0
+    s.close()
+
+
+def test_token_counts_that_are_no_counts_count_nothing(fake):
+    """An endpoint's usage of -5 or 1e300 tokens is not added to the counters stats.tooldns. reports."""
+    fake.mode = "odd_usage"
+    s = scorer(fake)
+    assert not s.rank("weather forecast", 2).fallback
+    assert s.counters()["calls"] == 1 and s.counters()["prompt_tokens"] == 0 and s.counters()["completion_tokens"] == 0
+    assert all(isinstance(v, int) for v in s.counters().values())
     s.close()
 
 

@@ -77,6 +77,12 @@ class Counters:
             return dict(self._counts)
 
 
+def _tokens(count) -> int:
+    """A token count an endpoint reported, when it is one (a whole number from 0 to 2^31; 1.5, -5 or
+    1e300 count as nothing): what ``stats.tooldns.`` sums must stay a count."""
+    return count if isinstance(count, int) and not isinstance(count, bool) and 0 <= count < 2**31 else 0
+
+
 class ChatModel:
     """One model at one endpoint, counting calls and tokens (thread-safe)."""
 
@@ -99,8 +105,8 @@ class ChatModel:
             self._counts.add(failed_calls=1)
             raise
         usage = getattr(response, "usage", None)
-        self._counts.add(calls=1, prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
-                    completion_tokens=(usage.completion_tokens or 0) if usage else 0)
+        self._counts.add(calls=1, prompt_tokens=_tokens(getattr(usage, "prompt_tokens", 0)),
+                         completion_tokens=_tokens(getattr(usage, "completion_tokens", 0)))
         return response.choices[0].message.content if response.choices else None
 
     def ping(self) -> None:
