@@ -10,7 +10,8 @@ It also answers ``POST /v1/embeddings`` with deterministic vectors (feature hash
 :class:`tooldns.embedding.HashEmbedder` of ``embedding_dim`` dimensions, scaled by 3 so that the
 client has to normalise them) and word counts as ``usage``, as floats or base64 as asked; those
 requests are kept in ``embedding_requests``. The same modes make it slow or fail with 500 or 429;
-mode "short" answers one vector fewer than asked.
+mode "short" answers one vector fewer than asked; "nan_vector", "zero_vector" and "huge_vector" make its
+first vector all NaN, 0 or 1e308; "null_item", "same_index" and "no_index" break its items' shape.
 
 A "slow" request is held until the test calls :meth:`FakeLLM.release` (or ``delay`` seconds pass,
 or the server closes), so a test decides when the model answers instead of racing a sleep; a
@@ -164,10 +165,18 @@ class FakeLLM:
                 vectors = [[3 * x for x in v] for v in HashEmbedder(fake.embedding_dim).embed(texts)]
                 if mode == "short":
                     vectors = vectors[:-1]
+                if mode in ("nan_vector", "zero_vector", "huge_vector"):
+                    vectors[0] = [{"nan_vector": float("nan"), "zero_vector": 0.0, "huge_vector": 1e308}[mode]] * len(vectors[0])
                 if body.get("encoding_format") == "base64":
                     vectors = [base64.b64encode(array.array("f", v).tobytes()).decode() for v in vectors]
                 tokens = sum(len(t.split()) for t in texts)
                 data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+                if mode == "null_item":
+                    data[0] = None
+                elif mode == "same_index":
+                    data[-1]["index"] = 0
+                elif mode == "no_index":
+                    data[0]["index"] = None
                 self._send(200, {"object": "list", "data": data[::-1],  # out of order: the client sorts by index
                                  "model": body.get("model", "fake"),
                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})

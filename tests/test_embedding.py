@@ -173,6 +173,41 @@ def test_a_wrong_answer_becomes_embedding_error(fake):
     assert embedder.counters()["failed_calls"] == 1
 
 
+@pytest.mark.parametrize("mode, said", [("nan_vector", "not a direction"), ("zero_vector", "not a direction"),
+                                        ("huge_vector", "not a direction"), ("null_item", "indexes are not"),
+                                        ("same_index", "indexes are not"), ("no_index", "indexes are not")])
+def test_vectors_that_are_no_directions_and_items_out_of_shape_become_embedding_error(fake, mode, said):
+    """They crashed tooldns build --embed and tooldns embed (sklearn's KMeans on NaN, AttributeError on
+    a null item, TypeError sorting a null index) or were taken (zero and 1e308 vectors)."""
+    embedder = remote(fake)
+    fake.mode = mode
+    with pytest.raises(EmbeddingError, match=said):
+        embedder.embed([WEATHER, SLACK])
+    assert embedder.counters()["failed_calls"] == 1
+
+
+@pytest.mark.parametrize("mode", ["nan_vector", "null_item", "slow"])
+def test_a_zone_whose_intent_embedder_answers_badly_or_hangs_answers_from_bm25_and_pauses_it(fake, mode, tmp_path,
+                                                                                             monkeypatch):
+    """A zone that embeds intents (embed_intents: openai:MODEL) behind an endpoint answering NaN, items
+    out of shape, or nothing: every query got SERVFAIL or waited the client's 10 s x 3 tries. Now it
+    answers from BM25 with the FALLBACK flag, waits at most a deadline for the endpoint, and asks it
+    again only after a pause."""
+    from dnslib import RCODE
+
+    from test_hybrid import INTENT, META_OPTION_CODE, ask, decode_meta, hybrid_history, option, tool_txt
+    from tooldns.embedding import registry
+
+    fake.mode, fake.delay = mode, 30.0
+    monkeypatch.setitem(registry._shared, "openai:fake-embed", remote(fake, timeout=30.0))
+    resolver = hybrid_history(tmp_path, embed_intents="openai:fake-embed")
+    for intent in (INTENT, INTENT + " again", "rain in Hong Kong"):  # three intents, never seen
+        r = ask(resolver, intent)
+        assert r.header.rcode == RCODE.NOERROR and tool_txt(r), mode
+        assert decode_meta(option(r, META_OPTION_CODE)).fallback
+    assert len(fake.embedding_requests) == 1  # asked once, then paused
+
+
 def test_a_timeout_becomes_embedding_error(fake):
     fake.mode, fake.delay = "slow", 30.0
     embedder = remote(fake, timeout=0.3)

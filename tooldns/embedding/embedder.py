@@ -49,6 +49,8 @@ class Embedder(ABC):
 
     model: str
     dim: int
+    #: whether it waits on an endpoint (a server embedding intents bounds the wait: IntentEmbeddings)
+    remote: bool = False
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

@@ -21,6 +21,8 @@ shares one model; :class:`IntentEmbeddings` keeps the vectors of intents that ar
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ..exceptions import EmbeddingError
 from ..protocol.ttlcache import TTLCache
@@ -90,20 +92,33 @@ def shared_embedder(spec: str = DEFAULT_SPEC) -> Embedder:
         return embedder
 
 
+#: seconds a server waits for a remote embedder's vector of one intent (BM25 alone answers past it)
+INTENT_DEADLINE = 1.0
+#: seconds a server embeds no intent after its embedder failed (answering from BM25 at once meanwhile)
+PAUSE = 5.0
+
+
 class IntentEmbeddings:
     """Intent text -> vector for one embedder, kept *ttl* seconds, at most *max_entries* (thread-safe).
 
     For servers that embed the intents arriving without a vector: an agent retrying or walking
-    down the tree sends the same intent again and again.
+    down the tree sends the same intent again and again. A remote embedder is waited for at most
+    *deadline* seconds a call (its client's timeout is per read, and retried); after any failure no
+    intent is embedded for *pause* seconds, so that a dead or hanging endpoint costs one wait, not
+    one a query.
     """
 
-    def __init__(self, embedder: Embedder, max_entries: int = 4096, ttl: float = 300) -> None:
+    def __init__(self, embedder: Embedder, max_entries: int = 4096, ttl: float = 300,
+                 deadline: float = INTENT_DEADLINE, pause: float = PAUSE) -> None:
         self.embedder = embedder
         self.ttl = ttl
         self._cache = TTLCache(max_entries=max_entries)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.deadline, self.pause = deadline, pause
+        self._calls = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tooldns-embed") if embedder.remote else None
+        self._down_until = 0.0
 
     def vector(self, text: str) -> list[float]:
         """The unit vector of *text*, from the cache or embedded now (EmbeddingError on failure)."""
@@ -112,11 +127,29 @@ class IntentEmbeddings:
             with self._lock:
                 self.hits += 1
             return list(cached)
-        vector = self.embedder.embed_one(text)
+        if time.monotonic() < self._down_until:
+            raise EmbeddingError(f"{self.embedder.model} failed less than {self.pause:g} s ago; not asked")
+        try:
+            vector = self._embed(text)
+        except Exception as exc:  # whatever the backend raises: this intent, and the next pause, go without
+            self._down_until = time.monotonic() + self.pause
+            if isinstance(exc, EmbeddingError):
+                raise
+            raise EmbeddingError(f"{self.embedder.model}: {type(exc).__name__}: {exc}") from exc
         self._cache.put(text, tuple(vector), ttl=self.ttl)
         with self._lock:
             self.misses += 1
         return vector
+
+    def _embed(self, text: str) -> list[float]:
+        if self._calls is None:  # a model in this process: nothing to wait on but the model
+            return self.embedder.embed_one(text)
+        call = self._calls.submit(self.embedder.embed_one, text)
+        try:
+            return call.result(timeout=self.deadline)
+        except TimeoutError:
+            call.cancel()
+            raise EmbeddingError(f"{self.embedder.model}: no vector within {self.deadline:g} s") from None
 
     def counters(self) -> dict[str, int]:
         with self._lock:

@@ -15,6 +15,8 @@ every model returns unit vectors.
 
 from __future__ import annotations
 
+import math
+
 from typing import Sequence
 
 from ..chat import Counters, openai_client
@@ -30,6 +32,8 @@ class OpenAIEmbedder(Embedder):
     Failures (timeouts, HTTP errors, answers of the wrong shape) raise EmbeddingError, the client's
     exception as its cause, after the client's own *max_retries*.
     """
+
+    remote = True
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  timeout: float = 10.0, max_retries: int = 2, client=None, *, dim: int | None = None,
@@ -78,20 +82,27 @@ class OpenAIEmbedder(Embedder):
         return vectors
 
     def _vectors(self, response, expected: int) -> list[list[float]]:
-        """The answer's vectors in input order, checked for number and length."""
-        data = sorted(getattr(response, "data", None) or [], key=lambda item: item.index)
+        """The answer's vectors in input order, checked: one item per text, indexes 0 to n - 1 once each,
+        vectors of finite floats of one length, none of length 0 (a unit vector must be made of each)."""
+        where = f"{self.model} at {self.base_url}"
+        data = list(getattr(response, "data", None) or [])
+        indexes = [getattr(item, "index", None) for item in data]
         if len(data) != expected:
-            raise EmbeddingError(f"{self.model} at {self.base_url} answered {len(data)} vectors for {expected} texts")
+            raise EmbeddingError(f"{where} answered {len(data)} vectors for {expected} texts")
+        if sorted(i for i in indexes if isinstance(i, int) and not isinstance(i, bool)) != list(range(expected)):
+            raise EmbeddingError(f"{where} answered items whose indexes are not 0 to {expected - 1}, once each")
         try:
-            vectors = [[float(x) for x in item.embedding] for item in data]
-        except (TypeError, ValueError) as exc:
-            raise EmbeddingError(f"{self.model} at {self.base_url} answered something other than vectors of floats"
-                                 ) from exc
+            vectors = [[float(x) for x in item.embedding] for _, item in sorted(zip(indexes, data), key=lambda p: p[0])]
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise EmbeddingError(f"{where} answered something other than vectors of floats") from exc
         lengths = {len(v) for v in vectors}
         dim = self._dim or next(iter(lengths))
         if lengths != {dim} or dim < 1:
-            raise EmbeddingError(f"{self.model} at {self.base_url} answered vectors of {sorted(lengths)} "
-                                 f"dimensions, expected {dim}")
+            raise EmbeddingError(f"{where} answered vectors of {sorted(lengths)} dimensions, expected {dim}")
+        for v in vectors:
+            norm = math.fsum(x * x for x in v)  # inf for components near 1e308, nan for a nan
+            if not 0 < norm < math.inf:
+                raise EmbeddingError(f"{where} answered a vector of length {norm ** 0.5:g}: not a direction")
         self._dim = dim
         return vectors
 

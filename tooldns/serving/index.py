@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
 from ..embedding.registry import IntentEmbeddings, shared_embedder
-from ..exceptions import EmbeddingError
 from ..protocol import names
 from ..protocol.summary import encode_summary, summary_name
 from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
@@ -248,7 +247,7 @@ class ZoneIndex:
             return None, ignored, False
         try:
             return quantize(own.embedder.model, own.vector(text)), ignored, False
-        except EmbeddingError as exc:
+        except Exception as exc:  # EmbeddingError, or a vector quantize refuses: BM25 alone, flagged
             log.warning("%s: cannot embed an intent (%s); BM25 alone answers", self.origin, exc)
             return None, ignored, True
 
