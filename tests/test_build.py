@@ -258,3 +258,50 @@ def test_a_catalog_of_one_zone_builds_checks_updates_and_serves(tmp_path, capsys
     [store] = load_tree(tmp_path / "z")
     assert sorted(t.name for t in store.zone.tools) == ["Tool 0", "Tool 1", "Tool 2", "Tool 3", "Tool 9"]
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("flag, value", [("--subnet", "127"), ("--subnet", "abc"), ("--seed", "-5"), ("--origin", "."),
+                                         ("--tool-k1", "-1"), ("--child-b", "2"), ("--prune-ratio", "nan"),
+                                         ("--max-leaf", "0"), ("--max-children", "0"), ("--overlap", "inf")])
+def test_build_options_out_of_range_are_usage_errors(flag, value, tmp_path, capsys):
+    """They made a traceback (--subnet 127, --seed -5), a tree tooldns serve refuses (--origin ., --tool-k1 -1,
+    --prune-ratio nan) or were taken as the default (--max-leaf 0)."""
+    from tooldns.cli import main
+
+    catalog = tmp_path / "few.json"
+    catalog.write_text(json.dumps([{"id": "t0", "name": "Tool", "description": "weather"}]))
+    with pytest.raises(SystemExit) as exit_:
+        main(["build", str(catalog), "--out", str(tmp_path / "z"), flag, value])
+    assert exit_.value.code == 2 and f"argument {flag}: must be" in capsys.readouterr().err
+    assert not (tmp_path / "z").exists()
+
+
+def test_scorer_options_a_zone_would_refuse_are_refused_by_build(tmp_path, capsys):
+    from tooldns.cli import main
+
+    catalog = tmp_path / "few.json"
+    catalog.write_text(json.dumps([{"id": "t0", "name": "Tool", "description": "weather"}]))
+    for options, said in ((["--scorer-option", "budget_ms=abc"], "bm25 does not take"),
+                          (["--scorer", "llm", "--scorer-option", "budget_ms=NaN"], "must be a finite number")):
+        assert main(["build", str(catalog), "--out", str(tmp_path / "z"), *options]) != 0
+        assert said in capsys.readouterr().err
+
+
+def test_catalog_texts_beyond_what_a_zone_file_holds_are_cut_with_a_warning(tmp_path, capsys):
+    """A description of more than 8,192 bytes, a name of more than 256 (cut, said), an id of more than
+    1,024 (refused): the built tree is one tooldns check and tooldns serve take."""
+    from tooldns.cli import main
+
+    catalog = tmp_path / "big.json"
+    catalog.write_text(json.dumps([{"id": "big", "name": "N" * 300, "description": "weather é" * 2000},
+                                   {"id": "small", "name": "Small", "description": "stock quotes"}]))
+    assert main(["build", str(catalog), "--out", str(tmp_path / "z")]) == 0
+    err = capsys.readouterr().err
+    assert "description cut to 8192 bytes" in err and "name cut to 256 bytes" in err
+    assert main(["check", str(tmp_path / "z")]) == 0
+    [store] = load_tree(tmp_path / "z")
+    big = next(t for t in store.zone.tools if t.id == "big")
+    assert len(big.description.encode()) <= 8192 and big.description.startswith("weather é")
+    catalog.write_text(json.dumps([{"id": "x" * 1025, "name": "Long", "description": "weather"}]))
+    with pytest.raises(BuildError, match="an id of 1025 bytes; at most 1024"):
+        load_catalogs([catalog])

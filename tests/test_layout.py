@@ -24,7 +24,7 @@ import pytest
 
 from conftest import ROOT
 
-LAYERS = ["tooldns.exceptions", "tooldns.protocol", "tooldns.chat", "tooldns.scoring", "tooldns.embedding",
+LAYERS = ["tooldns.exceptions", "tooldns.argtypes", "tooldns.protocol", "tooldns.chat", "tooldns.scoring", "tooldns.embedding",
           "tooldns.zone", "tooldns.dnssec", "tooldns.serving", "tooldns.building", "tooldns.cli"]
 HEAVY = ("dnslib", "yaml", "numpy", "sklearn", "openai")
 MAX_FUNCTION_LINES = 60

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .argtypes import bounded
 from .exceptions import ToolDNSError, ZoneFileError
 
 #: what the server side needs beyond the resolver library (the ``server`` extra)
@@ -224,26 +225,10 @@ def _network(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not an address or a network such as 192.0.2.0/24: {text!r}") from None
 
 
-def _bounded(convert, least, above: bool, what: str):
-    """An argparse type: *convert* (int or float) of the text, finite and above *least* (*above*) or at
-    least *least*; else argparse's error saying it must be *what*."""
-
-    def parse(text: str):
-        try:
-            value = convert(text)
-        except ValueError:
-            value = None
-        if value is None or not (value > least if above else value >= least) or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
-        return value
-
-    return parse
-
-
-_seconds = _bounded(float, 0, True, "a number of seconds above 0")
-_interval = _bounded(float, 0, False, "a number of seconds, 0 or more")
-_whole = _bounded(int, 0, False, "a whole number of at least 0")
-_positive = _bounded(int, 1, False, "a whole number of at least 1")
+_seconds = bounded(float, 0, above=True, what="a number of seconds above 0")
+_interval = bounded(float, 0, what="a number of seconds, 0 or more")
+_whole = bounded(int, 0, what="a whole number of at least 0")
+_positive = bounded(int, 1, what="a whole number of at least 1")
 
 
 def _demo(args) -> int:

@@ -36,7 +36,9 @@ from urllib.parse import urlparse
 
 from ..dnssec.command import add_build_flags, sign_built
 from ..embedding.registry import make_embedder
-from ..exceptions import BuildError, EmbeddingError
+from ..scoring.registry import option_problem
+from ..argtypes import bounded
+from ..exceptions import BuildError, EmbeddingError, NameError_
 from ..protocol import names
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import encode_vector
@@ -145,6 +147,29 @@ def _address(text: str) -> str:
         return str(ipaddress.ip_address(text.strip()))
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an IP address: {text!r}") from None
+
+
+def _subnet(text: str) -> str:
+    """``--subnet``: the first two octets of IPv4 addresses (``127.0``)."""
+    import argparse
+
+    parts = text.strip().split(".")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) <= 255 for p in parts):
+        raise argparse.ArgumentTypeError(f"must be two octets such as 127.0, not {text!r}")
+    return ".".join(str(int(p)) for p in parts)
+
+
+def _origin(text: str) -> str:
+    """``--origin``: the name the tree hangs under, absolute; not the DNS root (no cursor can search it)."""
+    import argparse
+
+    try:
+        origin = names.normalize(text)
+    except NameError_ as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if origin == ".":
+        raise argparse.ArgumentTypeError("must be a name below the DNS root, such as tools.")
+    return origin
 
 
 def single_address(subnet: str) -> bool:
@@ -490,6 +515,16 @@ def _scorer_options(pairs: list[str] | None) -> dict:
     return out
 
 
+def _checked_options(args) -> dict:
+    """``--scorer-option`` pairs, checked as a zone file's would be (a built tree is one the server loads)."""
+    options = _scorer_options(args.scorer_option)
+    scorer = args.scorer or ("hybrid" if args.embed else "bm25")
+    problem = option_problem(scorer, {"k1": args.tool_k1, **options})
+    if problem:
+        raise BuildError(f"--scorer-option: {problem}")
+    return options
+
+
 def _run(args) -> int:
     builder = None
     if args.llm:
@@ -513,7 +548,7 @@ def _run(args) -> int:
                        tree_options=tree_options, progress=progress, origin=args.origin,
                        subnet=args.address or args.subnet, service=args.service, child_k1=args.child_k1,
                        child_b=args.child_b, tool_k1=args.tool_k1, prune_ratio=args.prune_ratio,
-                       scorer=args.scorer, scorer_options=_scorer_options(args.scorer_option))
+                       scorer=args.scorer, scorer_options=_checked_options(args))
     except KeyboardInterrupt:
         cost = getattr(builder, "cost", None)
         print(f"interrupted{'; ' + cost.text() if cost else ''}; the LLM calls made so far are cached: run the "
@@ -528,34 +563,40 @@ def _run(args) -> int:
     return 0
 
 
+_AT_LEAST_ONE = bounded(int, 1, what="a whole number of at least 1")
+_K1 = bounded(float, 0, what="a number of at least 0")
+_SHARE = bounded(float, 0, most=1, what="a number from 0 to 1")
+
+
 def add_build_command(sub) -> None:
     b = sub.add_parser("build", help="build a zone tree from a tool catalog")
     b.add_argument("services", nargs="+", help="catalog JSON files (same id in two files = one tool)")
     b.add_argument("--out", required=True, help="directory for the zone files (its *.yaml are replaced)")
     b.add_argument("--taxonomy", help="directory with an A2X taxonomy.json and class.json to use as the tree")
-    b.add_argument("--origin", default="tools.")
-    b.add_argument("--subnet", default="127.0", help="first two octets of the loopback addresses (default 127.0)")
+    b.add_argument("--origin", type=_origin, default="tools.")
+    b.add_argument("--subnet", type=_subnet, default="127.0", help="first two octets of the loopback addresses "
+                   "(default 127.0)")
     b.add_argument("--address", type=_address, metavar="ADDR",
                    help="every zone's name server on this one address instead of one loopback address each: one "
                         "tooldns serve answers for the whole tree there (with --lazy for a million tools)")
     b.add_argument("--service", default="http", help="service of catalog tools (default http)")
-    b.add_argument("--max-children", type=int,
+    b.add_argument("--max-children", type=_AT_LEAST_ONE,
                    help="children a node at most (default 100; for 2,000 to 200,000 tools a two-level tree of about "
                         "sqrt(5 x tools) leaves, docs/building.md; 80 with --embed; 20 with --llm)")
-    b.add_argument("--max-leaf", type=int, help="tools a leaf, about (default 20, or the catalog's size over the "
+    b.add_argument("--max-leaf", type=_AT_LEAST_ONE, help="tools a leaf, about (default 20, or the catalog's size over the "
                    "two-level tree's leaves; 24 with --embed; 40 with --llm)")
-    b.add_argument("--max-depth", type=int, help="levels of splitting at most (default: what the catalog's size needs; "
+    b.add_argument("--max-depth", type=_AT_LEAST_ONE, help="levels of splitting at most (default: what the catalog's size needs; "
                    "3 with --llm)")
-    b.add_argument("--seed", type=int, default=0,
+    b.add_argument("--seed", type=bounded(int, 0, most=2**32 - 1, what="a whole number from 0 to 2^32 - 1"), default=0,
                    help="seed of the offline tree's k-means (default 0): another seed, another clustering of the "
                         "same catalog, to see how much a measurement owes to one draw")
-    b.add_argument("--overlap", type=float, default=None,
+    b.add_argument("--overlap", type=bounded(float, 0, above=True, what="a number above 0"), default=None,
                    help="place a tool in a second category too when its similarity is at least this share of the best "
                         "(default 0.9 of BM25's, 0.95 of the cosine with --embed)")
-    b.add_argument("--child-k1", type=float, default=DEFAULT_CHILD_K1, help="BM25 k1 for ranking children")
-    b.add_argument("--child-b", type=float, default=DEFAULT_CHILD_B, help="BM25 b for ranking children")
-    b.add_argument("--tool-k1", type=float, default=DEFAULT_TOOL_K1)
-    b.add_argument("--prune-ratio", type=float, default=DEFAULT_PRUNE_RATIO)
+    b.add_argument("--child-k1", type=_K1, default=DEFAULT_CHILD_K1, help="BM25 k1 for ranking children")
+    b.add_argument("--child-b", type=_SHARE, default=DEFAULT_CHILD_B, help="BM25 b for ranking children")
+    b.add_argument("--tool-k1", type=_K1, default=DEFAULT_TOOL_K1)
+    b.add_argument("--prune-ratio", type=_SHARE, default=DEFAULT_PRUNE_RATIO)
     b.add_argument("--scorer", default=None, help="scorer the zones use: bm25 (default), hybrid (default with --embed) "
                    "or llm")
     b.add_argument("--embed", metavar="MODEL", help="embed every tool (minilm, local:PATH, openai:MODEL): tools carry "

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..exceptions import BuildError
+from ..zone.limits import ZoneLimits
 
 
 @dataclass(slots=True)  # a million of them: no per-tool __dict__
@@ -94,6 +95,10 @@ def _parse_entries(entries: Iterable, source: str) -> Catalog:
             errors.append(f"{where}: missing or empty 'id'")
             continue
         tid = str(tid).strip()
+        if len(tid.encode("utf-8", "surrogatepass")) > ZoneLimits.max_text_bytes:  # a zone file's id holds no more
+            errors.append(f"{where}: an id of {len(tid.encode('utf-8', 'surrogatepass'))} bytes; at most "
+                          f"{ZoneLimits.max_text_bytes} are allowed")
+            continue
         where = f"{where} (id {tid})"
         if tid in seen:
             errors.append(f"{where}: duplicate id, first at index {seen[tid]}")
@@ -183,4 +188,34 @@ def load_catalogs(paths: list[str | os.PathLike]) -> Catalog:
                     old.description = f"{old.description} {tool.description}"
                 if not old.parameters:
                     old.parameters = tool.parameters
+    for tool in out.tools:
+        _fit(tool, out.warnings)
     return out
+
+
+def _cut(text: str, limit: int) -> str:
+    """*text* cut to at most *limit* UTF-8 bytes, never inside a character."""
+    raw = text.encode("utf-8", "surrogatepass")
+    return text if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
+
+
+def _fit(tool: CatalogTool, warnings: list[str], limits: ZoneLimits = ZoneLimits()) -> None:
+    """Cut what a zone file could not hold (the limits ``tooldns check`` and ``tooldns serve`` apply),
+    saying so: a built tree is always one the server loads."""
+    where = f"tool {tool.id[:80]!r}"
+    if len(tool.description.encode("utf-8", "surrogatepass")) > limits.max_description_bytes:
+        warnings.append(f"{where}: description cut to {limits.max_description_bytes} bytes")
+        tool.description = _cut(tool.description, limits.max_description_bytes)
+    names = [_cut(n, limits.max_name_bytes) for n in tool.names]
+    if names != tool.names:
+        warnings.append(f"{where}: name cut to {limits.max_name_bytes} bytes")
+        tool.names = names
+        tool.name = names[0]
+    if len(tool.url.encode("utf-8", "surrogatepass")) > limits.max_endpoint_bytes:
+        warnings.append(f"{where}: endpoint of more than {limits.max_endpoint_bytes} bytes left out")
+        tool.url = ""
+    if len(tool.parameters) > limits.max_parameters:
+        warnings.append(f"{where}: only its first {limits.max_parameters} of {len(tool.parameters)} parameters kept")
+        del tool.parameters[limits.max_parameters:]
+    tool.parameters = [(_cut(n, 200), _cut(t, 100), _cut(d, limits.max_parameter_bytes - 400), r)
+                       for n, t, d, r in tool.parameters]

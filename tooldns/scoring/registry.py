@@ -14,6 +14,7 @@ A factory is called as ``factory(docs, briefs=..., vectors=..., **options)`` and
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Callable, Sequence
 
 from ..exceptions import ScorerError
@@ -59,7 +60,13 @@ def option_problem(name: str, options: dict) -> str | None:
         if not isinstance(key, str) or isinstance(value, (list, dict)) or value is None:
             return f"option {key!r}: a value must be a number, text or true/false, not {type(value).__name__}"
     try:
-        inspect.signature(factory).bind([], briefs=None, vectors=None, **options)
+        signature = inspect.signature(factory)
+        signature.bind([], briefs=None, vectors=None, **options)
     except TypeError as exc:
         return f"{name} does not take these options ({exc})"
+    for key, value in options.items():  # a number where the scorer takes one (budget_ms, k1 ...)
+        default = getattr(signature.parameters.get(key), "default", None)
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+            return f"option {key!r}: must be a finite number, not {value!r}"
     return None

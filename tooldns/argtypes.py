@@ -1,0 +1,30 @@
+"""Command-line value types: argparse ``type=`` functions for numbers within bounds.
+
+One shape for every bounded number the commands take (seconds, counts, BM25 parameters): parse,
+check the range, or fail with argparse's usage error (exit status 2) saying what the value must be.
+
+    >>> bounded(int, 1, what="a whole number of at least 1")("3")
+    3
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def bounded(convert, least: float, above: bool = False, most: float = math.inf, *, what: str):
+    """An argparse type: *convert* (int or float) of the text, finite, above *least* (*above*) or at
+    least *least*, and at most *most*; else argparse's error saying it must be *what*."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not (value > least if above else value >= least) or not value <= most \
+                or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
+        return value
+
+    return parse
