@@ -180,10 +180,11 @@ def read_name(wire: bytes, pos: int) -> tuple[str, int]:
     larger part of reading a reply). Compression pointers must point backwards (no loops).
     """
     labels, after = _labels(wire, pos, len(wire))
+    if not labels:  # the root: every reply's OPT record
+        return ".", after
     joined = b".".join(labels)
     if joined.isascii() and b"\\" not in joined and joined.count(b".") == len(labels) - 1:
-        text = joined.decode("ascii").lower()
-        return (text + "." if text else "."), after
+        return joined.decode("ascii").lower() + ".", after
     # a dot or a backslash inside a label, octets outside ASCII: escaped as dnspython writes them, so
     # that the text names the labels that came (a.b.tools. is not a\.b.tools.) and reads back to them
     return dns.name.Name([*labels, b""]).to_text().lower(), after

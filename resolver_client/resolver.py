@@ -315,6 +315,12 @@ class AsyncResolver(_BaseResolver):
         inflight: dict = {}
         deadline = t0 + self.lifetime
         while ready or inflight:
+            if time.perf_counter() >= deadline:  # the lifetime is over: what is in flight is dropped
+                for task in inflight:
+                    task.cancel()
+                await asyncio.gather(*inflight, return_exceptions=True)  # their sockets closed now
+                walk.expire(f"lifetime of {self.lifetime:g} s reached")
+                break
             while ready:
                 q = ready.popleft()
                 hit = self._cached(q)
@@ -325,11 +331,6 @@ class AsyncResolver(_BaseResolver):
             if inflight:
                 done, _ = await asyncio.wait(inflight, timeout=max(0.0, deadline - time.perf_counter()),
                                              return_when=asyncio.FIRST_COMPLETED)
-                if not done:  # the lifetime is over: what is in flight is dropped
-                    for task in inflight:
-                        task.cancel()
-                    walk.expire(f"lifetime of {self.lifetime:g} s reached")
-                    break
                 for task in done:
                     q = inflight.pop(task)
                     wire, err, ms = task.result()

@@ -683,11 +683,6 @@ class Walk:
         zone = ref.zone
         if not names.is_subdomain(zone, q.zone):
             return None, f"outside {q.zone}"
-        ok, why = self._allowed(zone, ref.kind, q.zone)
-        if not ok:
-            return None, why
-        if not servers:
-            return None, "no glue"
         k = None  # the K of the child's depth
         try:  # a name DNS allows but no zone of the tree may have (a space, 63 octets): no search there
             if zone == q.zone:  # kind "self": this zone's own tools
@@ -701,6 +696,11 @@ class Walk:
                 depth = q.depth + 1
         except NameError_ as exc:
             return None, f"bad name ({printable(str(exc))})"
+        ok, why = self._allowed(zone, ref.kind, q.zone)
+        if not ok:
+            return None, why
+        if not servers:
+            return None, "no glue"
         if depth > self.max_depth:
             self._hit_limit(f"depth limit {self.max_depth} reached at {zone}")
             return None, "depth limit"

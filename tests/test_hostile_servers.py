@@ -134,6 +134,7 @@ def test_names_with_dots_or_octets_outside_ascii_in_labels_read_as_they_came():
     assert read_name(b"\x03a.b\x05tools\x00", 0) == ("a\\.b.tools.", 11)  # one label, not a.b.tools.
     assert read_name(b"\x02\xffx\x05Tools\x00", 0) == ("\\255x.tools.", 10)
     assert read_name(b"\x05tools\x00", 0) == ("tools.", 7)
+    assert read_name(b"\x00", 0) == (".", 1)
 
 
 def test_the_validator_fails_closed_on_records_dnspython_cannot_take():

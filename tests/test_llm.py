@@ -98,6 +98,28 @@ def test_cache_and_token_accounting(fake):
     s.close()
 
 
+def test_calls_all_out_fall_back_without_marking_the_endpoint_down(fake):
+    """With every slot for calls held (calls that outlived their budget still running), BM25 answers at
+    once and the endpoint is not marked down: it is busy, not known to be dead (tooldns.chat.Within)."""
+    import threading
+
+    from tooldns.chat import Busy, Within
+
+    gate = threading.Event()
+    within = Within(1)
+    with pytest.raises(TimeoutError):
+        within(0.05, gate.wait)  # outlives its wait, holds the only slot
+    with pytest.raises(Busy):
+        within(5.0, lambda: "never called")
+    s = scorer(fake)
+    s._within = within
+    r = s.rank("weather forecast", 2)
+    assert r.fallback and s.healthy and s.counters()["errors"] == 0 and not fake.chat_requests()
+    gate.set()  # the stuck call ends and frees its slot
+    assert wait_until(lambda: not s.rank("weather forecast", 2).fallback)
+    s.close()
+
+
 def test_token_counts_that_are_no_counts_count_nothing(fake):
     """An endpoint's usage of -5 or 1e300 tokens is not added to the counters stats.tooldns. reports."""
     fake.mode = "odd_usage"

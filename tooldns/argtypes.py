@@ -23,7 +23,7 @@ def bounded(convert, least: float, above: bool = False, most: float = math.inf, 
         except ValueError:
             value = None
         if value is None or not (value > least if above else value >= least) or not value <= most \
-                or not math.isfinite(value):
+                or (isinstance(value, float) and not math.isfinite(value)):
             raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
         return value
 

@@ -22,6 +22,45 @@ import threading
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
+
+class Busy(Exception):
+    """Every slot for calls to an endpoint is taken (calls that outlived their wait still run)."""
+
+
+class Within:
+    """Calls to an endpoint, each waited for at most a number of seconds, at most *slots* at once.
+
+    An HTTP client's timeout is per read: a reply trickled a byte at a time never trips it. A call
+    runs in a daemon thread of its own (nothing joins it at exit) and its caller stops waiting when
+    the time is up (TimeoutError); the call ends when its client gives up, holding its slot until
+    then. With every slot held the next call is not made (:class:`Busy`): the endpoint is not known
+    to be down, only this process's calls to it are all out.
+    """
+
+    def __init__(self, slots: int = 8) -> None:
+        self._slots = threading.BoundedSemaphore(slots)
+
+    def __call__(self, seconds: float, fn, *args):
+        if not self._slots.acquire(blocking=False):
+            raise Busy("every call to the endpoint is out")
+        done, out = threading.Event(), {}
+
+        def run() -> None:
+            try:
+                out["value"] = fn(*args)
+            except BaseException as exc:  # handed to the caller, if it still waits
+                out["error"] = exc
+            finally:
+                self._slots.release()
+                done.set()
+
+        threading.Thread(target=run, name="tooldns-call", daemon=True).start()
+        if not done.wait(seconds):
+            raise TimeoutError(f"no answer within {seconds * 1000:g} ms")
+        if "error" in out:
+            raise out["error"]
+        return out["value"]
+
 _ANY_JSON = re.compile(r"\{.*\}|\[.*\]", re.DOTALL)
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 

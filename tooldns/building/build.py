@@ -580,7 +580,7 @@ def add_build_command(sub) -> None:
                    help="every zone's name server on this one address instead of one loopback address each: one "
                         "tooldns serve answers for the whole tree there (with --lazy for a million tools)")
     b.add_argument("--service", default="http", help="service of catalog tools (default http)")
-    b.add_argument("--max-children", type=_AT_LEAST_ONE,
+    b.add_argument("--max-children", type=bounded(int, 2, what="a whole number of at least 2"),
                    help="children a node at most (default 100; for 2,000 to 200,000 tools a two-level tree of about "
                         "sqrt(5 x tools) leaves, docs/building.md; 80 with --embed; 20 with --llm)")
     b.add_argument("--max-leaf", type=_AT_LEAST_ONE, help="tools a leaf, about (default 20, or the catalog's size over the "

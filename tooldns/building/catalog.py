@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..exceptions import BuildError
+from ..protocol.summary import clip
 from ..zone.limits import ZoneLimits
 
 
@@ -193,20 +194,14 @@ def load_catalogs(paths: list[str | os.PathLike]) -> Catalog:
     return out
 
 
-def _cut(text: str, limit: int) -> str:
-    """*text* cut to at most *limit* UTF-8 bytes, never inside a character."""
-    raw = text.encode("utf-8", "surrogatepass")
-    return text if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
-
-
 def _fit(tool: CatalogTool, warnings: list[str], limits: ZoneLimits = ZoneLimits()) -> None:
     """Cut what a zone file could not hold (the limits ``tooldns check`` and ``tooldns serve`` apply),
     saying so: a built tree is always one the server loads."""
     where = f"tool {tool.id[:80]!r}"
     if len(tool.description.encode("utf-8", "surrogatepass")) > limits.max_description_bytes:
         warnings.append(f"{where}: description cut to {limits.max_description_bytes} bytes")
-        tool.description = _cut(tool.description, limits.max_description_bytes)
-    names = [_cut(n, limits.max_name_bytes) for n in tool.names]
+        tool.description = clip(tool.description, limits.max_description_bytes)
+    names = [clip(n, limits.max_name_bytes) for n in tool.names]
     if names != tool.names:
         warnings.append(f"{where}: name cut to {limits.max_name_bytes} bytes")
         tool.names = names
@@ -217,5 +212,9 @@ def _fit(tool: CatalogTool, warnings: list[str], limits: ZoneLimits = ZoneLimits
     if len(tool.parameters) > limits.max_parameters:
         warnings.append(f"{where}: only its first {limits.max_parameters} of {len(tool.parameters)} parameters kept")
         del tool.parameters[limits.max_parameters:]
-    tool.parameters = [(_cut(n, 200), _cut(t, 100), _cut(d, limits.max_parameter_bytes - 400), r)
-                       for n, t, d, r in tool.parameters]
+    fitted = [(clip(n, limits.max_text_bytes), clip(t, limits.max_text_bytes), clip(d, limits.max_parameter_bytes), r)
+              for n, t, d, r in tool.parameters]
+    if fitted != tool.parameters:
+        warnings.append(f"{where}: parameter texts cut to {limits.max_text_bytes} bytes (names, types) and "
+                        f"{limits.max_parameter_bytes} (descriptions)")
+        tool.parameters = fitted

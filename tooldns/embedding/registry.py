@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
+from ..chat import Busy, Within
 from ..exceptions import EmbeddingError
 from ..protocol.ttlcache import TTLCache
 from .embedder import Embedder
@@ -98,6 +98,10 @@ INTENT_DEADLINE = 1.0
 PAUSE = 5.0
 
 
+class Paused(EmbeddingError):
+    """The embedder failed less than :data:`PAUSE` seconds ago: not asked (nothing new to log)."""
+
+
 class IntentEmbeddings:
     """Intent text -> vector for one embedder, kept *ttl* seconds, at most *max_entries* (thread-safe).
 
@@ -117,7 +121,7 @@ class IntentEmbeddings:
         self.hits = 0
         self.misses = 0
         self.deadline, self.pause = deadline, pause
-        self._calls = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tooldns-embed") if embedder.remote else None
+        self._within = Within(8) if embedder.remote else None
         self._down_until = 0.0
 
     def vector(self, text: str) -> list[float]:
@@ -128,9 +132,11 @@ class IntentEmbeddings:
                 self.hits += 1
             return list(cached)
         if time.monotonic() < self._down_until:
-            raise EmbeddingError(f"{self.embedder.model} failed less than {self.pause:g} s ago; not asked")
+            raise Paused(f"{self.embedder.model} failed less than {self.pause:g} s ago; not asked")
         try:
             vector = self._embed(text)
+        except Busy as exc:  # its calls are all out: this intent goes without, the next may not
+            raise EmbeddingError(f"{self.embedder.model}: {exc}") from exc
         except Exception as exc:  # whatever the backend raises: this intent, and the next pause, go without
             self._down_until = time.monotonic() + self.pause
             if isinstance(exc, EmbeddingError):
@@ -142,13 +148,11 @@ class IntentEmbeddings:
         return vector
 
     def _embed(self, text: str) -> list[float]:
-        if self._calls is None:  # a model in this process: nothing to wait on but the model
+        if self._within is None:  # a model in this process: nothing to wait on but the model
             return self.embedder.embed_one(text)
-        call = self._calls.submit(self.embedder.embed_one, text)
         try:
-            return call.result(timeout=self.deadline)
+            return self._within(self.deadline, self.embedder.embed_one, text)
         except TimeoutError:
-            call.cancel()
             raise EmbeddingError(f"{self.embedder.model}: no vector within {self.deadline:g} s") from None
 
     def counters(self) -> dict[str, int]:

@@ -122,8 +122,8 @@ def fit_summary(zone: str, serial: int, description: str, keywords: tuple[str, .
     fit in half the octets, none otherwise."""
     cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
     ranked = _ranked(counts, cap)[:MAX_TERMS]
-    description = _clip(printable(description), MAX_DESCRIPTION_BYTES)
-    keywords = tuple(_clip(printable(k), MAX_KEYWORD_BYTES) for k in keywords[:MAX_KEYWORDS])
+    description = clip(printable(description), MAX_DESCRIPTION_BYTES)
+    keywords = tuple(clip(printable(k), MAX_KEYWORD_BYTES) for k in keywords[:MAX_KEYWORDS])
     vectors = tuple(vectors[:MAX_VECTORS])
     grouped = tuple(filter(None, (tuple(_ranked(f, cap)[:MAX_TERMS]) for f in facets)))
     if len(grouped) > MAX_FACETS or len(_payload(PublishedSummary(zone, 0, facets=grouped))) > MAX_SUMMARY_BYTES // 2:
@@ -144,8 +144,10 @@ def _ranked(counts, cap: int) -> list[tuple[str, int]]:
                    and len(t) <= MAX_TERM_CHARS), key=lambda tn: (-tn[1], tn[0]))
 
 
-def _clip(text: str, limit: int) -> str:
-    raw = text.encode("utf-8")
+def clip(text: str, limit: int) -> str:
+    """*text* cut to at most *limit* UTF-8 bytes, never inside a character (a lone surrogate counts as
+    its three bytes, as a catalog's JSON escape may carry one)."""
+    raw = text.encode("utf-8", "surrogatepass")
     return text if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
 
 

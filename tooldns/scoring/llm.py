@@ -16,8 +16,8 @@ Behaviour:
   counts as a failure.
 * Anything that fails within the budget (slow, HTTP errors, 429, garbage) makes the zone answer
   from BM25 at once; the budget bounds the whole call, not each read of it (a reply trickled a byte
-  at a time never trips a read timeout: the call runs in one of :data:`CALLS` threads of the zone,
-  and the zone stops waiting for it when the budget is spent), with the FALLBACK flag in the reply's meta option, a log line and a counter.
+  at a time never trips a read timeout: the call runs in a thread of its own, at most :data:`CALLS`
+  at once, and the zone stops waiting for it when the budget is spent), with the FALLBACK flag in the reply's meta option, a log line and a counter.
   The endpoint is then probed in the background every ``probe_interval`` seconds, and the zone
   goes back to the LLM as soon as it answers.
 * Answers are cached per (zone, intent, K), bounded in size and time. Calls and prompt and
@@ -37,10 +37,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-from ..chat import ChatModel, extract_json
+from ..chat import Busy, ChatModel, Within, extract_json
 from ..protocol.hygiene import neutralise
 from ..protocol.ttlcache import TTLCache
 from .bm25 import BM25Scorer
@@ -48,10 +47,10 @@ from .scorer import Ranking, Scorer
 
 log = logging.getLogger(__name__)
 
-#: calls to the model one zone has out at most; one that outlives its budget holds its thread until
-#: the client's read timeout ends it, and past CALLS such calls the zone waits for a thread no longer
-#: than its budget either (the endpoint is marked down after the first, and BM25 answers)
-CALLS = 4
+#: calls to the model one zone has out at most (as many as a server's threads for blocking scorers); one
+#: that outlives its budget holds its slot until the client's read timeout ends it; with every slot
+#: held, BM25 answers at once without marking the endpoint down (it is busy, not known to be dead)
+CALLS = 8
 
 SYSTEM_PROMPT = (
     "You rank items for a tool-discovery service. The user message gives an intent and numbered items. "
@@ -119,7 +118,7 @@ class LLMScorer(Scorer):
         self._lock = threading.Lock()
         self._probe: threading.Thread | None = None
         self._closed = threading.Event()
-        self._calls = ThreadPoolExecutor(max_workers=CALLS, thread_name_prefix="tooldns-llm")
+        self._within = Within(CALLS)
 
     # -- the scorer contract --
     def rank(self, intent: str, k: int, vector=None) -> Ranking:
@@ -131,12 +130,9 @@ class LLMScorer(Scorer):
         if not self.healthy:
             return self._fallback(intent, k, "endpoint down, probing")
         try:
-            call = self._calls.submit(self._ask, intent, k)
-            try:
-                order = call.result(timeout=self.budget)  # the whole call: each read has its own timeout
-            except TimeoutError:
-                call.cancel()
-                raise TimeoutError(f"no ranking within the budget of {self.budget * 1000:g} ms") from None
+            order = self._within(self.budget, self._ask, intent, k)  # the whole call: each read has its own timeout
+        except Busy as exc:
+            return self._fallback(intent, k, str(exc))
         except Exception as exc:  # slow, HTTP error, 429, garbage: BM25 answers
             self._own["errors"] += 1
             self._mark_down()
@@ -195,4 +191,3 @@ class LLMScorer(Scorer):
 
     def close(self) -> None:
         self._closed.set()
-        self._calls.shutdown(wait=False, cancel_futures=True)

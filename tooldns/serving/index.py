@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
-from ..embedding.registry import IntentEmbeddings, shared_embedder
+from ..embedding.registry import IntentEmbeddings, Paused, shared_embedder
 from ..protocol import names
 from ..protocol.summary import encode_summary, summary_name
 from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
@@ -247,6 +247,8 @@ class ZoneIndex:
             return None, ignored, False
         try:
             return quantize(own.embedder.model, own.vector(text)), ignored, False
+        except Paused:  # said when it failed: BM25 alone until the pause ends, one log line for them all
+            return None, ignored, True
         except Exception as exc:  # EmbeddingError, or a vector quantize refuses: BM25 alone, flagged
             log.warning("%s: cannot embed an intent (%s); BM25 alone answers", self.origin, exc)
             return None, ignored, True

@@ -247,7 +247,7 @@ class ZoneResolver(BaseResolver):
         of the child's name servers, which the parent then asks for its serial and summary."""
         if len(request.questions) != 1 or request.q.qtype != QTYPE.SOA or request.q.qclass != CLASS.IN:
             return self._formerr(request, "a NOTIFY must ask one question: the changed zone's name, type SOA, class IN")
-        child = str(request.q.qname).lower()
+        child, _ = names.wire_name(request.q.qname.label)  # a label with a dot is no child's name
         client = getattr(handler, "client_address", None)
         address = client[0] if isinstance(client, tuple) else str(client)
         rcode = self.on_notify(self.source.index.origin, child, address)

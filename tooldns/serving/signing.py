@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import dns.exception
 import dns.name
 import dns.rdata
 from dnslib import QTYPE, RD, RR
@@ -76,7 +77,10 @@ def successor(name: dns.name.Name) -> dns.name.Name | None:
 def _nsec_rdata(owner: str, types: tuple[int, ...]) -> RD | None:
     """The RDATA of a compact NSEC at *owner*: next name its :func:`successor` (``\\000.<owner>`` but
     for the longest names), bitmap *types*; None when there is none."""
-    following = successor(dns.name.from_text(owner))
+    try:
+        following = successor(dns.name.from_text(owner))
+    except dns.exception.DNSException:  # a name dnspython refuses: no proof, as for no successor
+        return None
     if following is None:
         return None
     text = " ".join(QTYPE.get(t) if t not in (NXNAME,) else "NXNAME" for t in sorted(types))
