@@ -61,6 +61,7 @@ class Within:
             raise out["error"]
         return out["value"]
 
+
 _ANY_JSON = re.compile(r"\{.*\}|\[.*\]", re.DOTALL)
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 

@@ -15,9 +15,10 @@ Behaviour:
   here is relevant" and is answered as such; an empty message, or one with no usable index,
   counts as a failure.
 * Anything that fails within the budget (slow, HTTP errors, 429, garbage) makes the zone answer
-  from BM25 at once; the budget bounds the whole call, not each read of it (a reply trickled a byte
-  at a time never trips a read timeout: the call runs in a thread of its own, at most :data:`CALLS`
-  at once, and the zone stops waiting for it when the budget is spent), with the FALLBACK flag in the reply's meta option, a log line and a counter.
+  from BM25 at once, with the FALLBACK flag in the reply's meta option, a log line and a counter.
+  The budget bounds the whole call, not each read of it (a reply trickled a byte at a time never
+  trips a read timeout): the call runs in a thread of its own, at most :data:`CALLS` at once, and
+  the zone stops waiting for it when the budget is spent.
   The endpoint is then probed in the background every ``probe_interval`` seconds, and the zone
   goes back to the LLM as soon as it answers.
 * Answers are cached per (zone, intent, K), bounded in size and time. Calls and prompt and
