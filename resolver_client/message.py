@@ -187,7 +187,7 @@ def read_name(wire: bytes, pos: int) -> tuple[str, int]:
         return joined.decode("ascii").lower() + ".", after
     # a dot or a backslash inside a label, octets outside ASCII: escaped as dnspython writes them, so
     # that the text names the labels that came (a.b.tools. is not a\.b.tools.) and reads back to them
-    return dns.name.Name([*labels, b""]).to_text().lower(), after
+    return _name_text(labels).lower(), after
 
 
 def _name_text(labels: list[bytes]) -> str:

@@ -96,9 +96,9 @@ def _parse_entries(entries: Iterable, source: str) -> Catalog:
             errors.append(f"{where}: missing or empty 'id'")
             continue
         tid = str(tid).strip()
-        if len(tid.encode("utf-8", "surrogatepass")) > ZoneLimits.max_text_bytes:  # a zone file's id holds no more
-            errors.append(f"{where}: an id of {len(tid.encode('utf-8', 'surrogatepass'))} bytes; at most "
-                          f"{ZoneLimits.max_text_bytes} are allowed")
+        size = len(tid.encode("utf-8", "surrogatepass"))
+        if size > ZoneLimits.max_text_bytes:  # a zone file's id holds no more
+            errors.append(f"{where}: an id of {size} bytes; at most {ZoneLimits.max_text_bytes} are allowed")
             continue
         where = f"{where} (id {tid})"
         if tid in seen:
@@ -198,9 +198,10 @@ def _fit(tool: CatalogTool, warnings: list[str], limits: ZoneLimits = ZoneLimits
     """Cut what a zone file could not hold (the limits ``tooldns check`` and ``tooldns serve`` apply),
     saying so: a built tree is always one the server loads."""
     where = f"tool {tool.id[:80]!r}"
-    if len(tool.description.encode("utf-8", "surrogatepass")) > limits.max_description_bytes:
+    description = clip(tool.description, limits.max_description_bytes)
+    if description != tool.description:
         warnings.append(f"{where}: description cut to {limits.max_description_bytes} bytes")
-        tool.description = clip(tool.description, limits.max_description_bytes)
+        tool.description = description
     names = [clip(n, limits.max_name_bytes) for n in tool.names]
     if names != tool.names:
         warnings.append(f"{where}: name cut to {limits.max_name_bytes} bytes")
