@@ -59,6 +59,8 @@ MAX_TCP_PER_CLIENT = 16
 #: queries longer than this (padding, junk options) are answered but never cached: a cache keyed on
 #: query bytes would otherwise hold up to 64 kB per entry
 MAX_CACHED_QUERY = 1232
+#: seconds stop() waits for the handlers of open TCP connections to end once cancelled
+STOP_WAIT = 5.0
 
 
 class _Handler:
@@ -473,8 +475,11 @@ class DNSServer:
             self._udp = None
         if self._tcp is not None:
             self._tcp.close()
-            for task in list(self._tcp_tasks):
+            handlers = list(self._tcp_tasks)
+            for task in handlers:
                 task.cancel()
+            if handlers:  # their connections closed before stop() returns, not left to a loop that may stop first
+                await asyncio.wait(handlers, timeout=STOP_WAIT)
             await self._tcp.wait_closed()
             self._tcp = None
         if self._pool is not None:
