@@ -24,7 +24,7 @@ import pytest
 
 from conftest import ROOT
 
-LAYERS = ["tooldns.exceptions", "tooldns.argtypes", "tooldns.protocol", "tooldns.chat", "tooldns.scoring", "tooldns.embedding",
+LAYERS = ["tooldns.compiled", "tooldns.exceptions", "tooldns.argtypes", "tooldns.protocol", "tooldns.chat", "tooldns.scoring", "tooldns.embedding",
           "tooldns.zone", "tooldns.dnssec", "tooldns.serving", "tooldns.building", "tooldns.cli"]
 HEAVY = ("dnslib", "yaml", "numpy", "sklearn", "openai")
 MAX_FUNCTION_LINES = 60
@@ -131,7 +131,8 @@ def test_importing_the_client_loads_nothing_of_the_server():
     assert "resolver_client.walk" in loaded and "dns.rdata" in loaded
     assert not [m for m in loaded if m.split(".")[0] in (*HEAVY, "mcp")]
     server_side = [m for m in loaded if m.startswith("tooldns") and _folder(m) not in ("tooldns", "tooldns.protocol",
-                                                                                       "tooldns.exceptions")]
+                                                                                       "tooldns.exceptions",
+                                                                                       "tooldns.compiled")]
     assert not server_side, server_side
 
 

@@ -7,6 +7,8 @@
 One subpackage per concern, dependencies running one way (each imports only those above it):
 
     exceptions.py   the server side's exception root (ToolDNSError)
+    compiled.py     which modules a query runs through are compiled (Cython), and the import hook that
+                    runs a module's source when its compiled twin was built from other source
     protocol/       the wire codecs both sides speak: intent, meta, vector and EDE options, cursor
                     names, TXT pairs, the client's fusion rule (standard library only; the resolver
                     library needs nothing else)
@@ -25,6 +27,10 @@ does) loads none of dnslib, yaml, numpy, scikit-learn or openai.
 from __future__ import annotations
 
 from importlib import import_module
+
+from .compiled import install as _install_source_finder
+
+_install_source_finder()  # before any module that may be compiled is imported (tooldns.compiled)
 
 from .exceptions import (BuildError, EmbeddingError, IntentError, NameError_, ScorerError, ServeError, ToolDNSError,
                          VectorError, ZoneFileError)

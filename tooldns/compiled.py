@@ -1,0 +1,120 @@
+"""The modules a query's answer runs through, compiled, and the import hook that keeps a compiled
+module from standing in for source it was not built from.
+
+``pip install`` compiles :data:`MODULES` with Cython when Cython and a C compiler are at hand
+(``setup.py``): the same Python source, annotations ignored, run as C calls into the interpreter
+instead of bytecode, so a never-seen intent costs a server about a fifth fewer instructions
+(docs/performance.md, "Compiled"). Without a compiler, or with ``TOOLDNS_PURE=1`` set at install
+time, nothing is compiled and every module runs from its source, as before; the two answer alike
+(the test suite runs on whichever is installed).
+
+Each compiled module lies beside its source with a stamp (``<extension file>.source-sha256``) naming
+the SHA-256 of the source it was built from. Python would import an extension module before the
+source of the same name, so an edited source, or one a checkout changed, would silently not run:
+the hook installed at ``import tooldns`` (:func:`install`) imports the source instead whenever the
+stamp does not name the source as it is now (with a warning to rebuild: ``pip install -e .``), and
+always when ``TOOLDNS_PURE=1`` is set at run time.
+
+    >>> import tooldns.compiled as c
+    >>> c.status()
+    {'compiled': [...], 'source': [...]}
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+#: the modules compiled, by their place in the package: a query's path through the server (socket,
+#: wire, lookup, scoring, packing) and the codecs both sides speak
+MODULES = (
+    "tooldns.protocol.brief", "tooldns.protocol.budget", "tooldns.protocol.ede", "tooldns.protocol.edns",
+    "tooldns.protocol.fit", "tooldns.protocol.fusion", "tooldns.protocol.hygiene", "tooldns.protocol.intent",
+    "tooldns.protocol.meta", "tooldns.protocol.names", "tooldns.protocol.summary", "tooldns.protocol.ttlcache",
+    "tooldns.protocol.txt", "tooldns.protocol.vector",
+    "tooldns.scoring.bm25", "tooldns.scoring.scorer", "tooldns.scoring.tokenize",
+    "tooldns.serving.fastreply", "tooldns.serving.index", "tooldns.serving.lookup", "tooldns.serving.multizone",
+    "tooldns.serving.ratelimit", "tooldns.serving.reply", "tooldns.serving.resolver", "tooldns.serving.server",
+    "tooldns.serving.wire",
+)
+
+#: what a compiled module's stamp is named: its extension file's name and this
+STAMP_SUFFIX = ".source-sha256"
+#: set (to anything but "" or "0") at install time, nothing is compiled; at run time, every module
+#: runs from its source
+PURE_VARIABLE = "TOOLDNS_PURE"
+
+
+def pure() -> bool:
+    """Whether ``TOOLDNS_PURE`` asks for the source."""
+    return os.environ.get(PURE_VARIABLE, "") not in ("", "0")
+
+
+def source_digest(path: str | Path) -> str:
+    """The SHA-256 (hex) of the source file *path*: what a stamp names."""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _extension(directory: str, leaf: str) -> str | None:
+    """The extension module *leaf* in *directory*, if one was built there."""
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = os.path.join(directory, leaf + suffix)
+        if os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def _stale(extension: str, source: str) -> bool:
+    """Whether *extension* was built from other source than *source* (or its stamp is missing)."""
+    try:
+        stamp = Path(extension + STAMP_SUFFIX).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return True
+    return stamp != source_digest(source)
+
+
+class SourceFinder:
+    """The import hook (a meta path finder): for a module of :data:`MODULES` with a compiled twin
+    that may not run, the spec of its source; for every other import, nothing (the usual finders)."""
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        del target
+        if fullname not in MODULES or path is None:
+            return None
+        leaf = fullname.rpartition(".")[2]
+        for directory in path:
+            source = os.path.join(directory, leaf + ".py")
+            extension = _extension(directory, leaf)
+            if extension is None or not os.path.exists(source):
+                continue
+            if pure():
+                return importlib.util.spec_from_file_location(fullname, source)
+            if _stale(extension, source):
+                import warnings
+
+                warnings.warn(f"{fullname}: the compiled module was built from other source than "
+                              f"{source}; running the source (rebuild: pip install -e .)", RuntimeWarning, stacklevel=2)
+                return importlib.util.spec_from_file_location(fullname, source)
+            return None
+        return None
+
+
+def install() -> None:
+    """Put :class:`SourceFinder` first on ``sys.meta_path`` (once)."""
+    if not any(isinstance(finder, SourceFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, SourceFinder())
+
+
+def status() -> dict[str, list[str]]:
+    """Which of :data:`MODULES` run compiled and which from source (importing them)."""
+    out: dict[str, list[str]] = {"compiled": [], "source": []}
+    for name in MODULES:
+        module = importlib.import_module(name)
+        loader = getattr(module, "__loader__", None)
+        out["compiled" if isinstance(loader, importlib.machinery.ExtensionFileLoader) else "source"].append(name)
+    return out
