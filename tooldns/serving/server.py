@@ -465,8 +465,12 @@ class DNSServer:
                 continue
             writer.write(struct.pack("!H", len(wire)) + wire)
             try:  # a client that does not read its replies keeps no slot for ever
-                await asyncio.wait_for(writer.drain(), self._idle_timeout())
-            except (asyncio.TimeoutError, ConnectionError):
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the drain's result when
+                # the task is cancelled as the drain completes, and stop()'s cancel was lost that way
+                # (the handler went back to reading, its connection open after the server stopped)
+                async with asyncio.timeout(self._idle_timeout()):
+                    await writer.drain()
+            except (TimeoutError, ConnectionError):
                 return
 
     async def stop(self) -> None:
