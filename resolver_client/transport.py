@@ -83,9 +83,10 @@ async def audp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
     protocol = _udp_protocol()
     transport, _ = await loop.create_datagram_endpoint(lambda: protocol(wire, future),
                                                        remote_addr=(address, port))
-    try:
-        return await asyncio.wait_for(future, timeout)
-    except asyncio.TimeoutError:
+    try:  # asyncio.timeout, not wait_for: Python 3.11's wait_for could swallow the caller's cancel
+        async with asyncio.timeout(timeout):
+            return await future
+    except TimeoutError:
         raise TimeoutError(f"no UDP reply from {address}:{port} within {timeout:g} s") from None
     finally:
         transport.close()
@@ -105,8 +106,9 @@ async def atcp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
             writer.close()
 
     try:
-        return await asyncio.wait_for(exchange(), timeout)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(timeout):
+            return await exchange()
+    except TimeoutError:
         raise TimeoutError(f"no TCP reply from {address}:{port} within {timeout:g} s") from None
     except asyncio.IncompleteReadError as exc:
         raise ConnectionError("connection closed mid-message") from exc

@@ -275,9 +275,10 @@ class SummaryKeeper:
             if not self._running:
                 return
             child.wake.clear()
-            try:
-                await asyncio.wait_for(child.wake.wait(), wait)
-            except asyncio.TimeoutError:
+            try:  # asyncio.timeout, not wait_for: Python 3.11's wait_for could swallow a cancel
+                async with asyncio.timeout(wait):
+                    await child.wake.wait()
+            except TimeoutError:
                 pass
 
     async def _check(self, child: _Child) -> float:
@@ -425,8 +426,9 @@ class SummaryKeeper:
                 server.send(message.to_wire(), target)
                 self.stats["notifies_sent"] += 1
             try:
-                await asyncio.wait_for(acked, 2.0 ** attempt)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(2.0 ** attempt):
+                    await acked
+            except TimeoutError:
                 continue
             finally:
                 server.forget_reply(message.id)
