@@ -132,10 +132,15 @@ class BuildCompiled(build_ext):
     extension's stamp wherever the extension went (the build directory, and the source tree when
     installing for development, setuptools copying only the extension there)."""
 
+    def initialize_options(self) -> None:
+        super().initialize_options()
+        self.failed: set[str] = set()  # the extensions that did not compile this time
+
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001 - any compiler failure: the source runs instead
+            self.failed.add(ext.name)  # an older build of it may lie there: it gets no stamp of this source
             print(f"warning: {ext.name} not compiled ({exc}); it runs from its source", file=sys.stderr)
 
     def run(self) -> None:
@@ -143,7 +148,7 @@ class BuildCompiled(build_ext):
         compiled = _compiled_module()
         for ext in self.extensions:
             built = Path(self.get_ext_fullpath(ext.name))
-            if not built.exists():
+            if ext.name in self.failed or not built.exists():
                 continue
             digest = compiled.source_digest(ROOT.joinpath(*ext.name.split(".")).with_suffix(".py"))
             for place in {built, ROOT / self.get_ext_filename(ext.name)}:
