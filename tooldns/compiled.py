@@ -3,7 +3,7 @@ module from standing in for source it was not built from.
 
 ``pip install`` compiles :data:`MODULES` with Cython when Cython and a C compiler are at hand
 (``setup.py``): the same Python source, annotations ignored, run as C calls into the interpreter
-instead of bytecode, so a never-seen intent costs a server about a fifth fewer instructions
+instead of bytecode, so a never-seen intent costs a server 13 to 17 % fewer instructions
 (docs/performance.md, "Compiled"). Without a compiler, or with ``TOOLDNS_PURE=1`` set at install
 time, nothing is compiled and every module runs from its source, as before; the two answer alike
 (the test suite runs on whichever is installed).
