@@ -50,12 +50,13 @@ def _spans(tree: ast.AST, lines: list[bytes], text: bytes) -> list[tuple[int, in
         return _offset(lines, node.end_lineno, node.end_col_offset) if end else _offset(lines, node.lineno, node.col_offset)
 
     def visit(node, in_class: bool) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if function:
             args = node.args
             for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
                 if arg is not None and arg.annotation is not None:
                     spans.append((at(arg) + len(arg.arg.encode()), at(arg.annotation, end=True), b""))
-            if getattr(node, "returns", None) is not None:
+            if node.returns is not None:
                 start = at(node.returns)
                 spans.append((text.rindex(b"->", 0, start), at(node.returns, end=True), b""))
         elif isinstance(node, ast.AnnAssign) and not in_class:
@@ -63,14 +64,8 @@ def _spans(tree: ast.AST, lines: list[bytes], text: bytes) -> list[tuple[int, in
                 spans.append((at(node), at(node, end=True), b"pass"))
             else:
                 spans.append((at(node.target, end=True), at(node.annotation, end=True), b""))
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef):
-                for item in child.body:
-                    visit(item, True)
-                for part in [*child.bases, *child.keywords, *child.decorator_list]:
-                    visit(part, False)
-            else:
-                visit(child, in_class and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        for child in ast.iter_child_nodes(node):  # a class's body is in a class; a function's is not
+            visit(child, isinstance(node, ast.ClassDef) or (in_class and not function))
 
     visit(tree, False)
     return spans
@@ -150,10 +145,11 @@ class BuildCompiled(build_ext):
             built = Path(self.get_ext_fullpath(ext.name))
             if ext.name in self.failed or not built.exists():
                 continue
-            digest = compiled.source_digest(ROOT.joinpath(*ext.name.split(".")).with_suffix(".py"))
-            for place in {built, ROOT / self.get_ext_filename(ext.name)}:
-                if place.exists() and place.read_bytes() == built.read_bytes():
-                    Path(str(place) + compiled.STAMP_SUFFIX).write_text(digest + "\n", encoding="ascii")
+            stamp = compiled.source_digest(ROOT.joinpath(*ext.name.split(".")).with_suffix(".py")) + "\n"
+            Path(str(built) + compiled.STAMP_SUFFIX).write_text(stamp, encoding="ascii")
+            in_tree = ROOT / self.get_ext_filename(ext.name)  # where a development install copied it
+            if in_tree != built and in_tree.exists() and in_tree.read_bytes() == built.read_bytes():
+                Path(str(in_tree) + compiled.STAMP_SUFFIX).write_text(stamp, encoding="ascii")
 
 
 def extensions() -> list[Extension]:
