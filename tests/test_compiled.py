@@ -134,27 +134,49 @@ def test_what_runs_compiled_is_what_was_built_from_this_source():
 
 
 REPLIES = textwrap.dedent('''\
-    import hashlib, json, sys
+    import hashlib, json, logging, random, sys
     sys.path.insert(0, sys.argv[1])
+    sys.path.insert(0, sys.argv[3])
+    from fuzzpackets import CATEGORIES, Target, make_packet
     from test_fast_reply import _queries
     from tooldns import compiled
     from tooldns.serving.resolver import StaticSource, ZoneResolver
     from tooldns.serving.server import DNSServer
     from tooldns.serving.tree import load_tree
-    digest, count = hashlib.sha256(), 0
+
+    class Errors(logging.Handler):
+        count = 0
+        def emit(self, record): Errors.count += 1
+
+    logging.getLogger("tooldns").addHandler(Errors(logging.ERROR))
+    digests = {"queries": hashlib.sha256(), "hostile": hashlib.sha256()}
+    counts = dict.fromkeys(digests, 0)
+
+    def answer(server, kind, data, udp):
+        reply = server.handle(data, udp)
+        digests[kind].update(len(data).to_bytes(2, "big") + data + (b"-" if reply is None else reply))
+        counts[kind] += 1
+
     for n, store in enumerate(sorted(load_tree(sys.argv[2]), key=lambda s: s.index.origin)):
         server = DNSServer(ZoneResolver(StaticSource(store.index)), "127.0.0.1", 0)
         for data, udp in _queries(store.index, 120, n, False):
-            reply = server.handle(data, udp)
-            digest.update(b"-" if reply is None else reply)
-            count += 1
-    print(json.dumps({"digest": digest.hexdigest(), "count": count, "compiled": len(compiled.status()["compiled"])}))
+            answer(server, "queries", data, udp)
+        zone, rng = store.zone, random.Random(n)
+        names = tuple(c.name for c in zone.children) + tuple(t.owner(zone.origin) for t in zone.tools)
+        target = Target(zone.origin, names)
+        for i in range(160):
+            data = make_packet(sorted(CATEGORIES)[i % len(CATEGORIES)], rng, target)
+            answer(server, "hostile", data, True)
+            answer(server, "hostile", data, False)
+    print(json.dumps({"digests": {k: d.hexdigest() for k, d in digests.items()}, "counts": counts,
+                      "errors": Errors.count, "compiled": len(compiled.status()["compiled"])}))
     ''')
 
 
 def _replies(pure: bool) -> dict:
     env = {**os.environ, compiled.PURE_VARIABLE: "1" if pure else "0"}
-    out = subprocess.run([sys.executable, "-c", REPLIES, str(ROOT / "tests"), str(ROOT / "zones")], env=env,
+    folders = [str(ROOT / "tests"), str(ROOT / "zones"), str(ROOT / "scripts")]
+    out = subprocess.run([sys.executable, "-c", REPLIES, *folders], env=env,
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -162,10 +184,15 @@ def _replies(pure: bool) -> dict:
 
 def test_compiled_and_source_modules_answer_the_same_bytes():
     """Every zone of the shipped tree, 120 queries each (intents, names, K, types, EDNS sizes, UDP and
-    TCP), answered in a process running the compiled modules and in one running their source."""
+    TCP) and 160 hostile messages each over UDP and TCP (every category of scripts/fuzzpackets.py:
+    random bytes, mutated queries, pointer loops, bad OPT records and options, responses...),
+    answered in a process running the compiled modules and in one running their source: the same
+    bytes, or the same silence, for every one, and no internal error logged by either."""
     fast, slow = _replies(pure=False), _replies(pure=True)
     if not fast["compiled"]:
         pytest.skip("no module is compiled in this install (TOOLDNS_PURE, or no Cython or C compiler)")
     assert slow["compiled"] == 0
-    assert fast["count"] == slow["count"] > 2000
-    assert fast["digest"] == slow["digest"]
+    assert fast["counts"] == slow["counts"]
+    assert fast["counts"]["queries"] > 2000 and fast["counts"]["hostile"] > 7000
+    assert fast["digests"] == slow["digests"]
+    assert fast["errors"] == slow["errors"] == 0
