@@ -17,8 +17,9 @@ query, and prints the median microseconds per call over several repeats for:
 
 Being one process with no network, its figures are steadier than dnsperf's. To count instructions
 instead of time (the same count run after run, whatever the machine's load), ``--count ROW`` makes
-one pass over every packet of that row (warming the caches a server warms), then --rounds calls
-inside ``functools.reduce``, which callgrind can be told to count alone; divide by --rounds:
+as many calls of other packets of that row (warming the caches a server warms), then --rounds calls
+inside ``functools.reduce``, each with a packet not sent before, which callgrind can be told to count
+alone; divide by --rounds:
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
         --toggle-collect=functools_reduce python scripts/bench_handle.py --count distinct \
@@ -42,7 +43,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
+from benchlib import distinct_intents  # noqa: E402
 from dnslib import EDNS0, DNSRecord, EDNSOption  # noqa: E402
 
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent  # noqa: E402
@@ -65,11 +68,12 @@ def query(zone: str, intent: str, k: int, vector: bytes | None = None) -> bytes:
 
 
 def distinct_texts(intent: str, source: str | None, count: int) -> list[str]:
-    """*count* different intents: *intent* numbered, or the queries of *source* (numbered once used up)."""
+    """*count* different intents: *intent* numbered, or the queries of *source*, then queries spliced
+    from two of them (:func:`benchlib.distinct_intents`)."""
     if not source:
         return [f"{intent} {i}" for i in range(count)]
-    base = [q["query"] for q in json.loads(Path(source).read_text(encoding="utf-8")) if q.get("query")]
-    return [base[i % len(base)] + (f" {i // len(base)}" if i >= len(base) else "") for i in range(count)]
+    return distinct_intents([q["query"] for q in json.loads(Path(source).read_text(encoding="utf-8")) if q.get("query")],
+                            count)
 
 
 def per_call(server: DNSServer, packets: list[bytes], calls: int, repeats: int) -> float:
@@ -86,9 +90,12 @@ def per_call(server: DNSServer, packets: list[bytes], calls: int, repeats: int) 
 
 
 def count(server: DNSServer, packets: list[bytes], calls: int) -> None:
-    """One pass over *packets*, then *calls* calls inside ``functools.reduce`` (what callgrind counts
-    with ``--toggle-collect=functools_reduce``), each its own packet when there are enough."""
-    for packet in packets[:calls]:
+    """*calls* calls of *packets* after as many of others (warming what a server warms: its word
+    caches, its tables), the calls inside ``functools.reduce`` (what callgrind counts with
+    ``--toggle-collect=functools_reduce``), each its own packet, never sent before, when there are
+    enough (a packet sent twice is answered from what its first answer left: a referral's layout)."""
+    warm = packets[calls:2 * calls] if len(packets) >= 2 * calls else packets[:calls]
+    for packet in warm:
         server.handle(packet, True)
     functools.reduce(lambda _, i: server.handle(packets[i % len(packets)], True), range(calls), None)
 

@@ -7,9 +7,10 @@ the same run against the same process:
 
 1. **fixed intent**: every query the same message, so every reply after the first comes from the
    server's packet cache (a popular intent);
-2. **distinct intents**: every query a different intent (ToolRet's dev queries, numbered once the
-   list is used up; ``--intents``), so every query is parsed, scored and packed: what free-text
-   intents cost;
+2. **distinct intents**: every query a different intent (ToolRet's dev queries, then queries spliced
+   from two of them, the first half of one's words and the second half of another's; ``--intents``),
+   so every query is parsed, scored and packed, and refers to lists of children a zone has seldom
+   referred to before: what free-text intents cost;
 3. when the zone scores vectors (a tree built with ``tooldns build --embed``), distinct intents
    with the intent's vector option (65303) too, as a resolver with an embedder sends them;
 
@@ -67,7 +68,7 @@ import dns.rcode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import DATA, percentile, start_servers, stop_servers  # noqa: E402
+from benchlib import DATA, MAX_INTENT, distinct_intents, percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client.message import make_query, opt_record, parse_reply  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
 from tooldns.exceptions import EmbeddingError  # noqa: E402
@@ -98,15 +99,12 @@ def query_file(wires: list[bytes], directory: str, name: str) -> str:
 
 
 def intent_texts(source: Path | None, count: int, fallback: str) -> list[str]:
-    """*count* distinct intents: the queries of *source* (a JSON list of {"query": ...}), then the same
-    again numbered (" 1", " 2" ...) until there are enough; *fallback* numbered when there is no source."""
+    """*count* distinct intents: the queries of *source* (a JSON list of {"query": ...}), then queries
+    spliced from two of them (:func:`benchlib.distinct_intents`); *fallback* numbered when there is no source."""
     base: list[str] = []
     if source is not None and source.exists():
         base = [q["query"] for q in json.loads(source.read_text(encoding="utf-8")) if q.get("query")]
-        base = [t for t in base if len(t.encode("utf-8")) <= 700]  # one datagram, as the resolver would send
-    base = list(dict.fromkeys(base)) or [fallback]
-    texts = [t if i < len(base) else f"{t} {i // len(base)}" for i in range(count) for t in [base[i % len(base)]]]
-    return list(dict.fromkeys(texts))
+    return distinct_intents([t for t in base if len(t.encode("utf-8")) <= MAX_INTENT] or [fallback], count)
 
 
 def queries(qname: str, texts: list[str], k: int, vector: bytes | None) -> list[bytes]:

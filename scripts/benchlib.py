@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import subprocess
@@ -12,6 +13,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: the ToolRet benchmark's folder (README there), as the tests find it: TOOLDNS_DATA, or ../shared/data/toolret
 DATA = Path(os.environ.get("TOOLDNS_DATA", ROOT.parent / "shared" / "data" / "toolret"))
+
+
+#: the longest intent a distinct stream holds, in UTF-8 octets: what one datagram carries as the resolver sends it
+MAX_INTENT = 700
+
+
+def distinct_intents(base: list[str], count: int, seed: int = 0) -> list[str]:
+    """*count* different intents: *base* (less repeats and intents over :data:`MAX_INTENT` octets),
+    then *spliced* ones, the first half of one intent's words and the second half of another's,
+    pairs drawn at random (*seed*), then, when splicing makes no more new texts, *base* numbered
+    (" 1", " 2" ...). A spliced intent is new to every cache a server keeps: its packet cache, and
+    what it keeps per list of children it refers to, where a numbered copy ("... 3") of an intent
+    already sent is ranked, and answered, as that intent was."""
+    base = list(dict.fromkeys(t for t in base if len(t.encode("utf-8")) <= MAX_INTENT))
+    if not base:
+        return []
+    texts = dict.fromkeys(base[:count])
+    rng, words = random.Random(seed), [t.split() for t in base]
+    for _ in range(4 * count if len(base) > 1 else 0):
+        if len(texts) >= count:
+            break
+        a, b = rng.sample(words, 2)
+        text = " ".join(a[:len(a) // 2] + b[len(b) // 2:])
+        if text and len(text.encode("utf-8")) <= MAX_INTENT:
+            texts.setdefault(text)
+    for i in range(count * 2):
+        if len(texts) >= count:
+            break
+        texts.setdefault(f"{base[i % len(base)]} {i // len(base) + 1}")
+    return list(texts)
 
 
 def percentile(values, p: float) -> float:
