@@ -8,9 +8,10 @@ the same run against the same process:
 1. **fixed intent**: every query the same message, so every reply after the first comes from the
    server's packet cache (a popular intent);
 2. **distinct intents**: every query a different intent (ToolRet's dev queries, then queries spliced
-   from two of them, the first half of one's words and the second half of another's; ``--intents``),
-   so every query is parsed, scored and packed, and refers to lists of children a zone has seldom
-   referred to before: what free-text intents cost;
+   from two of them, the first half of one's words and the second half of another's, each with its
+   number; ``--intents``), so every query is parsed, scored and packed, meets a word never seen
+   before, and refers to lists of children a zone has seldom referred to before: what free-text
+   intents cost;
 3. when the zone scores vectors (a tree built with ``tooldns build --embed``), distinct intents
    with the intent's vector option (65303) too, as a resolver with an embedder sends them;
 

@@ -231,20 +231,22 @@ def test_bench_handle_drift_prints_each_pass():
 
 def test_distinct_intents_are_new_texts_spliced_from_the_given_ones():
     """The benchmarks' stream of never-seen intents: the given ones first, then each the first half of
-    one's words and the second half of another's (a text none of them is), then numbered copies when
-    splicing runs dry; never two alike, never longer than one datagram carries."""
+    one's words and the second half of another's and its number (a word no other text holds); never
+    two alike, never longer than one datagram carries, the same stream run after run."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from benchlib import MAX_INTENT, distinct_intents
 
     base = [f"rain forecast {city} then wind alerts {region}" for city, region in
             zip(("Oslo", "Lima", "Hanoi", "Perth", "Quito", "Dakar"), ("north", "coast", "delta", "west", "andes", "sahel"))]
-    texts = distinct_intents(base + ["x" * (MAX_INTENT + 1)], 30)
-    assert len(texts) == len(set(texts)) == 30
+    texts = distinct_intents(base + ["x" * (MAX_INTENT + 1)], 500)
+    assert len(texts) == len(set(texts)) == 500
     assert texts[:6] == base  # the one too long left out
     firsts, seconds = {" ".join(t.split()[:3]) for t in base}, {" ".join(t.split()[3:]) for t in base}
-    assert all(" ".join(t.split()[:3]) in firsts and " ".join(t.split()[3:]) in seconds for t in texts[6:])
-    assert len(texts[6:]) == 30 - 6  # 30 pairs of two different texts: splicing alone reaches 30
-    assert texts == distinct_intents(base, 30)  # the same stream run after run
-    more = distinct_intents(base, 50)  # 36 texts splice from 6: numbered copies make up the rest
-    assert len(set(more)) == 50 and sum(t.split()[-1].isdigit() for t in more) == 50 - 36
+    for n, text in enumerate(texts[6:], 6):
+        words = text.split()
+        assert " ".join(words[:3]) in firsts and " ".join(words[3:-1]) in seconds and words[-1] == str(n)
+    assert len({" ".join(t.split()[:-1]) for t in texts[6:]} - set(base)) > 20  # halves of two different texts
+    assert texts == distinct_intents(base, 500)
     assert distinct_intents(["only one"], 3) == ["only one", "only one 1", "only one 2"]
+    long = distinct_intents(["w" * 300 + " " + "v" * 300 + " x y", "a " * 340], 50)
+    assert all(len(t.encode()) <= MAX_INTENT for t in long) and len(set(long)) == 50
