@@ -422,6 +422,47 @@ def test_which_candidates_are_packed_from_templates(built):
     assert templated == {b"\x05alpha\x03odd\x05tools\x00"}
 
 
+def test_a_template_as_a_number_moves_its_pointers_in_one_step():
+    """A block's compression pointers, some to offsets in the block and some to the zone's name,
+    written for any place by one sum (fastreply._template) as by patching each in place."""
+    from tooldns.serving.fastreply import _U16, _template
+
+    block = bytes(range(1, 41))
+    pointers = [(0, 6), (10, -1), (20, 0), (38, 30)]
+    number, relative, to_zone, length = _template(block, pointers)
+    for at, zone in ((0, 0), (45, 12), (700, 31), (0x3FFF - 40, 0x3FFF)):
+        patched = bytearray(block)
+        for where, target in pointers:
+            _U16.pack_into(patched, where, 0xC000 | (zone if target < 0 else at + target))
+        assert (number + at * relative + zone * to_zone).to_bytes(length, "big") == patched
+
+
+def test_a_first_referral_to_new_children_is_written_from_their_templates(monkeypatch):
+    """A referral to a list of children never referred to before (the common case at a zone of many
+    children) is written from the children's templates, not record by record, when the question is
+    in lower case; in mixed case, record by record. Both are the reference bytes."""
+    from tooldns.serving.fastreply import PackedZone
+
+    ways = []
+    for way in ("_templated", "_packed_referral"):
+        def spy(self, out, *args, _real=getattr(PackedZone, way), _way=way):
+            counts = _real(self, out, *args)
+            ways.append((_way, bytes(out[12:30]).startswith(b"\x04_any"), counts is not None))
+            return counts
+        monkeypatch.setattr(PackedZone, way, spy)
+    root = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
+    resolver = ZoneResolver(StaticSource(root))
+    for n, intent in enumerate(INTENTS):
+        for name in ("_any._tcp._tools.", "_ANY._tcp._Tools."):
+            data = _query(name, "SRV", intent, 3 + n % 5, 1232, False)
+            fast = resolver.fast_answer(data, True)
+            assert fast is not None and fast == _reference(resolver, data, True)
+    lower = [w for w in ways if w[1]]
+    assert lower and all(w == ("_templated", True, True) for w in lower)  # every first referral, in one step
+    mixed = [w for w in ways if not w[1]]
+    assert mixed and all(w == ("_packed_referral", False, True) for w in mixed)
+
+
 def test_referral_layouts_serve_other_scores_and_stay_within_budget(monkeypatch):
     """A referral's layout (everything but its scores) is made on the second referral to the same
     children in the same order under the same question name (the first is packed record by record)

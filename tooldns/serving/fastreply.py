@@ -5,11 +5,13 @@ referral to the best K children, or the best K tools of a leaf. Everything in th
 the choice, the order, the ranks and the scores is fixed per zone, so :class:`PackedZone` encodes
 it once per zone index (names as labels, record heads, fixed RDATA, the TXT strings that follow
 ``rank=`` and ``score=``) and :meth:`PackedZone.pack` joins header, question, records and OPT
-record for one :class:`~tooldns.serving.lookup.Ranked` result. A referral's whole layout, all
-but its score strings, is kept once made, per question name and chosen children in their order
-(a zone of a few children refers to few such sets; all zones of a process keep at most
-:data:`LAYOUTS`), so that a referral for a new intent is its scores written between fixed
-bytes; likewise an answer's head (the CNAME from a cursor name, the SRV records' owner), per
+record for one :class:`~tooldns.serving.lookup.Ranked` result. A referral to children never
+referred to together before is written from each child's records packed once as a template, its
+compression pointers moved to where the child falls by one sum (:func:`_template`); a referral's
+whole layout, all but its score strings, is kept once made the second time, per question name and
+chosen children in their order (a zone of a few children refers to few such sets; all zones of a
+process keep at most :data:`LAYOUTS`), so that a repeated referral is its scores written between
+fixed bytes; likewise an answer's head (the CNAME from a cursor name, the SRV records' owner), per
 question name. The decision is
 :func:`tooldns.serving.lookup.ranked`'s, the one :func:`~tooldns.serving.lookup.lookup` builds
 dnslib records from; every other query (errors, names that are no search, queries without an
@@ -173,6 +175,24 @@ def _put(out: bytearray, seen: dict[bytes, int], record: Record, notes: list | N
         _U16.pack_into(out, at, len(out) - at - 2)
 
 
+def _template(block: bytes, pointers: list[tuple[int, int]]) -> tuple[int, int, int, int]:
+    """*block* as a number, with masks that write its compression *pointers* (each at an offset of
+    the block, pointing to an offset in the block, or to the zone's name: -1) wherever the block
+    goes: the block at offset *at*, the zone's name at *zone*, is ``(number + at * relative + zone *
+    to_zone).to_bytes(length, "big")``: each pointer is a 16-bit field, 0xC000 plus its target in
+    the number, and adding *at* or *zone* to the field's lowest octet adds it to the field, which
+    never carries out of it (a target stays under 0x4000)."""
+    number, relative, to_zone = bytearray(block), 0, 0
+    for where, target in pointers:
+        _U16.pack_into(number, where, 0xC000 | max(target, 0))
+        field = 1 << 8 * (len(block) - where - 2)
+        if target < 0:
+            to_zone += field
+        else:
+            relative += field
+    return int.from_bytes(number, "big"), relative, to_zone, len(block)
+
+
 #: where a candidate's block is packed to make its template for any place after the first in a
 #: referral, and where the zone's own name stands then: any offsets its own names cannot reach
 _LATER_AT, _ZONE_AT = 0x200, 0x20
@@ -187,9 +207,12 @@ class _Candidate:
     each search name (nothing to patch), and once for any later place, with the pointers to patch:
     to its own names (the block's offset plus a constant) and to the zone's name (wherever the
     first block wrote it). Its additional records then point to offsets known from the template.
+    The later templates are kept as numbers too (:attr:`blocks`, :func:`_template`), and so is what
+    the first block's additional records hold for each search name, so that a referral to any list
+    of such candidates is written a few steps per candidate (:meth:`PackedZone._templated`).
     """
 
-    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later")
+    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later", "blocks")
 
     def __init__(self, ix: ZoneIndex, entry) -> None:
         ns, owner, strings, glue = candidate_records(ix, entry)
@@ -202,6 +225,9 @@ class _Candidate:
         self.alone = False
         self.firsts: dict[bytes, tuple | None] = {}
         self.later: tuple | None = None
+        #: the later template as numbers (:func:`_template`): the authority block, the ranking TXT
+        #: record up to its RDATA, and the TXT strings after the score string with the glue
+        self.blocks: tuple | None = None
 
     def names(self) -> list[Name]:
         return [self.owner] + [n for owner, _, target in self.ns for n in (owner, target)] + [g[0] for g in self.glue]
@@ -218,7 +244,14 @@ class _Candidate:
             for record in self.ns:
                 _put(out, seen, record)
             found = [seen.get(zone), seen.get(self.owner[0][0])] + [seen.get(g[0][0][0]) for g in self.glue]
-            self.firsts[route.key] = None if None in found else (bytes(out[len(head):]), found[0], found[1], found[2:])
+            if None in found:
+                self.firsts[route.key] = None
+            else:
+                tail = bytearray(self.strings)
+                _put_glue(tail, self, found[2:])
+                txt = _TXT_AT.pack(0xC000 | found[1], _TXT_HEAD, 1 + len(self.strings))
+                self.firsts[route.key] = (bytes(out[len(head):]), found[0], found[1], found[2:],
+                                          int.from_bytes(txt, "big"), bytes(tail))
         return self.firsts[route.key]
 
     def make_later(self, zone: bytes) -> None:
@@ -236,6 +269,13 @@ class _Candidate:
         if None in owners or any(t is None for _, t in patches):
             return
         self.later = (bytes(out[_LATER_AT:]), patches, owners[0], owners[1:])
+        tail, pointers = bytearray(self.strings), []
+        for owner, (_, rest, _) in zip(owners[1:], self.glue):
+            pointers.append((len(tail), owner))
+            tail += b"\0\0" + rest
+        self.blocks = (_template(self.later[0], patches),
+                       _template(_TXT_AT.pack(0, _TXT_HEAD, 1 + len(self.strings)), [(0, owners[0])]),
+                       _template(bytes(tail), pointers))
 
 
 def _put_glue(out: bytearray, candidate: _Candidate, owners: list[int]) -> None:
@@ -389,7 +429,8 @@ class PackedZone:
             if layout is None:
                 LAYOUTS.spend()
                 self._layouts[key] = _ONCE
-                return self._packed_referral(out, qname, route, chosen, pieces)
+                counts = self._templated(out, route, chosen, pieces) if qname == route.key else None
+                return counts if counts is not None else self._packed_referral(out, qname, route, chosen, pieces)
             layout = self._layout(len(out), qname, route, pieces)
             if layout is None:
                 return None
@@ -404,6 +445,43 @@ class PackedZone:
             out += score
             out += tail
         return counts
+
+    def _templated(self, out: bytearray, route: Route, chosen: list, pieces: list) -> tuple[int, int, int] | None:
+        """The referral to *pieces* (scored as in *chosen*) from their templates as numbers (see
+        :func:`_template`): the first candidate's records as packed for this question, each later
+        one's where it falls; None, with nothing written, when one has no template (the question is
+        in lower case)."""
+        first = pieces[0].first(route, self.zone)
+        if first is None:
+            return None
+        size = len(out) + len(first[0])
+        for piece in pieces:
+            if piece.blocks is None:
+                return None
+            size += piece.blocks[0][3]
+        if size > _MAX_POINTER:
+            return None
+        block, zone, _, _, txt, tail = first
+        out += block
+        places = [0]
+        for piece in pieces[1:]:
+            number, relative, to_zone, length = piece.blocks[0]
+            at = len(out)
+            out += (number + at * relative + zone * to_zone).to_bytes(length, "big")
+            places.append(at)
+        for rank, ((_, score), piece, at) in enumerate(zip(chosen, pieces, places), 1):
+            if rank > 1:
+                (number, relative, to_zone, _), (rest, rest_relative, rest_to_zone, length) = piece.blocks[1:]
+                txt = number + at * relative + zone * to_zone
+                tail = (rest + at * rest_relative + zone * rest_to_zone).to_bytes(length, "big")
+            score = b"score=%.4f" % score  # _score_string's, inline: a referral's scores are never None
+            head = _RANK_HEADS[rank]
+            out += (txt + len(head) + len(score)).to_bytes(12, "big")  # plus the RDATA's length
+            out += head
+            out += _LENGTH[len(score)]
+            out += score
+            out += tail
+        return _counts(pieces)
 
     def _packed_referral(self, out: bytearray, qname: bytes, route: Route, chosen: list,
                          pieces: list) -> tuple[int, int, int] | None:
@@ -470,7 +548,7 @@ class PackedZone:
             size += len(piece.later[0])
         if size > _MAX_POINTER:
             return None
-        block, zone_at, txt_at, glue_at = first
+        block, zone_at, txt_at, glue_at = first[:4]
         out += block
         owners = [(txt_at, glue_at)]
         for piece in pieces[1:]:
