@@ -120,6 +120,22 @@ def test_text_ascii_but_for_separators_splits_as_the_regular_expression_does(tex
     assert (plain is None) == any(not c.isascii() and (c.isalnum() or c == "\u30fb") for c in text)
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="abcdeiorsuyzAEIRSXYZ0123456789", min_size=1, max_size=14)
+       | st.sampled_from(sorted(__import__("tooldns.scoring.tokenize", fromlist=["STOPWORDS"]).STOPWORDS)))
+def test_a_word_never_seen_has_the_terms_of_the_regular_expression_path(word):
+    """An ASCII word not seen before is worked out without the regular expression when it has no
+    capital letter (nothing to split: most new words, numbers and lower-case words); with the same
+    terms, stop words and folded plurals ("queries", "forecasts") included."""
+    from tooldns.scoring.tokenize import _ASCII_WORDS, _word_tokens
+
+    _ASCII_WORDS.pop(word.encode(), None)
+    assert _ASCII_WORDS[word.encode()] == " ".join(_word_tokens(word))
+    for text in (word + "s", word + "ies", word.lower() + "us"):
+        _ASCII_WORDS.pop(text.encode(), None)
+        assert _ASCII_WORDS[text.encode()] == " ".join(_word_tokens(text))
+
+
 def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch):
     """An index asked often keeps each word's posting lists (tooldns.scoring.bm25._WordLists); its
     rankings stay those of tokenizing every query, and all caches together keep at most bm25.WORDS' limit of words."""

@@ -69,7 +69,12 @@ class _WordTerms(dict):
     def __missing__(self, word: bytes) -> str:
         if len(self) >= 65536:
             self.clear()
-        terms = self[word] = " ".join(_word_tokens(word.decode("ascii")))
+        text = word.decode("ascii")
+        if word.lower() == word:  # no capital, so nothing to split: one term, or none (most words never seen)
+            terms = "" if text in STOPWORDS else _fold(text)
+        else:
+            terms = " ".join(_word_tokens(text))
+        self[word] = terms
         return terms
 
 
