@@ -451,15 +451,8 @@ class PackedZone:
         :func:`_template`): the first candidate's records as packed for this question, each later
         one's where it falls; None, with nothing written, when one has no template (the question is
         in lower case)."""
-        first = pieces[0].first(route, self.zone)
+        first = self._first_of_templates(len(out), route, pieces)
         if first is None:
-            return None
-        size = len(out) + len(first[0])
-        for piece in pieces:
-            if piece.blocks is None:
-                return None
-            size += piece.blocks[0][3]
-        if size > _MAX_POINTER:
             return None
         block, zone, _, _, txt, tail = first
         out += block
@@ -535,18 +528,21 @@ class PackedZone:
         owners = [(seen.get(p.owner[0][0]), [seen.get(g[0][0][0]) for g in p.glue]) for p in pieces]
         return None if any(t is None or None in g for t, g in owners) else owners
 
+    def _first_of_templates(self, start: int, route: Route, pieces: list) -> tuple | None:
+        """The first candidate's block for *route* (:meth:`_Candidate.first`) when every candidate has
+        a template for a later place and all of them, written from offset *start*, stay within
+        a pointer's reach; None otherwise."""
+        first = pieces[0].first(route, self.zone)
+        if first is None or any(piece.later is None for piece in pieces):
+            return None
+        size = start + len(first[0]) + sum(len(piece.later[0]) for piece in pieces)
+        return first if size <= _MAX_POINTER else None
+
     def _from_templates(self, out: bytearray, route: Route, pieces: list) -> list | None:
         """The candidates' NS records from their templates (see :class:`_Candidate`), when all have one
         and the question is in lower case; where each TXT and glue owner was written."""
-        first = pieces[0].first(route, self.zone)
+        first = self._first_of_templates(len(out), route, pieces)
         if first is None:
-            return None
-        size = len(out) + len(first[0])
-        for piece in pieces:
-            if piece.later is None:
-                return None
-            size += len(piece.later[0])
-        if size > _MAX_POINTER:
             return None
         block, zone_at, txt_at, glue_at = first[:4]
         out += block
