@@ -236,8 +236,10 @@ class _Candidate:
         return {suffix for name in self.names() for suffix, _ in name}
 
     def first(self, route: "Route", zone: bytes) -> tuple | None:
-        """(block, offset of the zone's name, of the TXT owner, of each glue owner) as the first block
-        after the question of *route* in lower case; None when something cannot be pointed to."""
+        """(block, offset of the zone's name, of the TXT owner, of each glue owner, the ranking TXT
+        record up to its RDATA as a number less the rank and score strings' length, the TXT strings
+        after the score string with the glue) as the first block after the question of *route* in
+        lower case; None when something cannot be pointed to."""
         if route.key not in self.firsts:
             head = bytes(12) + route.key + bytes(4)
             out, seen = bytearray(head), {route.key[at:]: 12 + at for at in route.labels}
@@ -449,8 +451,9 @@ class PackedZone:
     def _templated(self, out: bytearray, route: Route, chosen: list, pieces: list) -> tuple[int, int, int] | None:
         """The referral to *pieces* (scored as in *chosen*) from their templates as numbers (see
         :func:`_template`): the first candidate's records as packed for this question, each later
-        one's where it falls; None, with nothing written, when one has no template (the question is
-        in lower case)."""
+        one's where it falls; None, with nothing written, when one has no template. For a question
+        in lower case only: the first candidate's records point into it as :meth:`_Candidate.first`
+        packed them."""
         first = self._first_of_templates(len(out), route, pieces)
         if first is None:
             return None
