@@ -465,7 +465,8 @@ def test_a_first_referral_to_new_children_is_written_from_their_templates(monkey
 
 def test_referral_layouts_serve_other_scores_and_stay_within_budget(monkeypatch):
     """A referral's layout (everything but its scores) is made on the second referral to the same
-    children in the same order under the same question name (the first is packed record by record)
+    children in the same order under the same question name (the first is written from the children's
+    templates, or record by record)
     and packs later ones with their own scores; past the process's budget every zone's layouts are
     forgotten and made again. Every reply stays the reference bytes."""
     from tooldns.serving import fastreply
