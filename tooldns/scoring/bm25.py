@@ -170,6 +170,8 @@ class _Posting(list):
 
 
 _ROW = operator.attrgetter("row")
+#: held while an index makes its :class:`_Rows` (once per index)
+_MAKING_ROWS = threading.Lock()
 
 
 class _Rows:
@@ -368,11 +370,20 @@ class BM25:
         import numpy as np
 
         if self.n <= DENSE_DOCS:
-            if self._rows is None:
-                self._rows = _Rows(self.n)
-            return self._rows.sums(lists)
+            rows = self._rows
+            if rows is None:
+                rows = self._make_rows()
+            return rows.sums(lists)
         indexes, weights = zip(*[posting.arrays or posting.make_arrays() for posting in lists])
         return np.bincount(np.concatenate(indexes), weights=np.concatenate(weights), minlength=self.n)
+
+    def _make_rows(self) -> "_Rows":
+        """This index's :class:`_Rows`, made once: two threads asking at once must not each make
+        their own, or a posting given a row in one would be read in the other's matrix."""
+        with _MAKING_ROWS:
+            if self._rows is None:
+                self._rows = _Rows(self.n)
+            return self._rows
 
 
 class BM25Scorer(Scorer):
