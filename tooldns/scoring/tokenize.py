@@ -50,11 +50,15 @@ def _word_tokens(word: str) -> tuple[str, ...]:
         return tuple(word) + tuple(word[i:i + 2] for i in range(len(word) - 1))
     out = []
     for part in _CAMEL_RE.sub(" ", word).split():
-        low = part.lower()
-        if low in STOPWORDS:
-            continue
-        out.append(_fold(low))
+        term = _term(part.lower())
+        if term:
+            out.append(term)
     return tuple(out)
+
+
+def _term(word: str) -> str:
+    """The term of a lower-case word, folded; "" for a stop word."""
+    return "" if word in STOPWORDS else _fold(word)
 
 
 #: ASCII text splits into words without the regular expression: every octet but a letter or digit
@@ -71,7 +75,7 @@ class _WordTerms(dict):
             self.clear()
         text = word.decode("ascii")
         if word.lower() == word:  # no capital, so nothing to split: one term, or none (most words never seen)
-            terms = "" if text in STOPWORDS else _fold(text)
+            terms = _term(text)
         else:
             terms = " ".join(_word_tokens(text))
         self[word] = terms
