@@ -257,8 +257,9 @@ class _Candidate:
         return self.firsts[route.key]
 
     def make_later(self, zone: bytes) -> None:
-        """The template for any place after the first: (block, patches, TXT owner, glue owners), each
-        target an offset in the block, or -1 for the zone's name; None when the block points elsewhere."""
+        """The template for any place after the first: (block, TXT owner, glue owners), each an offset
+        in the block, or -1 for the zone's name, and the block, the TXT record's head and what follows
+        its score string as numbers (:attr:`blocks`); neither when the block points elsewhere."""
         out, seen, notes = bytearray(_LATER_AT), {zone: _ZONE_AT}, []
         for record in self.ns:
             _put(out, seen, record, notes)
@@ -270,7 +271,7 @@ class _Candidate:
         owners = [target(seen.get(self.owner[0][0]))] + [target(seen.get(g[0][0][0])) for g in self.glue]
         if None in owners or any(t is None for _, t in patches):
             return
-        self.later = (bytes(out[_LATER_AT:]), patches, owners[0], owners[1:])
+        self.later = (bytes(out[_LATER_AT:]), owners[0], owners[1:])
         tail, pointers = bytearray(self.strings), []
         for owner, (_, rest, _) in zip(owners[1:], self.glue):
             pointers.append((len(tail), owner))
@@ -454,17 +455,10 @@ class PackedZone:
         one's where it falls; None, with nothing written, when one has no template. For a question
         in lower case only: the first candidate's records point into it as :meth:`_Candidate.first`
         packed them."""
-        first = self._first_of_templates(len(out), route, pieces)
-        if first is None:
+        written = self._from_templates(out, route, pieces)
+        if written is None:
             return None
-        block, zone, _, _, txt, tail = first
-        out += block
-        places = [0]
-        for piece in pieces[1:]:
-            number, relative, to_zone, length = piece.blocks[0]
-            at = len(out)
-            out += (number + at * relative + zone * to_zone).to_bytes(length, "big")
-            places.append(at)
+        (_, zone, _, _, txt, tail), places = written
         for rank, ((_, score), piece, at) in enumerate(zip(chosen, pieces, places), 1):
             if rank > 1:
                 (number, relative, to_zone, _), (rest, rest_relative, rest_to_zone, length) = piece.blocks[1:]
@@ -518,8 +512,15 @@ class PackedZone:
     def _authority(self, out: bytearray, qname: bytes, route: Route, pieces: list) -> list | None:
         """The candidates' NS records, from their templates when they all have one, else name by name;
         where each TXT and glue owner was written (None: somewhere no pointer reaches)."""
-        owners = self._from_templates(out, route, pieces) if qname == route.key else None
-        return owners if owners is not None else self._packed_authority(out, qname, route, pieces)
+        written = self._from_templates(out, route, pieces) if qname == route.key else None
+        if written is None:
+            return self._packed_authority(out, qname, route, pieces)
+        (_, zone, txt_at, glue_at, _, _), places = written
+        owners = [(txt_at, glue_at)]
+        for piece, at in zip(pieces[1:], places[1:]):
+            _, txt, glue = piece.later
+            owners.append((zone if txt < 0 else at + txt, [zone if g < 0 else at + g for g in glue]))
+        return owners
 
     @staticmethod
     def _packed_authority(out: bytearray, qname: bytes, route: Route, pieces: list) -> list | None:
@@ -531,33 +532,24 @@ class PackedZone:
         owners = [(seen.get(p.owner[0][0]), [seen.get(g[0][0][0]) for g in p.glue]) for p in pieces]
         return None if any(t is None or None in g for t, g in owners) else owners
 
-    def _first_of_templates(self, start: int, route: Route, pieces: list) -> tuple | None:
-        """The first candidate's block for *route* (:meth:`_Candidate.first`) when every candidate has
-        a template for a later place and all of them, written from offset *start*, stay within
-        a pointer's reach; None otherwise."""
+    def _from_templates(self, out: bytearray, route: Route, pieces: list) -> tuple[tuple, list[int]] | None:
+        """The candidates' NS records from their templates (see :class:`_Candidate`), the first as
+        packed for *route* (a question in lower case), each later one moved to where it falls by
+        one sum (:func:`_template`): the first candidate's :meth:`~_Candidate.first` and where each
+        candidate's block was written. None, with nothing written, unless every candidate has a
+        template and all of them stay within a pointer's reach."""
         first = pieces[0].first(route, self.zone)
         if first is None or any(piece.later is None for piece in pieces):
             return None
-        size = start + len(first[0]) + sum(len(piece.later[0]) for piece in pieces)
-        return first if size <= _MAX_POINTER else None
-
-    def _from_templates(self, out: bytearray, route: Route, pieces: list) -> list | None:
-        """The candidates' NS records from their templates (see :class:`_Candidate`), when all have one
-        and the question is in lower case; where each TXT and glue owner was written."""
-        first = self._first_of_templates(len(out), route, pieces)
-        if first is None:
+        if len(out) + len(first[0]) + sum(len(piece.later[0]) for piece in pieces) > _MAX_POINTER:
             return None
-        block, zone_at, txt_at, glue_at = first[:4]
-        out += block
-        owners = [(txt_at, glue_at)]
+        zone, places = first[1], [len(out)]
+        out += first[0]
         for piece in pieces[1:]:
-            at = len(out)
-            block, patches, txt, glue = piece.later
-            out += block
-            for where, target in patches:  # patched in place, where the block now stands
-                _U16.pack_into(out, at + where, 0xC000 | (zone_at if target < 0 else at + target))
-            owners.append((zone_at if txt < 0 else at + txt, [zone_at if g < 0 else at + g for g in glue]))
-        return owners
+            number, relative, to_zone, length = piece.blocks[0]
+            places.append(len(out))
+            out += (number + places[-1] * relative + zone * to_zone).to_bytes(length, "big")
+        return first, places
 
     def _answer(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
         pieces = [self.tools.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
