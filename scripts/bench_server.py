@@ -69,7 +69,7 @@ import dns.rcode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import DATA, MAX_INTENT, distinct_intents, percentile, start_servers, stop_servers  # noqa: E402
+from benchlib import DATA, distinct_intents, percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client.message import make_query, opt_record, parse_reply  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
 from tooldns.exceptions import EmbeddingError  # noqa: E402
@@ -105,7 +105,7 @@ def intent_texts(source: Path | None, count: int, fallback: str) -> list[str]:
     base: list[str] = []
     if source is not None and source.exists():
         base = [q["query"] for q in json.loads(source.read_text(encoding="utf-8")) if q.get("query")]
-    return distinct_intents([t for t in base if len(t.encode("utf-8")) <= MAX_INTENT] or [fallback], count)
+    return distinct_intents(base, count) or distinct_intents([fallback], count)
 
 
 def queries(qname: str, texts: list[str], k: int, vector: bytes | None) -> list[bytes]:
