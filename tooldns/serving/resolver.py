@@ -166,8 +166,8 @@ class ZoneResolver(BaseResolver):
         try:
             return self._resolve(request, handler)
         except Exception:  # the safety net: never leave a client waiting
-            self.stats["servfail"] += 1
             log.exception("internal error answering %s", request.q.qname if request.questions else "?")
+            self.stats["servfail"] += 1
             return error_reply(request, RCODE.SERVFAIL, "internal server error")
 
     def fast_answer(self, data: bytes, udp: bool) -> bytes | None:

@@ -292,14 +292,15 @@ class SummaryKeeper:
                 child.known = published.serial
                 self._learn(child.parent, name, learned_summary(published))
         except SummaryError as exc:
-            self.stats["summaries_refused"] += 1
+            # logged before counted: whoever sees the count sees the reason already written
             log.warning("%s: summary of %s refused (%s); keeping the last good one", child.parent, name, exc)
+            self.stats["summaries_refused"] += 1
             return self._cap(RETRY)
         except Exception as exc:  # unreachable, refused, malformed replies: keep the last good copy
-            self.stats["summary_refresh_failures"] += 1
             if not child.failing:
                 log.warning("%s: cannot refresh the summary of %s (%s); keeping the last good one",
                             child.parent, name, exc or type(exc).__name__)
+            self.stats["summary_refresh_failures"] += 1
             child.failing = True
             return self._cap(RETRY)
         if child.failing:
