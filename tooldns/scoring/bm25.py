@@ -40,9 +40,15 @@ from ..protocol.summary import MAX_FACETS
 from .scorer import Ranking, Scorer
 from .tokenize import Tokenized, as_ascii, ascii_words, tokenize, word_terms
 
+try:  # many postings summed and the best picked in C loops, when the package is compiled
+    from .sums import best_sums, owner_numbers
+except ImportError:  # from source: numpy adds them (the same sums, the same order, the same ties)
+    best_sums = owner_numbers = None
 
-#: above this many postings for one query, :meth:`BM25.rank` adds them with numpy (cheaper from about
-#: a hundred: a query of ToolRet's with a built tree's root of 92 children touches some 350)
+
+#: above this many postings for one query, :meth:`BM25.rank` adds them in C (:mod:`.sums`) or, running
+#: from source, with numpy (cheaper from about a hundred: a query of ToolRet's with a built tree's root
+#: of 92 children touches some 350)
 MANY_POSTINGS = 128
 
 
@@ -161,6 +167,9 @@ class _Posting(list):
 
     row = -1
     arrays: tuple | None = None
+    #: its documents and weights as C ints and doubles (two bytes objects), made by the compiled
+    #: :func:`~tooldns.scoring.sums.best_sums` when it first adds this list
+    packed: tuple | None = None
 
     def make_arrays(self) -> tuple:
         import numpy as np
@@ -326,10 +335,13 @@ class BM25:
         Only the documents a query term occurs in are summed and sorted (every posting weighs more
         than 0, so they are exactly those that score above 0, with the sums of :meth:`scores`, added
         in the same order); documents scoring 0 follow in document order. When the query's terms
-        have many postings (common words in a large zone), numpy adds them (:meth:`_rank_many`).
+        have many postings (common words in a large zone), C loops add them
+        (:func:`~tooldns.scoring.sums.best_sums`), or numpy from source (:meth:`_rank_many`).
         """
         lists = self._lists(query)
         if sum(map(len, lists)) > MANY_POSTINGS:
+            if best_sums is not None:
+                return best_sums(lists, self.n, k)
             return self._rank_many(lists, k)
         return best_of(self._touched(lists), k, self.n)
 
@@ -421,6 +433,7 @@ class FacetRanker:
         self.index = BM25([Tokenized(" ", facet) for d in docs for facet in d.facets], k1=k1, b=b)
         #: the document each facet is of
         self.owners = [i for i, d in enumerate(docs) for _ in d.facets]
+        self._numbers = owner_numbers(self.owners) if owner_numbers is not None else None  # as best_sums reads them
         self._starts = None
 
     @classmethod
@@ -436,6 +449,8 @@ class FacetRanker:
         index, owners = self.index, self.owners
         lists = index._lists(intent)
         if sum(map(len, lists)) > MANY_POSTINGS:
+            if best_sums is not None:
+                return best_sums(lists, index.n, k, self._numbers)
             import numpy as np
 
             if self._starts is None:  # where each document's facets start: they come document by document

@@ -1,0 +1,144 @@
+"""BM25's sums and best-K selection as C loops: what a zone of many documents spends a never-seen intent on.
+
+:meth:`tooldns.scoring.bm25.BM25.rank` and :meth:`~tooldns.scoring.bm25.FacetRanker.rank` add a
+query's posting lists by document and keep the K best. In Python that is either a dict (cheap for a
+few postings) or numpy (some ten calls of a few thousand instructions each, whatever the size: at
+ToolRet's root, 500 facets and some 600 postings, about 120,000 instructions a query). Here the same
+sums are added in a C array, in the same order (so the same floats), the best of each document's
+facets taken, and the K best picked with ties in document order, as the other two ways do: about
+15 instructions a posting and 10 a facet (docs/performance.md, "Many postings summed in C").
+
+This module runs compiled only (``setup.py`` compiles it with the others, :mod:`tooldns.compiled`);
+imported from its source it raises ImportError, and :mod:`tooldns.scoring.bm25` keeps its own ways.
+"""
+
+from __future__ import annotations
+
+import cython
+
+if not cython.compiled:
+    raise ImportError("tooldns.scoring.sums runs compiled only (pip install -e . with Cython and a C compiler)")
+
+from cython.cimports.libc.stdlib import calloc, free, malloc  # noqa: E402
+from cython.cimports.libc.string import memset  # noqa: E402
+
+#: documents summed in an array on the stack (8 KiB); more in one from the heap
+SMALL = cython.declare(cython.Py_ssize_t, 1024)  # the size of `small` in best_sums
+
+
+def _packed(posting) -> tuple:
+    """*posting*'s documents as C ints and its weights as C doubles (two bytes objects), kept on it
+    (:attr:`tooldns.scoring.bm25._Posting.packed`) when it can keep them."""
+    packed = getattr(posting, "packed", None)
+    if packed is None:
+        from array import array
+
+        try:
+            documents, weights = array("i"), array("d")
+            for document, weight in posting:
+                documents.append(document)
+                weights.append(weight)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError(f"a posting list is (document, weight) pairs: {exc}") from None
+        packed = (documents.tobytes(), weights.tobytes())
+        try:
+            posting.packed = packed
+        except AttributeError:  # a plain list
+            pass
+    return packed
+
+
+def owner_numbers(owners) -> bytes:
+    """*owners* (ints: the document each facet is of) as :func:`best_sums` reads them: C ints."""
+    from array import array
+
+    return array("i", owners).tobytes()
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(n=cython.Py_ssize_t, k=cython.Py_ssize_t, n_out=cython.Py_ssize_t, i=cython.Py_ssize_t,
+               j=cython.Py_ssize_t, m=cython.Py_ssize_t, count=cython.Py_ssize_t, w=cython.double,
+               v=cython.double, sums=cython.p_double, best=cython.p_double, at=cython.p_Py_ssize_t,
+               owner=cython.int, own=cython.p_int, size=cython.Py_ssize_t, d=cython.p_int, ws=cython.p_double,
+               docs=bytes, weights=bytes, small=cython.double[1024])
+def best_sums(lists, n, k, owners=None):
+    """The *k* best (document, score) pairs, best first, ties and documents scoring 0 in document
+    order, of *n* documents whose scores are the weights of posting *lists* (each a sequence of
+    (document, weight) pairs, weights above 0) added by document in the lists' order. Each list is
+    read once as C arrays (:func:`_packed`), and kept so on a :class:`~tooldns.scoring.bm25._Posting`.
+
+    With *owners* (:func:`owner_numbers` of the document each of the ``n`` facets is of, the facets
+    of document 0 first, then those of document 1 ...), the documents are the owners, one more
+    than the last of them, each scoring its best facet's sum.
+    """
+    if k <= 0 or n <= 0:
+        return []
+    n_out = n
+    own = cython.NULL
+    if owners is not None:
+        if len(owners) != n * cython.cast(cython.Py_ssize_t, cython.sizeof(cython.int)):
+            raise ValueError("owners must name the document of each of the n facets")
+        own = cython.cast(cython.p_int, cython.cast(cython.p_char, owners))
+        n_out = own[n - 1] + 1
+    packed = []
+    for posting in lists:
+        held = getattr(posting, "packed", None)
+        packed.append(held if held is not None else _packed(posting))
+    if n <= SMALL:  # zeroed on the stack: calloc costs more than the sums at a root of some 500 facets
+        sums = cython.address(small[0])
+        memset(sums, 0, n * cython.sizeof(cython.double))
+    else:
+        sums = cython.cast(cython.p_double, calloc(n, cython.sizeof(cython.double)))
+    best = cython.cast(cython.p_double, malloc((k + 1) * cython.sizeof(cython.double)))
+    at = cython.cast(cython.p_Py_ssize_t, malloc((k + 1) * cython.sizeof(cython.Py_ssize_t)))
+    if sums == cython.NULL or best == cython.NULL or at == cython.NULL:
+        if n > SMALL:
+            free(sums)
+        free(best)
+        free(at)
+        raise MemoryError()
+    try:
+        for docs, weights in packed:
+            size = len(docs) // cython.sizeof(cython.int)
+            d = cython.cast(cython.p_int, cython.cast(cython.p_char, docs))
+            ws = cython.cast(cython.p_double, cython.cast(cython.p_char, weights))
+            for j in range(size):
+                i = d[j]
+                if i < 0 or i >= n:
+                    raise IndexError(f"posting of document {i}, of {n}")
+                sums[i] += ws[j]
+        if own != cython.NULL:
+            # each owner's best facet, in place (an owner's number is at most its first facet's),
+            # checking that the facets of document 0 come first, then those of 1 ...
+            for i in range(n):
+                owner = own[i]
+                if i and owner == own[i - 1]:
+                    if sums[i] > sums[owner]:
+                        sums[owner] = sums[i]
+                elif owner == (own[i - 1] + 1 if i else 0):
+                    sums[owner] = sums[i]
+                else:
+                    raise ValueError("owners must number the documents 0, 1, 2 ... each for one facet or more")
+        count = 0
+        if k > n_out:
+            k = n_out
+        for j in range(n_out):  # insertion into the k best so far: a later equal score stays behind
+            v = sums[j]
+            if count == k and not v > best[count - 1]:
+                continue
+            m = count if count < k else k - 1
+            while m > 0 and v > best[m - 1]:
+                best[m] = best[m - 1]
+                at[m] = at[m - 1]
+                m -= 1
+            best[m] = v
+            at[m] = j
+            if count < k:
+                count += 1
+        return [(at[m], best[m]) for m in range(count)]
+    finally:
+        if n > SMALL:
+            free(sums)
+        free(best)
+        free(at)
