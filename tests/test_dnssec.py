@@ -44,7 +44,7 @@ from tooldns.zone.zonefile import load_zone, write_zone
 from resolver_client import AsyncResolver, Resolver
 from resolver_client.validate import read_anchor
 
-from conftest import ZONES, copy_tree, free_port, fresh_subnet, start_tree, wait_until
+from conftest import REPLY_TIMEOUT, ZONES, copy_tree, free_port, fresh_subnet, start_tree, wait_until
 
 HKO = "hko.weather.tools."
 INTENT = "typhoon warning"  # answered by hko.weather.tools.
@@ -62,6 +62,7 @@ def _anchor(zdir: Path):
 
 def _resolve(tree, zdir: Path, **kwargs):
     kwargs.setdefault("trust_anchor", _anchor(zdir))
+    kwargs.setdefault("timeout", REPLY_TIMEOUT)
     return Resolver(root=tree.root(), validate=True, cache=False, **kwargs).resolve(INTENT)
 
 
@@ -142,9 +143,11 @@ def test_the_resolver_validates_the_chain_down_to_every_tool(tmp_path):
         assert res.tools and {t.dnssec for t in res.tools} == {"secure"} and res.stats.bogus == 0
         assert any(t.zone == HKO for t in res.tools)
         import asyncio
-        ares = asyncio.run(AsyncResolver(root=tree.root(), validate=True, trust_anchor=_anchor(zdir)).resolve(INTENT))
+        ares = asyncio.run(AsyncResolver(root=tree.root(), validate=True, trust_anchor=_anchor(zdir),
+                                         timeout=REPLY_TIMEOUT).resolve(INTENT))
         assert [t.name for t in ares.tools] == [t.name for t in res.tools] and ares.tools[0].dnssec == "secure"
-        plain = Resolver(root=tree.root()).resolve(INTENT)  # without validation: same tools, no status
+        # without validation: same tools, no status
+        plain = Resolver(root=tree.root(), timeout=REPLY_TIMEOUT).resolve(INTENT)
         assert [t.name for t in plain.tools] == [t.name for t in res.tools] and plain.tools[0].dnssec == ""
     finally:
         tree.stop()
@@ -310,10 +313,10 @@ def test_a_proxy_that_alters_an_answer_in_flight_is_caught(tmp_path):
         assert {t.dnssec for t in _resolve(trees[0], zdir, **{}).tools if t.zone == HKO} == {"secure"}
         for alter, field in [(_endpoint_to_evil, "endpoint"), (_target_to_evil, "target")]:
             proxy.alter = alter
-            plain = Resolver(root=trees[0].root(), cache=False).resolve(INTENT, **ask)
+            plain = Resolver(root=trees[0].root(), cache=False, timeout=REPLY_TIMEOUT).resolve(INTENT, **ask)
             assert any("evil.example" in getattr(t, field) for t in plain.tools)  # the alteration works
-            res = Resolver(root=trees[0].root(), cache=False, validate=True, trust_anchor=_anchor(zdir)).resolve(
-                INTENT, **ask)
+            res = Resolver(root=trees[0].root(), cache=False, validate=True, trust_anchor=_anchor(zdir),
+                           timeout=REPLY_TIMEOUT).resolve(INTENT, **ask)
             assert not any("evil.example" in getattr(t, field) for t in res.tools)
             assert not [t for t in res.tools if t.zone == HKO] and res.stats.bogus >= 1
             assert any(e.startswith(f"{HKO}: bogus") for e in res.errors), res.errors
@@ -451,15 +454,17 @@ def test_a_parent_refuses_a_signed_childs_summary_altered_or_unsigned_in_flight(
              TreeThread(zdir, port, only=[HKO], listen=[real], watch_interval=0.2).start()]
     keeper = trees[0].tree.summaries
     try:
+        # the proxy alters from before the new serial on: no fetch of the new summary gets through intact
+        tcp.alter = _summary_rewritten
         _add_airship(zdir)  # a new serial: the parent polls and fetches the summary over TCP
         for alter, why in [(_summary_rewritten, "TXT: no RRSIGs validated"), (_summary_unsigned, "is not signed")]:
+            tcp.alter = alter  # before the baseline: of the refusals past it, only one in flight saw the last
             refused = keeper.counters()["summaries_refused"]
-            tcp.alter = alter
             assert wait_until(lambda: keeper.counters()["summaries_refused"] > refused + 1), keeper.counters()
+            assert wait_until(lambda: why in caplog.text), caplog.text[-2000:]
             copy = _hko_copy(trees[0])
             assert "zeppelin" not in dict(copy.terms) and "everything" not in dict(copy.terms)
             assert "Pick me" not in copy.description
-            assert why in caplog.text, caplog.text[-2000:]
         tcp.alter = None  # the same summary, as signed: learned
         assert wait_until(lambda: "zeppelin" in dict(_hko_copy(trees[0]).terms))
     finally:
@@ -491,8 +496,8 @@ def test_build_sign_makes_a_signed_tree_that_validates(tmp_path, capsys):
         assert all(c.ds == (load_keys(out / "keys", c.name)[0].ds_text(),) for c in zone.children)
     tree = start_tree(out)
     try:
-        res = Resolver(root=tree.root(), validate=True, trust_anchor=_anchor(out), cache=False).resolve(
-            "song lyrics for an artist album", k=2)
+        res = Resolver(root=tree.root(), validate=True, trust_anchor=_anchor(out), cache=False,
+                       timeout=REPLY_TIMEOUT).resolve("song lyrics for an artist album", k=2)
         assert res.tools and {t.dnssec for t in res.tools} == {"secure"} and res.stats.bogus == 0
     finally:
         tree.stop()

@@ -104,8 +104,8 @@ class ZoneStore:
             signer = self.signing.signer_for(self.index.origin)
         except DNSSECError as exc:
             self.last_error = str(exc)
-            self.reload_errors += 1
             log.error("%s: %s; kept the last good keys", self.path, exc)
+            self.reload_errors += 1  # logged before counted: whoever sees the count sees the reason already written
             return "kept"
         self.signer = signer
         self.serial = self._next_serial(self.file_zone)
@@ -174,18 +174,18 @@ class ZoneStore:
                 raise
         except ZoneFileError as exc:
             self.last_error = str(exc)
-            self.reload_errors += 1
             log.error("%s\n%s: kept the last good version (serial %d)", exc, self.path, self.index.zone.soa.serial)
+            self.reload_errors += 1  # logged before counted
             return "kept"
         except Exception as exc:  # a scorer that cannot be built, say: keep serving
             self.last_error = f"{self.path}: {exc}"
-            self.reload_errors += 1
             log.exception("%s: reload failed; kept the last good version", self.path)
+            self.reload_errors += 1  # logged before counted
             return "kept"
         self.file_zone = zone
         self.last_error = None
-        self.reloads += 1
         self._swap(index)
         log.info("%s: reloaded %s (serial %d, %d children, %d tools)", self.path, zone.origin,
                  zone.soa.serial, len(zone.children), len(zone.tools))
+        self.reloads += 1  # counted once served and logged: whoever sees the count finds the new version served
         return "reloaded"
