@@ -36,14 +36,15 @@ MODULES = (
     "tooldns.protocol.meta", "tooldns.protocol.names", "tooldns.protocol.summary", "tooldns.protocol.ttlcache",
     "tooldns.protocol.txt", "tooldns.protocol.vector",
     "tooldns.scoring.bm25", "tooldns.scoring.sums", "tooldns.scoring.scorer", "tooldns.scoring.tokenize",
-    "tooldns.serving.fastreply", "tooldns.serving.index", "tooldns.serving.lookup", "tooldns.serving.multizone",
-    "tooldns.serving.ratelimit", "tooldns.serving.reply", "tooldns.serving.resolver", "tooldns.serving.server",
-    "tooldns.serving.wire",
+    "tooldns.serving.blocks", "tooldns.serving.fastreply", "tooldns.serving.index", "tooldns.serving.lookup",
+    "tooldns.serving.multizone", "tooldns.serving.ratelimit", "tooldns.serving.reply", "tooldns.serving.resolver",
+    "tooldns.serving.server", "tooldns.serving.wire",
 )
 
 #: modules that run compiled only: imported from their source they raise ImportError, and what calls
-#: them does the same work its own way (:mod:`tooldns.scoring.sums`: C loops, or numpy)
-COMPILED_ONLY = ("tooldns.scoring.sums",)
+#: them does the same work its own way (:mod:`tooldns.scoring.sums`: C loops, or numpy;
+#: :mod:`tooldns.serving.blocks`: a copy and a few additions, or sums of big numbers)
+COMPILED_ONLY = ("tooldns.scoring.sums", "tooldns.serving.blocks")
 
 #: what a compiled module's stamp is named: its extension file's name and this
 STAMP_SUFFIX = ".source-sha256"
@@ -120,7 +121,7 @@ def status() -> dict[str, list[str]]:
     for name in MODULES:
         try:
             module = importlib.import_module(name)
-        except ImportError:  # a module that runs compiled only (tooldns.scoring.sums): its callers' source ways run
+        except ImportError:  # a module that runs compiled only (COMPILED_ONLY): its callers' source ways run
             if name not in COMPILED_ONLY:
                 raise
             out["source"].append(name)

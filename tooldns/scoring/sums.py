@@ -20,7 +20,6 @@ if not cython.compiled:
     raise ImportError("tooldns.scoring.sums runs compiled only (pip install -e . with Cython and a C compiler)")
 
 from cython.cimports.libc.stdlib import calloc, free, malloc  # noqa: E402
-from cython.cimports.libc.string import memset  # noqa: E402
 
 #: documents summed in an array on the stack (8 KiB); more in one from the heap
 SMALL = cython.declare(cython.Py_ssize_t, 1024)  # the size of `small` in best_sums
@@ -85,9 +84,10 @@ def best_sums(lists, n, k, owners=None):
     for posting in lists:
         held = getattr(posting, "packed", None)
         packed.append(held if held is not None else _packed(posting))
-    if n <= SMALL:  # zeroed on the stack: calloc costs more than the sums at a root of some 500 facets
+    if n <= SMALL:  # on the stack: calloc costs more than the sums at a root of some 500 facets
         sums = cython.address(small[0])
-        memset(sums, 0, n * cython.sizeof(cython.double))
+        for i in range(n):
+            sums[i] = 0.0
     else:
         sums = cython.cast(cython.p_double, calloc(n, cython.sizeof(cython.double)))
     best = cython.cast(cython.p_double, malloc((k + 1) * cython.sizeof(cython.double)))

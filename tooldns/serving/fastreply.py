@@ -175,23 +175,40 @@ def _put(out: bytearray, seen: dict[bytes, int], record: Record, notes: list | N
         _U16.pack_into(out, at, len(out) - at - 2)
 
 
-def _template(block: bytes, pointers: list[tuple[int, int]]) -> tuple[int, int, int, int]:
-    """*block* as a number, with masks that write its compression *pointers* (each at an offset of
-    the block, pointing to an offset in the block, or to the zone's name: -1) wherever the block
-    goes: the block at offset *at*, the zone's name at *zone*, is ``(number + at * relative + zone *
-    to_zone).to_bytes(length, "big")``: each pointer is a 16-bit field, 0xC000 plus its target in
-    the number, and adding *at* or *zone* to the field's lowest octet adds it to the field, which
-    never carries out of it (a target stays under 0x4000)."""
-    number, relative, to_zone = bytearray(block), 0, 0
+def _patched(block: bytes, pointers: list[tuple[int, int]]) -> tuple[bytes, list[int], list[int]]:
+    """*block* with its compression *pointers* (each at an offset of the block, pointing to an offset
+    in the block, or to the zone's name: -1) written as 0xC000 plus their target in the block (0 for
+    the zone's name), and the offsets of those to move by the block's place and by the zone name's."""
+    patched, relative, to_zone = bytearray(block), [], []
     for where, target in pointers:
-        _U16.pack_into(number, where, 0xC000 | max(target, 0))
-        field = 1 << 8 * (len(block) - where - 2)
-        if target < 0:
-            to_zone += field
-        else:
-            relative += field
-    return int.from_bytes(number, "big"), relative, to_zone, len(block)
+        _U16.pack_into(patched, where, 0xC000 | max(target, 0))
+        (to_zone if target < 0 else relative).append(where)
+    return bytes(patched), relative, to_zone
 
+
+def _template(block: bytes, pointers: list[tuple[int, int]]) -> tuple[int, int, int, int]:
+    """*block* as a number, with masks that write its compression *pointers* (see :func:`_patched`)
+    wherever the block goes: the block at offset *at*, the zone's name at *zone*, is ``(number + at *
+    relative + zone * to_zone).to_bytes(length, "big")``: each pointer is a 16-bit field, 0xC000
+    plus its target in the number, and adding *at* or *zone* to the field's lowest octet adds it to
+    the field, which never carries out of it (a target stays under 0x4000). Compiled,
+    :func:`tooldns.serving.blocks.put` writes the same bytes from :func:`_moves`."""
+    patched, relative, to_zone = _patched(block, pointers)
+    fields = [sum(1 << 8 * (len(block) - where - 2) for where in group) for group in (relative, to_zone)]
+    return int.from_bytes(patched, "big"), fields[0], fields[1], len(block)
+
+
+def _moves(block: bytes, pointers: list[tuple[int, int]]) -> tuple[bytes, bytes, bytes]:
+    """What :func:`tooldns.serving.blocks.put` writes *block* from: the block with its pointers as in
+    :func:`_template`, and the offsets of those that move by its place and by the zone name's."""
+    patched, relative, to_zone = _patched(block, pointers)
+    return patched, block_offsets(relative), block_offsets(to_zone)
+
+
+try:  # compiled: blocks are moved by a copy and a few additions in C
+    from .blocks import offsets as block_offsets, put as put_block
+except ImportError:  # from source: by the sums of _template
+    block_offsets = put_block = None
 
 #: where a candidate's block is packed to make its template for any place after the first in a
 #: referral, and where the zone's own name stands then: any offsets its own names cannot reach
@@ -212,7 +229,7 @@ class _Candidate:
     of such candidates is written a few steps per candidate (:meth:`PackedZone._templated`).
     """
 
-    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later", "blocks")
+    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later", "blocks", "moves")
 
     def __init__(self, ix: ZoneIndex, entry) -> None:
         ns, owner, strings, glue = candidate_records(ix, entry)
@@ -228,6 +245,8 @@ class _Candidate:
         #: the later template as numbers (:func:`_template`): the authority block, the ranking TXT
         #: record up to its RDATA, and the TXT strings after the score string with the glue
         self.blocks: tuple | None = None
+        #: compiled, the authority block and what follows the score string as :func:`_moves`
+        self.moves: tuple | None = None
 
     def names(self) -> list[Name]:
         return [self.owner] + [n for owner, _, target in self.ns for n in (owner, target)] + [g[0] for g in self.glue]
@@ -279,6 +298,8 @@ class _Candidate:
         self.blocks = (_template(self.later[0], patches),
                        _template(_TXT_AT.pack(0, _TXT_HEAD, 1 + len(self.strings)), [(0, owners[0])]),
                        _template(bytes(tail), pointers))
+        if put_block is not None:
+            self.moves = (_moves(self.later[0], patches), _moves(bytes(tail), pointers))
 
 
 def _put_glue(out: bytearray, candidate: _Candidate, owners: list[int]) -> None:
@@ -461,16 +482,22 @@ class PackedZone:
         (_, zone, _, _, txt, tail), places = written
         for rank, ((_, score), piece, at) in enumerate(zip(chosen, pieces, places), 1):
             if rank > 1:
-                (number, relative, to_zone, _), (rest, rest_relative, rest_to_zone, length) = piece.blocks[1:]
+                number, relative, to_zone, _ = piece.blocks[1]
                 txt = number + at * relative + zone * to_zone
-                tail = (rest + at * rest_relative + zone * rest_to_zone).to_bytes(length, "big")
             score = b"score=%.4f" % score  # _score_string's, inline: a referral's scores are never None
             head = _RANK_HEADS[rank]
             out += (txt + len(head) + len(score)).to_bytes(12, "big")  # plus the RDATA's length
             out += head
             out += _LENGTH[len(score)]
             out += score
-            out += tail
+            if rank == 1:
+                out += tail
+            elif put_block is not None:  # the glue's owners point into the candidate's block, at *at*
+                block, relative, to_zone = piece.moves[1]
+                put_block(out, block, relative, to_zone, at, zone)
+            else:
+                rest, relative, to_zone, length = piece.blocks[2]
+                out += (rest + at * relative + zone * to_zone).to_bytes(length, "big")
         return _counts(pieces)
 
     def _packed_referral(self, out: bytearray, qname: bytes, route: Route, chosen: list,
@@ -546,9 +573,13 @@ class PackedZone:
         zone, places = first[1], [len(out)]
         out += first[0]
         for piece in pieces[1:]:
-            number, relative, to_zone, length = piece.blocks[0]
             places.append(len(out))
-            out += (number + places[-1] * relative + zone * to_zone).to_bytes(length, "big")
+            if put_block is not None:
+                block, relative, to_zone = piece.moves[0]
+                put_block(out, block, relative, to_zone, places[-1], zone)
+            else:
+                number, relative, to_zone, length = piece.blocks[0]
+                out += (number + places[-1] * relative + zone * to_zone).to_bytes(length, "big")
         return first, places
 
     def _answer(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
