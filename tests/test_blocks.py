@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 
 from tooldns.serving.fastreply import _moves, _template
 
-blocks = pytest.importorskip("tooldns.serving.blocks", reason="tooldns.serving.blocks runs compiled only (TOOLDNS_PURE, or no Cython)")
+blocks = pytest.importorskip("tooldns.serving.blocks", reason="tooldns.serving.blocks runs compiled only (TOOLDNS_PURE, or no Cython)",
+                             exc_type=ImportError)
 
 
 @st.composite

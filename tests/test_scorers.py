@@ -136,10 +136,17 @@ def test_a_word_never_seen_has_the_terms_of_the_regular_expression_path(word):
         assert _ASCII_WORDS[text.encode()] == " ".join(_word_tokens(text))
 
 
-def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch):
-    """An index asked often keeps each word's posting lists (tooldns.scoring.bm25._WordLists); its
-    rankings stay those of tokenizing every query, and all caches together keep at most bm25.WORDS' limit of words."""
+@pytest.mark.parametrize("way", ["dict", "table"])
+def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch, way):
+    """An index asked often keeps each word's posting lists (tooldns.scoring.bm25._WordLists: a dict, or
+    compiled a table in C, tooldns.scoring.wordtable); its rankings stay those of tokenizing every query,
+    and all caches together keep at most bm25.WORDS' limit of words."""
     import tooldns.scoring.bm25 as bm25
+
+    if way == "dict":
+        monkeypatch.setattr(bm25, "WordTable", None)
+    elif bm25.WordTable is None:
+        pytest.skip("tooldns.scoring.wordtable runs compiled only (TOOLDNS_PURE, or no Cython)")
 
     docs = ["getHistoricalWeather for Hong Kong", "stock quotes and prices", "weather forecasts by city",
             "convert currencies", "translate text between languages"]
@@ -158,11 +165,17 @@ def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch):
     assert [cached.rank(q, 5) for q in queries] == fresh  # every word worked out afresh or from the cache
     assert [cached.rank(q, 5) for q in queries] == fresh  # and again, over a budget of 6 words spent many times
     assert bm25.WORDS.spent <= bm25.WORDS.limit
-    # words without postings are kept apart (sifted out first), and count towards the budget too
-    assert b"zzz" in cached._words.dead and b"zzz" not in cached._words
-    assert len(cached._words) + len(cached._words.dead) <= bm25.WORDS.limit
-    cached._words.clear()
-    assert not cached._words.dead
+    kept = cached._words
+    if way == "dict":  # words without postings are kept apart (sifted out first), and count towards the budget too
+        assert kept.table is None
+        assert b"zzz" in kept.dead and b"zzz" not in kept
+        assert len(kept) + len(kept.dead) <= bm25.WORDS.limit
+        kept.clear()
+        assert not kept.dead
+    else:  # every word in the table, those without postings too
+        assert not kept and not kept.dead and 0 < len(kept.table) <= bm25.WORDS.limit
+        kept.clear()
+        assert len(kept.table) == 0
     other = BM25(["weather"], tokenizer=str.split)  # a tokenizer of its own: never cached
     for _ in range(bm25.WORDS_AFTER + 1):
         other.rank("weather", 1)

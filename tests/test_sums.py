@@ -15,7 +15,8 @@ from tooldns.scoring.bm25 import BM25, MANY_POSTINGS, _Posting, best_of
 from tooldns.scoring.registry import make_scorer
 from tooldns.scoring.tokenize import Tokenized
 
-sums = pytest.importorskip("tooldns.scoring.sums", reason="tooldns.scoring.sums runs compiled only (TOOLDNS_PURE, or no Cython)")
+sums = pytest.importorskip("tooldns.scoring.sums", reason="tooldns.scoring.sums runs compiled only (TOOLDNS_PURE, or no Cython)",
+                           exc_type=ImportError)
 
 WEIGHTS = st.one_of(st.sampled_from([0.25, 0.5, 1.0]), st.floats(min_value=1e-6, max_value=50.0))
 

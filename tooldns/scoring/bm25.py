@@ -44,6 +44,10 @@ try:  # many postings summed and the best picked in C loops, when the package is
     from .sums import best_sums, owner_numbers
 except ImportError:  # from source: numpy adds them (the same sums, the same order, the same ties)
     best_sums = owner_numbers = None
+try:  # an index's words looked up from a query's octets in C, when the package is compiled
+    from .wordtable import WordTable
+except ImportError:  # from source: a dict of words and a set of the dead ones
+    WordTable = None
 
 
 #: above this many postings for one query, :meth:`BM25.rank` adds them in C (:mod:`.sums`) or, running
@@ -131,23 +135,31 @@ class _WordLists(Store):
     one lookup per word, its terms neither joined, split nor hashed again. A word none of whose terms
     the index holds (most words of an intent, at most zones) goes to :attr:`dead` instead, which a
     query's words are sifted through first, in C. Worked out on lookup, within :data:`WORDS` over
-    all indexes."""
+    all indexes. Compiled, the words are kept in :attr:`table` instead
+    (:class:`~tooldns.scoring.wordtable.WordTable`), looked up from a query's octets."""
 
-    __slots__ = ("postings", "dead")
+    __slots__ = ("postings", "dead", "table")
 
     def __init__(self, postings: dict[str, list]) -> None:
         super().__init__()
         self.postings = postings
         self.dead: set[bytes] = set()
+        self.table = WordTable() if WordTable is not None else None
         WORDS.join(self)
 
     def clear(self) -> None:
         super().clear()
         self.dead.clear()
+        if self.table is not None:
+            self.table.clear()
+
+    def found(self, word: bytes) -> tuple:
+        """The posting lists of *word*'s terms that the index holds (a word not seen yet)."""
+        WORDS.spend()
+        return tuple(filter(None, map(self.postings.get, word_terms(word).split())))
 
     def __missing__(self, word: bytes) -> tuple:
-        WORDS.spend()
-        found = tuple(filter(None, map(self.postings.get, word_terms(word).split())))
+        found = self.found(word)
         if found:
             self[word] = found
         else:
@@ -157,6 +169,12 @@ class _WordLists(Store):
     def of(self, words: list[bytes]) -> list[list[tuple[int, float]]]:
         """The posting lists of *words*' terms, in order."""
         return list(chain.from_iterable(map(self.__getitem__, filterfalse(self.dead.__contains__, words))))
+
+    def of_text(self, plain: str) -> list[list[tuple[int, float]]]:
+        """The posting lists of the terms of ASCII text *plain*'s words, in order."""
+        if self.table is not None:
+            return self.table.lists(plain.encode("ascii"), self.found)
+        return self.of(ascii_words(plain))
 
 
 class _Posting(list):
@@ -363,7 +381,7 @@ class BM25:
         if words is not None:
             plain = as_ascii(query)
             if plain is not None:
-                return words.of(ascii_words(plain))
+                return words.of_text(plain)
         if words is None and self.tokenizer is tokenize:
             self._asked += 1
             if self._asked >= WORDS_AFTER:
