@@ -56,6 +56,11 @@ except ImportError:  # from source: a dict of words and a set of the dead ones
 MANY_POSTINGS = 128
 
 
+#: compiled, an index of at most this many documents sums every query in C (:mod:`.sums`), whatever
+#: its postings: zeroing and reading that many sums costs less than a dict of the documents touched
+FEW_DOCS = 256
+
+
 #: an index keeps the posting lists of each ASCII word it is asked from its this-many-th query on
 #: (zones asked rarely, such as the leaves of a large tree, keep none); all indexes together keep
 #: at most 2^17 words (about 130 bytes each), and all forget theirs when that is reached
@@ -354,9 +359,12 @@ class BM25:
         than 0, so they are exactly those that score above 0, with the sums of :meth:`scores`, added
         in the same order); documents scoring 0 follow in document order. When the query's terms
         have many postings (common words in a large zone), C loops add them
-        (:func:`~tooldns.scoring.sums.best_sums`), or numpy from source (:meth:`_rank_many`).
+        (:func:`~tooldns.scoring.sums.best_sums`), or numpy from source (:meth:`_rank_many`);
+        compiled, C loops add them too in a zone of at most :data:`FEW_DOCS` documents.
         """
         lists = self._lists(query)
+        if best_sums is not None and self.n <= FEW_DOCS:  # compiled, a small zone: C whatever the postings
+            return best_sums(lists, self.n, k)
         if sum(map(len, lists)) > MANY_POSTINGS:
             if best_sums is not None:
                 return best_sums(lists, self.n, k)
@@ -466,9 +474,9 @@ class FacetRanker:
         document order (as :meth:`BM25.rank`)."""
         index, owners = self.index, self.owners
         lists = index._lists(intent)
+        if best_sums is not None and (index.n <= FEW_DOCS or sum(map(len, lists)) > MANY_POSTINGS):
+            return best_sums(lists, index.n, k, self._numbers)
         if sum(map(len, lists)) > MANY_POSTINGS:
-            if best_sums is not None:
-                return best_sums(lists, index.n, k, self._numbers)
             import numpy as np
 
             if self._starts is None:  # where each document's facets start: they come document by document
