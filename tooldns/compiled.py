@@ -38,15 +38,17 @@ MODULES = (
     "tooldns.scoring.bm25", "tooldns.scoring.sums", "tooldns.scoring.scorer", "tooldns.scoring.tokenize",
     "tooldns.scoring.wordtable",
     "tooldns.serving.blocks", "tooldns.serving.fastreply", "tooldns.serving.index", "tooldns.serving.lookup",
-    "tooldns.serving.multizone", "tooldns.serving.ratelimit", "tooldns.serving.reply", "tooldns.serving.resolver",
-    "tooldns.serving.server", "tooldns.serving.wire",
+    "tooldns.serving.multizone", "tooldns.serving.plainquery", "tooldns.serving.ratelimit", "tooldns.serving.reply",
+    "tooldns.serving.resolver", "tooldns.serving.server", "tooldns.serving.wire",
 )
 
 #: modules that run compiled only: imported from their source they raise ImportError, and what calls
 #: them does the same work its own way (:mod:`tooldns.scoring.sums`: C loops, or numpy;
 #: :mod:`tooldns.serving.blocks`: a copy and a few additions, or sums of big numbers;
-#: :mod:`tooldns.scoring.wordtable`: words looked up in C, or a dict)
-COMPILED_ONLY = ("tooldns.scoring.sums", "tooldns.scoring.wordtable", "tooldns.serving.blocks")
+#: :mod:`tooldns.scoring.wordtable`: words looked up in C, or a dict; :mod:`tooldns.serving.plainquery`:
+#: a query read with C integers, or Python's)
+COMPILED_ONLY = ("tooldns.scoring.sums", "tooldns.scoring.wordtable", "tooldns.serving.blocks",
+                 "tooldns.serving.plainquery")
 
 #: what a compiled module's stamp is named: its extension file's name and this
 STAMP_SUFFIX = ".source-sha256"

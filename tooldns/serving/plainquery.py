@@ -1,0 +1,92 @@
+"""The plain query read with C integers: :func:`tooldns.serving.wire.read_plain_query`, compiled.
+
+Every query a server answers from its fast path is read first: its header, the labels of its
+question's name, its OPT record and options. From source (and compiled from that source) each octet
+read is a Python integer: some 11,000 instructions a query. This is the same reading, octet by octet
+in C, to the same :class:`~tooldns.serving.wire.PlainQuery` (or None), the rules written once more
+beside the source's; ``tests/test_plain_query.py`` holds the two to the same result over hostile
+and well-formed messages alike.
+
+This module runs compiled only (``setup.py`` compiles it with the others, :mod:`tooldns.compiled`);
+imported from its source it raises ImportError, and :mod:`~tooldns.serving.wire` keeps its own.
+"""
+
+from __future__ import annotations
+
+import cython
+
+if not cython.compiled:
+    raise ImportError("tooldns.serving.plainquery runs compiled only (pip install -e . with Cython and a C compiler)")
+
+from ..protocol.names import MAX_LABEL, MAX_NAME  # noqa: E402
+from .wire import CLASSIC_UDP_SIZE, SERVER_UDP_SIZE, PlainQuery  # noqa: E402
+
+_MAX_LABEL = cython.declare(cython.Py_ssize_t, MAX_LABEL)
+_MAX_NAME = cython.declare(cython.Py_ssize_t, MAX_NAME)
+_CLASSIC = cython.declare(cython.Py_ssize_t, CLASSIC_UDP_SIZE)
+_SERVER = cython.declare(cython.Py_ssize_t, SERVER_UDP_SIZE)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(size=cython.Py_ssize_t, p=cython.p_uchar, pos=cython.Py_ssize_t, length=cython.Py_ssize_t,
+               end=cython.Py_ssize_t, qtype=cython.Py_ssize_t, qclass=cython.Py_ssize_t, i=cython.Py_ssize_t,
+               rtype=cython.Py_ssize_t, udp_size=cython.Py_ssize_t, version=cython.Py_ssize_t,
+               rdlength=cython.Py_ssize_t, code=cython.Py_ssize_t, options=dict, found=list)
+def read_plain_query(data):
+    """Read a plain query from *data* without dnslib: a QUERY with one question of class IN (not a
+    zone transfer), an uncompressed name within RFC 1035's limits and no record but an OPT record
+    of EDNS version 0 whose options are well formed. None for anything else (the full path reads it).
+    """
+    if type(data) is not bytes:
+        data = bytes(data)
+    size = len(data)
+    p = cython.cast(cython.p_uchar, cython.cast(cython.p_char, data))
+    # header, root name, type and class, OPT record; QR and opcode 0; one question and the OPT record
+    if size < 28 or p[2] & 0xF8:
+        return None
+    if p[4] != 0 or p[5] != 1 or p[6] or p[7] or p[8] or p[9] or p[10] != 0 or p[11] != 1:
+        return None
+    pos = 12  # the question's name: uncompressed labels, at most MAX_NAME octets
+    length = p[12]
+    while length:
+        if length > _MAX_LABEL:  # a pointer, an extended label type or too long a label
+            return None
+        pos += length + 1
+        if pos >= size:
+            return None
+        length = p[pos]
+    end = pos + 5  # past the root label, the type and the class
+    if end - 16 > _MAX_NAME or end + 11 > size:
+        return None
+    qtype = p[end - 4] << 8 | p[end - 3]
+    qclass = p[end - 2] << 8 | p[end - 1]
+    if qclass != 1 or qtype == 251 or qtype == 252 or p[end]:  # IXFR, AXFR; the OPT record's owner: the root
+        return None
+    rtype = p[end + 1] << 8 | p[end + 2]
+    udp_size = p[end + 3] << 8 | p[end + 4]
+    version = p[end + 6]
+    rdlength = p[end + 9] << 8 | p[end + 10]
+    pos = end + 11
+    if rtype != 41 or version != 0 or pos + rdlength != size:  # the OPT record ends the message
+        return None
+    options = {}
+    while pos < size:
+        if size - pos < 4:
+            return None
+        code = p[pos] << 8 | p[pos + 1]
+        length = p[pos + 2] << 8 | p[pos + 3]
+        pos += 4
+        if pos + length > size:
+            return None
+        found = options.get(code)
+        if found is None:
+            options[code] = [data[pos:pos + length]]
+        else:
+            found.append(data[pos:pos + length])
+        pos += length
+    if udp_size < _CLASSIC:
+        udp_size = _CLASSIC
+    if udp_size > _SERVER:
+        udp_size = _SERVER
+    return PlainQuery(end, qtype, bool(p[2] & 0x01), udp_size, options)
