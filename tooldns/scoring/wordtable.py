@@ -29,10 +29,12 @@ _FNV_OFFSET = cython.declare(cython.ulonglong, 0xCBF29CE484222325)
 _FNV_PRIME = cython.declare(cython.ulonglong, 0x100000001B3)
 
 
+# C types by decorators, not annotations: setup.py blanks annotations before compiling (tooldns.compiled)
 @cython.cfunc
 @cython.inline
+@cython.returns(cython.bint)
 @cython.locals(c=cython.uchar)
-def _word_octet(c) -> cython.bint:
+def _word_octet(c):
     """Whether octet *c* is part of a word: an ASCII letter or digit (as tokenize.ascii_words splits)."""
     return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122)
 
@@ -58,8 +60,9 @@ class WordTable:
         free(self.hashes)
 
     @cython.cfunc
+    @cython.returns(cython.int)
     @cython.locals(size=cython.Py_ssize_t, i=cython.Py_ssize_t, slots=cython.p_int, hashes=cython.p_ulonglong)
-    def _allocate(self, size) -> cython.int:
+    def _allocate(self, size):
         slots = cython.cast(cython.p_int, malloc(size * cython.sizeof(cython.int)))
         hashes = cython.cast(cython.p_ulonglong, malloc(size * cython.sizeof(cython.ulonglong)))
         if slots == cython.NULL or hashes == cython.NULL:
@@ -82,9 +85,10 @@ class WordTable:
         return len(self.words)
 
     @cython.cfunc
+    @cython.returns(cython.int)
     @cython.locals(h=cython.ulonglong, slot=cython.Py_ssize_t, entry=cython.int, i=cython.Py_ssize_t,
-                   old=list, hashes=list)
-    def _insert(self, h, word: bytes, value: tuple) -> cython.int:
+                   old=list, hashes=list, word=bytes, value=tuple)
+    def _insert(self, h, word, value):
         """Keep *word* (hashed *h*) -> *value*, doubling the table when half full; nothing if kept already."""
         if 2 * (len(self.words) + 1) > self.mask + 1:
             old = self.words
@@ -97,8 +101,9 @@ class WordTable:
         return self._place(h, word, value)
 
     @cython.cfunc
-    @cython.locals(h=cython.ulonglong, slot=cython.Py_ssize_t, entry=cython.int, kept=bytes)
-    def _place(self, h, word: bytes, value: tuple) -> cython.int:
+    @cython.returns(cython.int)
+    @cython.locals(h=cython.ulonglong, slot=cython.Py_ssize_t, entry=cython.int, kept=bytes, word=bytes, value=tuple)
+    def _place(self, h, word, value):
         slot = h & self.mask
         while True:
             entry = self.slots[slot]
