@@ -6,6 +6,7 @@ The module exists only compiled (pip install with Cython and a C compiler, as CI
 BM25 keeps its dict, and these tests say so by skipping.
 """
 
+import gc
 import threading
 
 import pytest
@@ -72,6 +73,51 @@ def test_a_table_emptied_while_a_new_word_is_worked_out_still_answers_right():
         text = f"weather {n} forecast Stock{n} quotes 2019 the"
         assert fast.table.lists(text.encode("ascii"), found) == slow.of_text(text)
     assert calls[0] > 200
+
+
+def test_a_lookup_run_by_a_collection_while_the_table_is_emptied_leaves_it_whole():
+    """Emptying the table allocates, which may collect garbage and run a finalizer that looks a word
+    up (as another thread may then): the table stays whole, and answers afterwards."""
+    table = wordtable.WordTable()
+    table.lists(b" ".join(b"w%d" % i for i in range(31)), lambda word: (word,))
+
+    class Finalized:
+        armed = True
+
+        def __del__(self):
+            if Finalized.armed:
+                Finalized.armed = False
+                table.lists(b"zzz", lambda word: (word,))
+
+    def cycle() -> None:
+        garbage = Finalized()
+        garbage.self = garbage
+
+    threshold = gc.get_threshold()
+    gc.disable()
+    try:
+        held = [[] for _ in range(500)]  # no free lists: the table's new list is allocated, and may collect
+        cycle()
+        gc.set_threshold(1)
+        gc.enable()
+        table.clear()
+    finally:
+        gc.set_threshold(*threshold)
+        gc.enable()
+    del held
+    gc.collect()
+    assert table.lists(b"zzz w1", lambda word: (word,)) == [b"zzz", b"w1"]
+    assert table.lists(b"zzz w1", lambda word: ("not kept",)) == [b"zzz", b"w1"]
+
+
+def test_a_table_can_be_copied_and_starts_empty():
+    import copy
+    import pickle
+
+    table = wordtable.WordTable()
+    table.lists(b"weather forecast", lambda word: (word,))
+    assert len(table) == 2
+    assert len(copy.deepcopy(table)) == 0 and len(pickle.loads(pickle.dumps(table))) == 0
 
 
 def test_many_threads_share_one_table():

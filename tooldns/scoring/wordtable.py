@@ -42,13 +42,18 @@ def _word_octet(c):
 @cython.cclass
 class WordTable:
     """ASCII word -> the tuple of posting lists of its terms (empty for a word the index holds none
-    of), filled on lookup by a Python function; :meth:`clear` forgets every word."""
+    of), filled on lookup by a Python function; :meth:`clear` forgets every word.
+
+    Python code may run inside any allocation of a Python object (a garbage collection, and the
+    finalizers and weakref callbacks it calls), and so may another thread given the interpreter
+    there: it may look words up, keep one, or empty this table. So a new entry's tuple is made
+    before the table is read, then appended and given its slot with nothing allocated in between,
+    and a new table's list is made before any field of the table changes."""
 
     slots = cython.declare(cython.p_int)  # an entry's number, -1 for an empty slot
     hashes = cython.declare(cython.p_ulonglong)  # each slot's word's hash
     mask = cython.declare(cython.Py_ssize_t)  # slots - 1 (a power of two)
-    words = cython.declare(list)  # entry -> the word (bytes)
-    values = cython.declare(list)  # entry -> its posting lists (a tuple)
+    entries = cython.declare(list)  # entry -> (the word as bytes, its posting lists as a tuple)
 
     def __cinit__(self):
         self.slots = cython.NULL
@@ -59,10 +64,17 @@ class WordTable:
         free(self.slots)
         free(self.hashes)
 
+    def __reduce__(self):
+        return (WordTable, ())  # a copy starts empty: what it keeps is worked out again on lookup
+
     @cython.cfunc
     @cython.returns(cython.int)
-    @cython.locals(size=cython.Py_ssize_t, i=cython.Py_ssize_t, slots=cython.p_int, hashes=cython.p_ulonglong)
+    @cython.exceptval(-1)
+    @cython.locals(size=cython.Py_ssize_t, i=cython.Py_ssize_t, slots=cython.p_int, hashes=cython.p_ulonglong,
+                   fresh=list)
     def _allocate(self, size):
+        """An empty table of *size* slots in place of this one."""
+        fresh = []  # first: Python code may run here, and finds the table as it was
         slots = cython.cast(cython.p_int, malloc(size * cython.sizeof(cython.int)))
         hashes = cython.cast(cython.p_ulonglong, malloc(size * cython.sizeof(cython.ulonglong)))
         if slots == cython.NULL or hashes == cython.NULL:
@@ -73,8 +85,7 @@ class WordTable:
             slots[i] = -1
         free(self.slots)
         free(self.hashes)
-        self.slots, self.hashes, self.mask = slots, hashes, size - 1
-        self.words, self.values = [], []
+        self.slots, self.hashes, self.mask, self.entries = slots, hashes, size - 1, fresh
         return 0
 
     def clear(self) -> None:
@@ -82,49 +93,77 @@ class WordTable:
         self._allocate(FIRST_SLOTS)
 
     def __len__(self) -> int:
-        return len(self.words)
+        return len(self.entries)
 
     @cython.cfunc
     @cython.returns(cython.int)
-    @cython.locals(h=cython.ulonglong, slot=cython.Py_ssize_t, entry=cython.int, i=cython.Py_ssize_t,
-                   old=list, hashes=list, word=bytes, value=tuple)
+    @cython.exceptval(-1)
+    @cython.locals(h=cython.ulonglong, pair=tuple)
     def _insert(self, h, word, value):
         """Keep *word* (hashed *h*) -> *value*, doubling the table when half full; nothing if kept already."""
-        if 2 * (len(self.words) + 1) > self.mask + 1:
-            old = self.words
-            olds = self.values
-            hashes = [self.hashes[slot] for slot in range(self.mask + 1) if self.slots[slot] >= 0]
-            entries = [self.slots[slot] for slot in range(self.mask + 1) if self.slots[slot] >= 0]
-            self._allocate(2 * (self.mask + 1))
-            for i in range(len(entries)):
-                self._place(hashes[i], old[entries[i]], olds[entries[i]])
-        return self._place(h, word, value)
+        pair = (word, value)  # first: Python code may run here
+        if 2 * (len(self.entries) + 1) > self.mask + 1:
+            self._grow()
+        self.entries.append(pair)  # a list's growth runs no Python code
+        return self._set(h, len(self.entries) - 1)
 
     @cython.cfunc
     @cython.returns(cython.int)
-    @cython.locals(h=cython.ulonglong, slot=cython.Py_ssize_t, entry=cython.int, kept=bytes, word=bytes, value=tuple)
-    def _place(self, h, word, value):
+    @cython.exceptval(-1)
+    @cython.locals(size=cython.Py_ssize_t, slot=cython.Py_ssize_t, count=cython.Py_ssize_t, i=cython.Py_ssize_t,
+                   old=list, kept=cython.p_int, kept_hashes=cython.p_ulonglong)
+    def _grow(self):
+        """The table at twice its slots, its entries in their new places."""
+        size = self.mask + 1
+        old = self.entries
+        kept = cython.cast(cython.p_int, malloc(size * cython.sizeof(cython.int)))
+        kept_hashes = cython.cast(cython.p_ulonglong, malloc(size * cython.sizeof(cython.ulonglong)))
+        if kept == cython.NULL or kept_hashes == cython.NULL:
+            free(kept)
+            free(kept_hashes)
+            raise MemoryError()
+        count = 0
+        for slot in range(size):  # the entries and their hashes as they are now, in C
+            if self.slots[slot] >= 0:
+                kept[count] = self.slots[slot]
+                kept_hashes[count] = self.hashes[slot]
+                count += 1
+        try:
+            self._allocate(2 * size)  # Python code may run in there, on the table as it was
+            for i in range(count):
+                if kept[i] < len(old):
+                    self.entries.append(old[kept[i]])
+                    self._set(kept_hashes[i], len(self.entries) - 1)
+        finally:
+            free(kept)
+            free(kept_hashes)
+        return 0
+
+    @cython.cfunc
+    @cython.returns(cython.int)
+    @cython.exceptval(-1)
+    @cython.locals(h=cython.ulonglong, entry=cython.Py_ssize_t, slot=cython.Py_ssize_t, other=cython.int,
+                   word=bytes)
+    def _set(self, h, entry):
+        """Give entry *entry* (hashed *h*) a slot, unless its word has one already (kept meanwhile)."""
+        word = self.entries[entry][0]
         slot = h & self.mask
         while True:
-            entry = self.slots[slot]
-            if entry < 0:
+            other = self.slots[slot]
+            if other < 0:
                 break
-            if self.hashes[slot] == h:
-                kept = self.words[entry]
-                if kept == word:
-                    return 0
+            if self.hashes[slot] == h and other < len(self.entries) and self.entries[other][0] == word:
+                return 0
             slot = (slot + 1) & self.mask
-        self.slots[slot] = len(self.words)
+        self.slots[slot] = entry
         self.hashes[slot] = h
-        self.words.append(word)
-        self.values.append(value)
         return 0
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
     @cython.locals(text=bytes, p=cython.p_uchar, n=cython.Py_ssize_t, i=cython.Py_ssize_t, start=cython.Py_ssize_t,
                    length=cython.Py_ssize_t, h=cython.ulonglong, slot=cython.Py_ssize_t, entry=cython.int,
-                   kept=bytes, value=tuple, out=list)
+                   kept=bytes, value=tuple, out=list, pair=tuple)
     def lists(self, text, found) -> list:
         """The posting lists of the words of ASCII *text* (bytes), in order, each word's in its
         terms' order: what ``[lists for word in ascii_words(text) for lists in table[word]]`` would
@@ -152,10 +191,11 @@ class WordTable:
                 entry = self.slots[slot]
                 if entry < 0:
                     break
-                if self.hashes[slot] == h:
-                    kept = self.words[entry]
+                if self.hashes[slot] == h and entry < len(self.entries):
+                    pair = self.entries[entry]
+                    kept = pair[0]
                     if len(kept) == length and memcmp(cython.cast(cython.p_char, kept), p + start, length) == 0:
-                        value = self.values[entry]
+                        value = pair[1]
                         break
                 slot = (slot + 1) & self.mask
             if value is None:  # a word never seen: Python works it out (it may run other threads, or clear this table)
