@@ -1,5 +1,5 @@
-"""The intent option decoded in C (tooldns.protocol.plainintent) decodes every option as the Python
-decoding does (tooldns.protocol.intent.python_decode_intent): the same Intent, or the same IntentError
+"""The intent option decoded in C (tooldns.serving.plainintent) decodes every option as the Python
+decoding does (tooldns.protocol.intent.decode_intent), which the server's resolver uses from source: the same Intent, or the same IntentError
 with the same text, for plain options, hostile ones and random bytes alike.
 
 The module exists only compiled (pip install with Cython and a C compiler, as CI installs); from source
@@ -14,8 +14,8 @@ from hypothesis import given, settings, strategies as st
 from tooldns.exceptions import IntentError
 from tooldns.protocol import intent
 
-plainintent = pytest.importorskip("tooldns.protocol.plainintent", exc_type=ImportError,
-                                  reason="tooldns.protocol.plainintent runs compiled only (TOOLDNS_PURE, or no Cython)")
+plainintent = pytest.importorskip("tooldns.serving.plainintent", exc_type=ImportError,
+                                  reason="tooldns.serving.plainintent runs compiled only (TOOLDNS_PURE, or no Cython)")
 
 
 def _outcome(decode, data):
@@ -26,7 +26,7 @@ def _outcome(decode, data):
 
 
 def _alike(data) -> None:
-    assert _outcome(plainintent.decode_intent, data) == _outcome(intent.python_decode_intent, data), data
+    assert _outcome(plainintent.decode_intent, data) == _outcome(intent.decode_intent, data), data
 
 
 def _option(payload: bytes, k: int = 3, version: int = 0, length: int | None = None) -> bytes:
@@ -34,7 +34,9 @@ def _option(payload: bytes, k: int = 3, version: int = 0, length: int | None = N
 
 
 def test_the_server_decodes_intents_in_c():
-    assert intent.decode_intent is plainintent.decode_intent
+    from tooldns.serving import resolver
+
+    assert resolver.decode_intent is plainintent.decode_intent
 
 
 @pytest.mark.parametrize("data", [

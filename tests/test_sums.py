@@ -6,6 +6,7 @@ BM25 keeps numpy, and these tests say so by skipping.
 """
 
 import random
+import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -86,6 +87,14 @@ def test_best_sums_sums_beyond_its_stack_array_as_numpy_does():
 def test_best_sums_refuses_what_it_cannot_read(args, error):
     with pytest.raises(error):
         sums.best_sums(*args)
+
+
+@pytest.mark.parametrize("k", [10**12, sys.maxsize, 2**61])
+def test_best_sums_takes_any_k(k):
+    """A K beyond the documents is all of them (nothing is allocated for K itself)."""
+    lists = [_Posting([(0, 0.5), (3, 1.0)])]
+    assert sums.best_sums(lists, 200_000, k)[:3] == [(3, 1.0), (0, 0.5), (1, 0.0)]
+    assert len(sums.best_sums(lists, 5, k)) == 5
 
 
 @pytest.mark.parametrize("owners", [[0, 2, 2], [1, 1, 1], [0, 1, 0], [0, 0, 2]])

@@ -33,22 +33,23 @@ from pathlib import Path
 MODULES = (
     "tooldns.protocol.brief", "tooldns.protocol.budget", "tooldns.protocol.ede", "tooldns.protocol.edns",
     "tooldns.protocol.fit", "tooldns.protocol.fusion", "tooldns.protocol.hygiene", "tooldns.protocol.intent",
-    "tooldns.protocol.meta", "tooldns.protocol.names", "tooldns.protocol.plainintent", "tooldns.protocol.summary",
-    "tooldns.protocol.ttlcache", "tooldns.protocol.txt", "tooldns.protocol.vector",
+    "tooldns.protocol.meta", "tooldns.protocol.names", "tooldns.protocol.summary", "tooldns.protocol.ttlcache",
+    "tooldns.protocol.txt", "tooldns.protocol.vector",
     "tooldns.scoring.bm25", "tooldns.scoring.sums", "tooldns.scoring.scorer", "tooldns.scoring.tokenize",
     "tooldns.scoring.wordtable",
     "tooldns.serving.blocks", "tooldns.serving.fastreply", "tooldns.serving.index", "tooldns.serving.lookup",
-    "tooldns.serving.multizone", "tooldns.serving.plainquery", "tooldns.serving.ratelimit", "tooldns.serving.reply",
-    "tooldns.serving.resolver", "tooldns.serving.server", "tooldns.serving.wire",
+    "tooldns.serving.multizone", "tooldns.serving.plainintent", "tooldns.serving.plainquery",
+    "tooldns.serving.ratelimit", "tooldns.serving.reply", "tooldns.serving.resolver", "tooldns.serving.server",
+    "tooldns.serving.wire",
 )
 
 #: modules that run compiled only: imported from their source they raise ImportError, and what calls
 #: them does the same work its own way (:mod:`tooldns.scoring.sums`: C loops, or numpy;
 #: :mod:`tooldns.serving.blocks`: a copy and a few additions, or sums of big numbers;
 #: :mod:`tooldns.scoring.wordtable`: words looked up in C, or a dict; :mod:`tooldns.serving.plainquery`
-#: and :mod:`tooldns.protocol.plainintent`: a query and its intent read with C integers, or Python's)
-COMPILED_ONLY = ("tooldns.protocol.plainintent", "tooldns.scoring.sums", "tooldns.scoring.wordtable",
-                 "tooldns.serving.blocks", "tooldns.serving.plainquery")
+#: and :mod:`tooldns.serving.plainintent`: a query and its intent read with C integers, or Python's)
+COMPILED_ONLY = ("tooldns.scoring.sums", "tooldns.scoring.wordtable", "tooldns.serving.blocks",
+                 "tooldns.serving.plainintent", "tooldns.serving.plainquery")
 
 #: what a compiled module's stamp is named: its extension file's name and this
 STAMP_SUFFIX = ".source-sha256"

@@ -118,12 +118,6 @@ def decode_intent(data: bytes) -> Intent:
 
 _new = object.__new__
 _set = object.__setattr__
-#: the decoding above, which the compiled one must match (tests/test_plain_intent.py)
-python_decode_intent = decode_intent
-try:  # compiled: the common option checked octet by octet in C, every other one decoded above
-    from .plainintent import decode_intent  # noqa: E402,F811
-except ImportError:  # from source
-    pass
 
 
 def shorten_intent(text: str, limit: int = MAX_INTENT_BYTES) -> str:

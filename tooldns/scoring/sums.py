@@ -57,10 +57,7 @@ def owner_numbers(owners) -> bytes:
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.locals(n=cython.Py_ssize_t, k=cython.Py_ssize_t, n_out=cython.Py_ssize_t, i=cython.Py_ssize_t,
-               j=cython.Py_ssize_t, m=cython.Py_ssize_t, count=cython.Py_ssize_t, w=cython.double,
-               v=cython.double, sums=cython.p_double, best=cython.p_double, at=cython.p_Py_ssize_t,
-               owner=cython.int, own=cython.p_int, size=cython.Py_ssize_t, d=cython.p_int, ws=cython.p_double,
-               docs=bytes, weights=bytes, small=cython.double[1024])
+               sums=cython.p_double, own=cython.p_int, small=cython.double[1024])
 def best_sums(lists, n, k, owners=None):
     """The *k* best (document, score) pairs, best first, ties and documents scoring 0 in document
     order, of *n* documents whose scores are the weights of posting *lists* (each a sequence of
@@ -73,72 +70,107 @@ def best_sums(lists, n, k, owners=None):
     """
     if k <= 0 or n <= 0:
         return []
-    n_out = n
-    own = cython.NULL
-    if owners is not None:
-        if len(owners) != n * cython.cast(cython.Py_ssize_t, cython.sizeof(cython.int)):
-            raise ValueError("owners must name the document of each of the n facets")
-        own = cython.cast(cython.p_int, cython.cast(cython.p_char, owners))
-        n_out = own[n - 1] + 1
+    if owners is not None and (type(owners) is not bytes
+                               or len(owners) != n * cython.cast(cython.Py_ssize_t, cython.sizeof(cython.int))):
+        raise ValueError("owners must name the document of each of the n facets (owner_numbers)")
     packed = []
     for posting in lists:
         held = getattr(posting, "packed", None)
         packed.append(held if held is not None else _packed(posting))
+    # after the Python code above: nothing runs between taking the pointer and reading through it
+    own = cython.NULL if owners is None else cython.cast(cython.p_int, cython.cast(cython.p_char, owners))
     if n <= SMALL:  # on the stack: calloc costs more than the sums at a root of some 500 facets
         sums = cython.address(small[0])
         for i in range(n):
             sums[i] = 0.0
     else:
         sums = cython.cast(cython.p_double, calloc(n, cython.sizeof(cython.double)))
-    best = cython.cast(cython.p_double, malloc((k + 1) * cython.sizeof(cython.double)))
-    at = cython.cast(cython.p_Py_ssize_t, malloc((k + 1) * cython.sizeof(cython.Py_ssize_t)))
-    if sums == cython.NULL or best == cython.NULL or at == cython.NULL:
-        if n > SMALL:
-            free(sums)
-        free(best)
-        free(at)
-        raise MemoryError()
+        if sums == cython.NULL:
+            raise MemoryError()
     try:
-        for docs, weights in packed:
-            size = len(docs) // cython.sizeof(cython.int)
-            d = cython.cast(cython.p_int, cython.cast(cython.p_char, docs))
-            ws = cython.cast(cython.p_double, cython.cast(cython.p_char, weights))
-            for j in range(size):
-                i = d[j]
-                if i < 0 or i >= n:
-                    raise IndexError(f"posting of document {i}, of {n}")
-                sums[i] += ws[j]
-        if own != cython.NULL:
-            # each owner's best facet, in place (an owner's number is at most its first facet's),
-            # checking that the facets of document 0 come first, then those of 1 ...
-            for i in range(n):
-                owner = own[i]
-                if i and owner == own[i - 1]:
-                    if sums[i] > sums[owner]:
-                        sums[owner] = sums[i]
-                elif owner == (own[i - 1] + 1 if i else 0):
-                    sums[owner] = sums[i]
-                else:
-                    raise ValueError("owners must number the documents 0, 1, 2 ... each for one facet or more")
-        count = 0
-        if k > n_out:
-            k = n_out
-        for j in range(n_out):  # insertion into the k best so far: a later equal score stays behind
-            v = sums[j]
-            if count == k and not v > best[count - 1]:
-                continue
-            m = count if count < k else k - 1
-            while m > 0 and v > best[m - 1]:
-                best[m] = best[m - 1]
-                at[m] = at[m - 1]
-                m -= 1
-            best[m] = v
-            at[m] = j
-            if count < k:
-                count += 1
-        return [(at[m], best[m]) for m in range(count)]
+        _add(packed, sums, n)
+        n_out = n if own == cython.NULL else _best_facets(sums, own, n)
+        return _top(sums, n_out, k)
     finally:
         if n > SMALL:
             free(sums)
+
+
+@cython.cfunc
+@cython.returns(cython.int)
+@cython.exceptval(-1)
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(sums=cython.p_double, n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t,
+               size=cython.Py_ssize_t, d=cython.p_int, ws=cython.p_double, docs=bytes, weights=bytes)
+def _add(packed, sums, n):
+    """Add the (documents, weights) C arrays of *packed* to *sums*, list after list."""
+    for docs, weights in packed:
+        size = len(docs) // cython.sizeof(cython.int)
+        if len(weights) != size * cython.cast(cython.Py_ssize_t, cython.sizeof(cython.double)):
+            raise ValueError("a packed posting list holds as many weights as documents")
+        d = cython.cast(cython.p_int, cython.cast(cython.p_char, docs))
+        ws = cython.cast(cython.p_double, cython.cast(cython.p_char, weights))
+        for j in range(size):
+            i = d[j]
+            if i < 0 or i >= n:
+                raise IndexError(f"posting of document {i}, of {n}")
+            sums[i] += ws[j]
+    return 0
+
+
+@cython.cfunc
+@cython.returns(cython.Py_ssize_t)
+@cython.exceptval(-1)
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(sums=cython.p_double, own=cython.p_int, n=cython.Py_ssize_t, i=cython.Py_ssize_t, owner=cython.int)
+def _best_facets(sums, own, n):
+    """Each owner's best facet into ``sums[owner]``, in place (an owner's number is at most its first
+    facet's), checking that the facets of document 0 come first, then those of 1 ...; the owners' count."""
+    for i in range(n):
+        owner = own[i]
+        if i and owner == own[i - 1]:
+            if sums[i] > sums[owner]:
+                sums[owner] = sums[i]
+        elif owner == (own[i - 1] + 1 if i else 0):
+            sums[owner] = sums[i]
+        else:
+            raise ValueError("owners must number the documents 0, 1, 2 ... each for one facet or more")
+    return own[n - 1] + 1
+
+
+@cython.cfunc
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(sums=cython.p_double, n=cython.Py_ssize_t, k=cython.Py_ssize_t, j=cython.Py_ssize_t,
+               m=cython.Py_ssize_t, count=cython.Py_ssize_t, v=cython.double, best=cython.p_double,
+               at=cython.p_Py_ssize_t)
+def _top(sums, n, k) -> list:
+    """The *k* best of the *n* *sums* as (document, score), best first, ties in document order."""
+    if k > n:
+        k = n
+    best = cython.cast(cython.p_double, malloc(k * cython.sizeof(cython.double)))
+    at = cython.cast(cython.p_Py_ssize_t, malloc(k * cython.sizeof(cython.Py_ssize_t)))
+    if best == cython.NULL or at == cython.NULL:
         free(best)
         free(at)
+        raise MemoryError()
+    count = 0
+    for j in range(n):  # insertion into the k best so far: a later equal score stays behind
+        v = sums[j]
+        if count == k and not v > best[count - 1]:
+            continue
+        m = count if count < k else k - 1
+        while m > 0 and v > best[m - 1]:
+            best[m] = best[m - 1]
+            at[m] = at[m - 1]
+            m -= 1
+        best[m] = v
+        at[m] = j
+        if count < k:
+            count += 1
+    out = [(at[m], best[m]) for m in range(count)]
+    free(best)
+    free(at)
+    return out

@@ -4,9 +4,10 @@ A server decodes the intent option of every query it ranks. Most are plain: vers
 field right, K at least 1, and ASCII text without control characters (tab, newline and carriage
 return aside) and not only spaces. Such an option is checked octet by octet in C and its text made in
 one step; any other (non-ASCII text, and every option that is wrong in any way) goes to the Python
-:func:`~tooldns.protocol.intent.python_decode_intent`, which decodes it or raises
+:func:`~tooldns.protocol.intent.decode_intent`, which decodes it or raises
 :class:`~tooldns.exceptions.IntentError` with the text clients see. ``tests/test_plain_intent.py``
-holds the two to the same result.
+holds the two to the same result. The server's resolver (:mod:`tooldns.serving.resolver`) decodes
+with this one when it is compiled.
 
 This module runs compiled only (``setup.py`` compiles it with the others, :mod:`tooldns.compiled`);
 imported from its source it raises ImportError, and :mod:`~tooldns.protocol.intent` keeps its own.
@@ -17,11 +18,12 @@ from __future__ import annotations
 import cython
 
 if not cython.compiled:
-    raise ImportError("tooldns.protocol.plainintent runs compiled only (pip install -e . with Cython and a C compiler)")
+    raise ImportError("tooldns.serving.plainintent runs compiled only (pip install -e . with Cython and a C compiler)")
 
 from cython.cimports.cpython.unicode import PyUnicode_DecodeASCII  # noqa: E402
 
-from .intent import MAX_INTENT_BYTES, VERSION, Intent, python_decode_intent  # noqa: E402
+from ..protocol.intent import MAX_INTENT_BYTES, VERSION, Intent  # noqa: E402
+from ..protocol.intent import decode_intent as python_decode_intent  # noqa: E402
 
 _MAX = cython.declare(cython.Py_ssize_t, MAX_INTENT_BYTES)
 _VERSION = cython.declare(cython.Py_ssize_t, VERSION)

@@ -5,10 +5,11 @@ question's name, its OPT record and options. From source (and compiled from that
 read is a Python integer: some 11,000 instructions a query. This is the same reading, octet by octet
 in C, to the same :class:`~tooldns.serving.wire.PlainQuery` (or None), the rules written once more
 beside the source's; ``tests/test_plain_query.py`` holds the two to the same result over hostile
-and well-formed messages alike.
+and well-formed messages alike. The server's resolver (:mod:`tooldns.serving.resolver`) reads with
+this one when it is compiled.
 
 This module runs compiled only (``setup.py`` compiles it with the others, :mod:`tooldns.compiled`);
-imported from its source it raises ImportError, and :mod:`~tooldns.serving.wire` keeps its own.
+imported from its source it raises ImportError, and the resolver reads with :mod:`~tooldns.serving.wire`'s.
 """
 
 from __future__ import annotations

@@ -41,6 +41,12 @@ from .lookup import Kind, Ranked, Result, fits_trimmed, lookup, ranked, trimmed
 from .reply import BADVERS, error_reply, reply_for, request_opt
 from .wire import CLASSIC_UDP_SIZE, SERVER_UDP_SIZE, pack_reply, read_plain_query
 
+try:  # compiled: the query and its intent option read with C integers, to the same results
+    from .plainintent import decode_intent  # noqa: F811
+    from .plainquery import read_plain_query  # noqa: F811
+except ImportError:  # from source: wire's and the intent codec's own
+    pass
+
 log = logging.getLogger(__name__)
 
 

@@ -289,10 +289,3 @@ def pack_reply(reply: DNSRecord, max_size: int | None) -> bytes:
             truncated.add_ar(RR(".", QTYPE.OPT, rr.rclass, rr.ttl, [o for o in rr.rdata if o.code == EDE_OPTION_CODE]))
     return bytes(truncated.pack())
 
-
-#: the reading above, which the compiled one must match (tests/test_plain_query.py)
-python_read_plain_query = read_plain_query
-try:  # compiled: the same reading with C integers (one query in, the same PlainQuery or None out)
-    from .plainquery import read_plain_query  # noqa: E402,F811
-except ImportError:  # from source: the function above
-    pass
