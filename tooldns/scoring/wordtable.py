@@ -39,6 +39,19 @@ def _word_octet(c):
     return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122)
 
 
+@cython.cfunc
+@cython.returns(cython.int)
+@cython.exceptval(-1)
+@cython.locals(slots=cython.p_void, hashes=cython.p_void)
+def _both(slots, hashes):
+    """MemoryError, both freed, unless both arrays were allocated."""
+    if slots == cython.NULL or hashes == cython.NULL:
+        free(slots)
+        free(hashes)
+        raise MemoryError()
+    return 0
+
+
 @cython.cclass
 class WordTable:
     """ASCII word -> the tuple of posting lists of its terms (empty for a word the index holds none
@@ -77,10 +90,7 @@ class WordTable:
         fresh = []  # first: Python code may run here, and finds the table as it was
         slots = cython.cast(cython.p_int, malloc(size * cython.sizeof(cython.int)))
         hashes = cython.cast(cython.p_ulonglong, malloc(size * cython.sizeof(cython.ulonglong)))
-        if slots == cython.NULL or hashes == cython.NULL:
-            free(slots)
-            free(hashes)
-            raise MemoryError()
+        _both(slots, hashes)
         for i in range(size):
             slots[i] = -1
         free(self.slots)
@@ -118,10 +128,7 @@ class WordTable:
         old = self.entries
         kept = cython.cast(cython.p_int, malloc(size * cython.sizeof(cython.int)))
         kept_hashes = cython.cast(cython.p_ulonglong, malloc(size * cython.sizeof(cython.ulonglong)))
-        if kept == cython.NULL or kept_hashes == cython.NULL:
-            free(kept)
-            free(kept_hashes)
-            raise MemoryError()
+        _both(kept, kept_hashes)
         count = 0
         for slot in range(size):  # the entries and their hashes as they are now, in C
             if self.slots[slot] >= 0:
