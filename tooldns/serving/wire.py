@@ -288,4 +288,3 @@ def pack_reply(reply: DNSRecord, max_size: int | None) -> bytes:
             # keep the OPT (extended rcode, size) but drop bulky options except EDE
             truncated.add_ar(RR(".", QTYPE.OPT, rr.rclass, rr.ttl, [o for o in rr.rdata if o.code == EDE_OPTION_CODE]))
     return bytes(truncated.pack())
-
