@@ -474,9 +474,10 @@ class FacetRanker:
         document order (as :meth:`BM25.rank`)."""
         index, owners = self.index, self.owners
         lists = index._lists(intent)
-        if best_sums is not None and (index.n <= FEW_DOCS or sum(map(len, lists)) > MANY_POSTINGS):
+        many = sum(map(len, lists)) > MANY_POSTINGS
+        if best_sums is not None and (many or index.n <= FEW_DOCS):
             return best_sums(lists, index.n, k, self._numbers)
-        if sum(map(len, lists)) > MANY_POSTINGS:
+        if many:
             import numpy as np
 
             if self._starts is None:  # where each document's facets start: they come document by document

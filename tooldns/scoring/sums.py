@@ -26,24 +26,23 @@ SMALL = cython.declare(cython.Py_ssize_t, 1024)  # the size of `small` in best_s
 
 
 def _packed(posting) -> tuple:
-    """*posting*'s documents as C ints and its weights as C doubles (two bytes objects), kept on it
-    (:attr:`tooldns.scoring.bm25._Posting.packed`) when it can keep them."""
-    packed = getattr(posting, "packed", None)
-    if packed is None:
-        from array import array
+    """*posting*'s documents as C ints and its weights as C doubles (two bytes objects), made for a
+    list that holds none yet, and kept on it (:attr:`tooldns.scoring.bm25._Posting.packed`) when it
+    can keep them."""
+    from array import array
 
-        try:
-            documents, weights = array("i"), array("d")
-            for document, weight in posting:
-                documents.append(document)
-                weights.append(weight)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise TypeError(f"a posting list is (document, weight) pairs: {exc}") from None
-        packed = (documents.tobytes(), weights.tobytes())
-        try:
-            posting.packed = packed
-        except AttributeError:  # a plain list
-            pass
+    try:
+        documents, weights = array("i"), array("d")
+        for document, weight in posting:
+            documents.append(document)
+            weights.append(weight)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(f"a posting list is (document, weight) pairs: {exc}") from None
+    packed = (documents.tobytes(), weights.tobytes())
+    try:
+        posting.packed = packed
+    except AttributeError:  # a plain list
+        pass
     return packed
 
 
