@@ -53,3 +53,82 @@ def test_put_refuses_what_it_cannot_write_and_leaves_the_reply_as_it_was(args, e
     with pytest.raises(error):
         blocks.put(*args)
     assert bytes(out) == kept
+
+
+def _root_zone():
+    from tooldns.serving.fastreply import PackedZone
+    from tooldns.serving.index import ZoneIndex
+    from tooldns.zone.zonefile import load_zone
+
+    from conftest import ZONES
+
+    packed = PackedZone(ZoneIndex(load_zone(ZONES / "tools.yaml")))
+    route = packed.routes[next(key for key in packed.routes if key.startswith(b"\x04_any\x04_tcp\x06_tools"))]
+    return packed, route
+
+
+ROOT = _root_zone()
+#: scores of any size a TXT string holds ("score=" and 201 digits and more at 1e200; 1e300 does not fit)
+SCORES = st.one_of(st.floats(0, 1e6), st.floats(-1e200, 1e200), st.just(-0.0),
+                   st.integers(0, 10**6).map(lambda n: n / 10**4 + 0.00005))  # ties at the fourth decimal
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.binary(max_size=60))
+def test_a_referral_written_in_c_is_the_bytes_of_the_source_way(monkeypatch_module, data, question):
+    """blocks.referral writes a first referral (the shipped root's children in any order, any scores:
+    large, negative, ties at the fourth decimal) as fastreply writes it from the templates' sums."""
+    from tooldns.serving import fastreply
+
+    packed, route = ROOT
+    pieces = list(packed.children.values())
+    chosen_pieces = data.draw(st.permutations(pieces).flatmap(lambda p: st.integers(1, len(p)).map(lambda n: p[:n])))
+    chosen = [(n, data.draw(SCORES)) for n in range(len(chosen_pieces))]
+    start = bytes(12) + route.key + bytes(4) + question  # what comes before: offsets alone matter
+    compiled = bytearray(start)
+    counts = packed._templated(compiled, route, chosen, chosen_pieces)
+    monkeypatch_module.setattr(fastreply, "put_referral", None)
+    try:
+        source = bytearray(start)
+        assert packed._templated(source, route, chosen, chosen_pieces) == counts
+    finally:
+        monkeypatch_module.undo()
+    assert counts is not None and bytes(compiled) == bytes(source)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def test_a_referral_that_does_not_hold_together_leaves_the_reply_as_it_was():
+    """Pieces that would write a field beyond a block, a pointer beyond reach or a carry: ValueError
+    (or None where a block lies beyond a pointer's reach), and the reply as it was."""
+    from tooldns.serving.fastreply import _RANK_HEADS
+
+    packed, route = ROOT
+    first_piece, second = list(packed.children.values())[:2]
+    first = first_piece.first(route, packed.zone)
+    chosen = [(0, 1.5), (1, 0.5)]
+    out = bytearray(bytes(12) + route.key + bytes(4))
+    kept = bytes(out)
+    good = blocks.referral(out, first, [first_piece.wire, second.wire], chosen, _RANK_HEADS)
+    assert good == (0, len(first_piece.ns) + len(second.ns), 2 + len(first_piece.glue) + len(second.glue))
+    del out[len(kept):]
+    beyond = (second.wire[0], blocks.offsets([len(second.wire[0])]), *second.wire[2:])
+    carry = (second.wire[0], second.wire[1], second.wire[2], 0x3FFF, *second.wire[4:])  # its TXT owner out of reach
+    for wire in (beyond, carry):
+        with pytest.raises(ValueError):
+            blocks.referral(out, first, [first_piece.wire, wire], chosen, _RANK_HEADS)
+        assert bytes(out) == kept
+    assert blocks.referral(out, first, [first_piece.wire, second.wire], [(0, 1e300), (1, 0.5)], _RANK_HEADS) is None
+    assert bytes(out) == kept  # a score string beyond 255 octets: the full path answers
+    far = bytearray(0x3FF0)
+    assert blocks.referral(far, first, [first_piece.wire, second.wire], chosen, _RANK_HEADS) is None
+    assert far == bytearray(0x3FF0)
+    with pytest.raises(TypeError):
+        blocks.referral(bytes(out), first, [first_piece.wire], chosen[:1], _RANK_HEADS)
+    with pytest.raises(ValueError):  # more candidates than scores
+        blocks.referral(out, first, [first_piece.wire, second.wire], chosen[:1], _RANK_HEADS)
+    assert bytes(out) == kept

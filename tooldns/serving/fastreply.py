@@ -205,10 +205,10 @@ def _moves(block: bytes, pointers: list[tuple[int, int]]) -> tuple[bytes, bytes,
     return patched, block_offsets(relative), block_offsets(to_zone)
 
 
-try:  # compiled: blocks are moved by a copy and a few additions in C
-    from .blocks import offsets as block_offsets, put as put_block
+try:  # compiled: blocks are moved by a copy and a few additions in C, a first referral written whole
+    from .blocks import offsets as block_offsets, put as put_block, referral as put_referral
 except ImportError:  # from source: by the sums of _template
-    block_offsets = put_block = None
+    block_offsets = put_block = put_referral = None
 
 #: where a candidate's block is packed to make its template for any place after the first in a
 #: referral, and where the zone's own name stands then: any offsets its own names cannot reach
@@ -229,7 +229,7 @@ class _Candidate:
     of such candidates is written a few steps per candidate (:meth:`PackedZone._templated`).
     """
 
-    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later", "blocks", "moves")
+    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later", "blocks", "moves", "wire")
 
     def __init__(self, ix: ZoneIndex, entry) -> None:
         ns, owner, strings, glue = candidate_records(ix, entry)
@@ -247,6 +247,10 @@ class _Candidate:
         self.blocks: tuple | None = None
         #: compiled, the authority block and what follows the score string as :func:`_moves`
         self.moves: tuple | None = None
+        #: compiled, what :func:`tooldns.serving.blocks.referral` writes this candidate from: the
+        #: authority block and its moves, the TXT owner (as in :attr:`later`), the TXT strings' length,
+        #: what follows the score string and its moves, the NS and additional records' counts
+        self.wire: tuple | None = None
 
     def names(self) -> list[Name]:
         return [self.owner] + [n for owner, _, target in self.ns for n in (owner, target)] + [g[0] for g in self.glue]
@@ -300,6 +304,7 @@ class _Candidate:
                        _template(bytes(tail), pointers))
         if put_block is not None:
             self.moves = (_moves(self.later[0], patches), _moves(bytes(tail), pointers))
+            self.wire = (*self.moves[0], owners[0], len(self.strings), *self.moves[1], len(self.ns), 1 + len(self.glue))
 
 
 def _put_glue(out: bytearray, candidate: _Candidate, owners: list[int]) -> None:
@@ -372,6 +377,10 @@ class PackedZone:
     def __init__(self, ix: ZoneIndex) -> None:
         self.routes = self._routes(ix)
         self.children = {id(e): _Candidate(ix, e) for e in (ix.child_candidates.entries if ix.child_candidates else ())}
+        #: the entries a referral's indexes point into (:attr:`tooldns.serving.lookup.Ranked.entries`), and
+        #: each one's candidate, by index
+        self.entries = ix.child_candidates.entries if ix.child_candidates else None
+        self.by_index = [self.children[id(e)] for e in self.entries or ()]
         #: the zone's own name and its ancestors, which every candidate's names end with
         self.zone = _uncompressed(packed_name(ix.origin))
         shared = {suffix for suffix, _ in packed_name(ix.origin)}
@@ -447,7 +456,11 @@ class PackedZone:
         key = (qname, tuple(map(_FIRST, chosen)))
         layout = self._layouts.get(key)
         if layout is None or layout is _ONCE:
-            pieces = [self.children.get(id(ranked.entries[i])) for i in key[1]]
+            if ranked.entries is self.entries:
+                by_index = self.by_index
+                pieces = [by_index[i] for i in key[1]]
+            else:
+                pieces = [self.children.get(id(ranked.entries[i])) for i in key[1]]
             if None in pieces:
                 return None
             if layout is None:
@@ -475,7 +488,12 @@ class PackedZone:
         :func:`_template`): the first candidate's records as packed for this question, each later
         one's where it falls; None, with nothing written, when one has no template. For a question
         in lower case only: the first candidate's records point into it as :meth:`_Candidate.first`
-        packed them."""
+        packed them. Compiled, :func:`tooldns.serving.blocks.referral` writes the same bytes in C."""
+        if put_referral is not None:
+            first, wires = pieces[0].first(route, self.zone), [piece.wire for piece in pieces]
+            if first is None or None in wires:
+                return None
+            return put_referral(out, first, wires, chosen if type(chosen) is list else list(chosen), _RANK_HEADS)
         written = self._from_templates(out, route, pieces)
         if written is None:
             return None
