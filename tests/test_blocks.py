@@ -132,3 +132,60 @@ def test_a_referral_that_does_not_hold_together_leaves_the_reply_as_it_was():
     with pytest.raises(ValueError):  # more candidates than scores
         blocks.referral(out, first, [first_piece.wire, second.wire], chosen[:1], _RANK_HEADS)
     assert bytes(out) == kept
+
+
+def _leaf_zone():
+    from tooldns.serving.fastreply import PackedZone
+    from tooldns.serving.index import ZoneIndex
+    from tooldns.zone.zonefile import load_zone
+
+    from conftest import ZONES
+
+    index = ZoneIndex(load_zone(ZONES / "forecast.weather.tools.yaml"))
+    packed = PackedZone(index)
+    key = next(key for key in packed.routes if key.startswith(b"\x04_any\x04_tcp\x08forecast"))
+    return packed, packed.routes[key], index.tool_candidates[("any", "tcp")].entries
+
+
+LEAF = _leaf_zone()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.booleans(), st.binary(max_size=60))
+def test_an_answer_written_in_c_is_the_bytes_of_the_source_way(monkeypatch_module, data, brief, question):
+    """blocks.answer writes a leaf's answer (its tools in any order, any scores, brief or whole) as
+    fastreply writes it from each tool's wire in Python."""
+    from tooldns.serving import fastreply
+    from tooldns.serving.lookup import Kind, Ranked
+
+    packed, route, entries = LEAF
+    order = data.draw(st.permutations(range(len(entries))).flatmap(lambda p: st.integers(1, len(p)).map(lambda n: p[:n])))
+    ranked = Ranked(Kind.ANSWER, entries, [(i, data.draw(SCORES)) for i in order], {}, (0, 0, "bm25"), brief)
+    start = bytes(12) + route.key + bytes(4)
+    compiled = bytearray(start)
+    counts = packed._answer(compiled, route.key, route, ranked)
+    monkeypatch_module.setattr(fastreply, "put_answer", None)
+    try:
+        source = bytearray(start)
+        assert packed._answer(source, route.key, route, ranked) == counts
+    finally:
+        monkeypatch_module.undo()
+    assert counts is not None and bytes(compiled) == bytes(source)
+    assert None not in route.tool_wires  # the shipped leaf's tools: each one's name the same in any answer
+
+
+def test_an_answer_that_does_not_hold_together_leaves_the_reply_as_it_was():
+    from tooldns.serving.fastreply import _RANK_HEADS
+
+    packed, route, entries = LEAF
+    wires = route.tool_wires or packed._tool_wires(entries, route.answer_head[1] if route.answer_head else
+                                                   packed._answer_head(12 + len(route.key) + 4, route.key, route)[1])
+    out = bytearray(b"head")
+    assert blocks.answer(out, b"\xc0\x0c", wires[:2], [(0, 1.0), (1, 1e300)], _RANK_HEADS, False) is None
+    assert blocks.answer(out, b"\xc0\x0c", wires[:2], [(0, 1.0), (1, None)], _RANK_HEADS, False) is None
+    assert out == bytearray(b"head")
+    for args in ((b"\xc0", wires[:1], [(0, 1.0)]), (b"\xc0\x0c", wires[:2], [(0, 1.0)]),
+                 (b"\xc0\x0c", [wires[0][:3]], [(0, 1.0)]), (b"\xc0\x0c", [(b"short",) + wires[0][1:]], [(0, 1.0)])):
+        with pytest.raises(ValueError):
+            blocks.answer(out, args[0], args[1], args[2], _RANK_HEADS, False)
+        assert out == bytearray(b"head")

@@ -7,7 +7,7 @@ compression pointers point at offsets within the block, or at the zone's name. W
 source, :mod:`~tooldns.serving.fastreply` does that with one sum of big numbers a block
 (:func:`~tooldns.serving.fastreply._template`), which costs about 5,000 instructions a block of a few
 hundred octets (``int.to_bytes`` writes octet by octet); here it is a copy and a few additions.
-:func:`referral` writes a whole first referral so: every candidate's NS records, then its ranking TXT
+:func:`referral` writes a whole first referral so, and :func:`answer` a leaf's answer: every candidate's NS records, then its ranking TXT
 record (rank and score strings between its packed pieces) and glue, the scores formatted as
 ``b"score=%.4f"`` formats them, by the same function of CPython (``PyOS_double_to_string``).
 
@@ -235,3 +235,132 @@ def referral(out, first, wires, chosen, heads):
         del out[start:]
         raise
     return 0, authority, additional
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(n=cython.Py_ssize_t, r=cython.Py_ssize_t, start=cython.Py_ssize_t, total=cython.Py_ssize_t,
+               at=cython.Py_ssize_t, rdlength=cython.Py_ssize_t, base=cython.p_uchar, head=bytes, number=bytes,
+               owner_=bytes, srv_head=bytes, srv=bytes, prefix=bytes, label=bytes, tail=bytes, rest=bytes,
+               chain=tuple, link=tuple, wire=tuple, wires_=list, chosen_=list, heads_=list, short=cython.bint,
+               which=cython.Py_ssize_t, j=cython.Py_ssize_t, pointed=cython.bint, written=cython.Py_ssize_t[256])
+def answer(out, owner, wires, chosen, heads, brief):
+    """Append to the bytearray *out* (a reply up to its answer's head: the CNAME from a cursor name,
+    if any, and the first SRV record's owner) an answer's records: the chosen tools' SRV records, the
+    first after the head, each later one after *owner* (the pointer to the first's owner), priority
+    its rank; then each tool's ranking TXT record. What :meth:`tooldns.serving.fastreply.PackedZone.
+    _written_answer` writes from source, the same bytes.
+
+    *wires* are the tools' (:meth:`~tooldns.serving.fastreply.PackedZone._tool_wires`: SRV type, class,
+    TTL and RDATA length; weight, port and target; the TXT owner's own labels, its labels shared with
+    other tools' owners (numbered, below 256: the first time a number is written its place is noted,
+    later ones point there) and its end (a pointer, or the root label); the TXT strings after the score
+    string, whole and *brief*); *chosen* the (tool, score) pairs in rank order; *heads* the TXT RDATA of
+    the format and rank strings, by rank. Returns None, with nothing written, when a score is not a
+    number or its string would exceed a TXT string's 255 octets; ValueError, with *out* as it was, for
+    pieces that do not hold together."""
+    if type(out) is not bytearray or type(wires) is not list or type(chosen) is not list or type(heads) is not list:
+        raise TypeError("answer(bytearray, bytes, list, list, list, bool)")
+    owner_, wires_, chosen_, heads_, short = owner, wires, chosen, heads, brief
+    n = len(wires_)
+    if n == 0 or n != len(chosen_) or n >= len(heads_) or n > 255 or len(owner_) != 2:
+        raise ValueError(f"an answer of {n} tools, {len(chosen_)} scores, {len(heads_)} rank heads")
+    start = len(out)
+    scores = []
+    total = 0  # at most: shared labels counted whole, though a pointer may stand for them
+    for r in range(n):
+        wire = wires_[r]
+        if len(wire) < 7:
+            raise ValueError("a tool's wire tuple holds 7 items")
+        if chosen_[r][1] is None:
+            return None
+        number = _score(chosen_[r])
+        if len(number) + 6 > 255:
+            return None
+        scores.append(number)
+        srv_head = wire[0]
+        srv = wire[1]
+        prefix = wire[2]
+        chain = wire[3]
+        tail = wire[4]
+        rest = wire[6] if short else wire[5]
+        head = heads_[r + 1]
+        if len(srv_head) != 10:
+            raise ValueError("an SRV record's head is its type, class, TTL and RDATA length")
+        total += (2 if r else 0) + 12 + len(srv) + len(prefix) + len(tail) + 10 + len(head) + 7 + len(number) + len(rest)
+        for j in range(len(chain)):
+            link = chain[j]
+            label = link[1]
+            total += max(len(label), 2)
+    for j in range(256):
+        written[j] = -1
+    PyByteArray_Resize(out, start + total)
+    base = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out))
+    at = start
+    try:
+        for r in range(n):  # the SRV records: priority = rank
+            wire = wires_[r]
+            srv_head = wire[0]
+            srv = wire[1]
+            if r:
+                memcpy(base + at, cython.cast(cython.p_char, owner_), 2)
+                at += 2
+            memcpy(base + at, cython.cast(cython.p_char, srv_head), 10)
+            base[at + 10] = 0
+            base[at + 11] = r + 1
+            memcpy(base + at + 12, cython.cast(cython.p_char, srv), len(srv))
+            at += 12 + len(srv)
+        for r in range(n):  # each tool's ranking TXT record
+            wire = wires_[r]
+            prefix = wire[2]
+            chain = wire[3]
+            tail = wire[4]
+            rest = wire[6] if short else wire[5]
+            memcpy(base + at, cython.cast(cython.p_char, prefix), len(prefix))
+            at += len(prefix)
+            pointed = False
+            for j in range(len(chain)):  # the shared labels: a pointer to where an earlier tool wrote them
+                link = chain[j]
+                which = link[0]
+                label = link[1]
+                if which < 0 or which > 255:
+                    raise ValueError(f"a shared suffix numbered {which}")
+                if written[which] >= 0:
+                    base[at] = 0xC0 | written[which] >> 8
+                    base[at + 1] = written[which] & 0xFF
+                    at += 2
+                    pointed = True
+                    break
+                if at <= MAX_POINTER:
+                    written[which] = at
+                memcpy(base + at, cython.cast(cython.p_char, label), len(label))
+                at += len(label)
+            if not pointed:
+                memcpy(base + at, cython.cast(cython.p_char, tail), len(tail))
+                at += len(tail)
+            head = heads_[r + 1]
+            number = scores[r]
+            rdlength = len(head) + 7 + len(number) + len(rest)
+            if rdlength > 0xFFFF:
+                raise ValueError(f"a ranking TXT record of {rdlength} octets")
+            base[at] = 0  # type TXT, class IN, TTL 0 (a ranking depends on the intent)
+            base[at + 1] = 16
+            base[at + 2] = 0
+            base[at + 3] = 1
+            memset(base + at + 4, 0, 4)
+            base[at + 8] = rdlength >> 8
+            base[at + 9] = rdlength & 0xFF
+            at += 10
+            memcpy(base + at, cython.cast(cython.p_char, head), len(head))
+            at += len(head)
+            base[at] = 6 + len(number)
+            memcpy(base + at + 1, b"score=", 6)
+            memcpy(base + at + 7, cython.cast(cython.p_char, number), len(number))
+            at += 7 + len(number)
+            memcpy(base + at, cython.cast(cython.p_char, rest), len(rest))
+            at += len(rest)
+    except BaseException:
+        del out[start:]
+        raise
+    del out[at:]  # what pointers saved of the labels counted
+    return 0

@@ -206,9 +206,13 @@ def _moves(block: bytes, pointers: list[tuple[int, int]]) -> tuple[bytes, bytes,
 
 
 try:  # compiled: blocks are moved by a copy and a few additions in C, a first referral written whole
-    from .blocks import offsets as block_offsets, put as put_block, referral as put_referral
+    from .blocks import answer as put_answer, offsets as block_offsets, put as put_block, referral as put_referral
 except ImportError:  # from source: by the sums of _template
-    block_offsets = put_block = put_referral = None
+    block_offsets = put_block = put_referral = put_answer = None
+
+#: the most suffixes the owners of a zone's tools may share (beyond what an answer writes before its first
+#: TXT record: a service's labels, ``_http._tcp.leaf.tools.``) for :meth:`PackedZone._tool_wires`
+SHARED = 256
 
 #: where a candidate's block is packed to make its template for any place after the first in a
 #: referral, and where the zone's own name stands then: any offsets its own names cannot reach
@@ -352,7 +356,7 @@ class Route:
     """A name that asks this zone to search: its cursor, where its labels start, and the records
     an answer to it holds besides the ranked ones."""
 
-    __slots__ = ("cursor", "key", "labels", "cname", "owner", "answer_head")
+    __slots__ = ("cursor", "key", "labels", "cname", "owner", "answer_head", "tool_entries", "tool_wires")
 
     def __init__(self, ix: ZoneIndex, cursor: names.Cursor, name: Name) -> None:
         self.cursor = cursor
@@ -369,6 +373,11 @@ class Route:
         self.owner = packed_name(expanded)
         #: an answer to this name in lower case up to its first SRV record's type (PackedZone._answer_head)
         self.answer_head: tuple[bytes, dict[bytes, int], bytes | None] | None = None
+        #: the tools an answer to this name ranks (:attr:`tooldns.serving.lookup.Ranked.entries`), and
+        #: per tool, by index, what an answer to this name in lower case writes of it
+        #: (:meth:`PackedZone._tool_wires`)
+        self.tool_entries: list | None = None
+        self.tool_wires: list | None = None
 
 
 class PackedZone:
@@ -613,6 +622,19 @@ class PackedZone:
         block, known, owner = head
         if owner is None:  # the SRV records' owner lies where no pointer reaches
             return None
+        if qname == route.key and not ranked.parts:  # each tool's name as written in any answer to it
+            if route.tool_entries is not ranked.entries:
+                route.tool_wires, route.tool_entries = self._tool_wires(ranked.entries, known), ranked.entries
+            wires = route.tool_wires
+            chosen = [wires[i] for i, _ in ranked.chosen] if wires is not None else [None]
+            if None not in chosen:
+                out += block
+                if put_answer is not None:
+                    if put_answer(out, owner, chosen, ranked.chosen, _RANK_HEADS, ranked.brief) is None:
+                        return None
+                else:
+                    self._written_answer(out, owner, chosen, ranked)
+                return (route.cname is not None) + len(chosen), 0, len(chosen)
         out += block
         seen = known.copy()  # names point into the question, the CNAME and the first SRV owner too
         for priority, (srv_head, srv, _, _, _) in enumerate(pieces, 1):  # priority = rank
@@ -631,6 +653,75 @@ class PackedZone:
             out += score
             out += rest
         return (route.cname is not None) + len(pieces), 0, len(pieces)
+
+    def _tool_wires(self, entries: list, known: dict[bytes, int]) -> list | None:
+        """Per tool of *entries*, what an answer (its question in lower case, whose names before the
+        first TXT record stand where *known* says) writes of it: its SRV record's pieces (as
+        :attr:`tools`), its TXT owner in three parts, and its TXT strings, whole and brief. The owner's
+        parts: its labels no other tool's owner ends with (written as they are); then, label by label,
+        those another tool's owner ends with too, each with its number (an earlier tool of the answer
+        may have written it: a pointer there ends the name); then a pointer to the suffix written
+        before the first TXT record, or the root label. None when more than :data:`SHARED` suffixes are
+        shared (:meth:`_answer` then packs the names one by one)."""
+        pieces = [self.tools.get(id(tool)) for tool in entries]
+        counts: dict[bytes, int] = {}
+        for piece in filter(None, pieces):
+            for suffix, _ in piece[2]:
+                if suffix not in known:
+                    counts[suffix] = counts.get(suffix, 0) + 1
+        numbers = {suffix: n for n, suffix in enumerate(s for s, count in counts.items() if count > 1)}
+        if len(numbers) > SHARED:
+            return None
+        wires = []
+        for piece in pieces:
+            if piece is None:
+                wires.append(None)
+                continue
+            srv_head, srv, name, strings, short = piece
+            prefix, chain, tail = b"", [], b"\0"
+            for suffix, label in name:
+                at = known.get(suffix)
+                if at is not None:
+                    tail = _U16.pack(0xC000 | at)
+                    break
+                if suffix in numbers:
+                    chain.append((numbers[suffix], label))
+                elif chain:  # a label of its own after a shared one: the shared one ends with it
+                    raise AssertionError("a suffix of a shared suffix is shared")
+                else:
+                    prefix += label
+            wires.append((srv_head, srv, prefix, tuple(chain), tail, strings, short))
+        return wires
+
+    @staticmethod
+    def _written_answer(out: bytearray, owner: bytes, wires: list, ranked: Ranked) -> None:
+        """An answer's SRV and TXT records from its tools' :meth:`_tool_wires` (scores without parts), after
+        its head; compiled, :func:`tooldns.serving.blocks.answer` writes the same bytes in C."""
+        for priority, wire in enumerate(wires, 1):  # priority = rank
+            if priority > 1:
+                out += owner
+            out += wire[0]
+            out += _PRIORITIES[priority]
+            out += wire[1]
+        brief, written = ranked.brief, {}
+        for rank, ((_, score), (_, _, prefix, chain, tail, strings, short)) in enumerate(zip(ranked.chosen, wires), 1):
+            out += prefix
+            for number, label in chain:
+                at = written.get(number)
+                if at is not None:
+                    out += _U16.pack(0xC000 | at)
+                    break
+                if len(out) <= _MAX_POINTER:
+                    written[number] = len(out)
+                out += label
+            else:
+                out += tail
+            txt_head, score, rest = _RANK_HEADS[rank], _score_string(score), short if brief else strings
+            out += _TXT_HEAD
+            out += _U16.pack(len(txt_head) + len(score) + len(rest))
+            out += txt_head
+            out += score
+            out += rest
 
     @staticmethod
     def _answer_head(start: int, qname: bytes, route: Route) -> tuple[bytes, dict[bytes, int], bytes | None]:
