@@ -480,8 +480,10 @@ class FacetRanker:
         document order (as :meth:`BM25.rank`)."""
         index, owners = self.index, self.owners
         lists = index._lists(intent)
+        if best_sums is not None and index.n <= FEW_FACETS:  # compiled: C, however many the postings
+            return best_sums(lists, index.n, k, self._numbers)
         many = sum(map(len, lists)) > MANY_POSTINGS
-        if best_sums is not None and (many or index.n <= FEW_FACETS):
+        if best_sums is not None and many:
             return best_sums(lists, index.n, k, self._numbers)
         if many:
             import numpy as np
