@@ -108,7 +108,7 @@ def _move(base, size, moves, by):
 @cython.cfunc
 @cython.locals(score=cython.double, text=cython.p_char)
 def _score(item) -> bytes:
-    """``b"%.4f" % item[1]``: the number of a referral's score string (its chosen pair's score)."""
+    """``b"%.4f" % item[1]``: the number of a ranking's score string (its chosen pair's score)."""
     score = item[1]
     text = PyOS_double_to_string(score, b'f', 4, 0, cython.NULL)
     try:
@@ -117,248 +117,211 @@ def _score(item) -> bytes:
         PyMem_Free(text)
 
 
+@cython.cfunc
+def _scores(chosen: list) -> list:
+    """The numbers of the score strings of *chosen* (:func:`_score`); None when one is not a number
+    (no score: no intent) or its string would not fit a TXT string's 255 octets."""
+    scores = []
+    for item in chosen:
+        if item[1] is None:
+            return None
+        number = _score(item)
+        if len(number) + 6 > 255:
+            return None
+        scores.append(number)
+    return scores
+
+
+@cython.cfunc
+@cython.returns(cython.Py_ssize_t)
+@cython.exceptval(-1)
+@cython.locals(base=cython.p_uchar, at=cython.Py_ssize_t, owner=cython.Py_ssize_t, head=bytes, number=bytes,
+               rest=bytes, strings=cython.Py_ssize_t, rdlength=cython.Py_ssize_t)
+def _txt(base, at, owner, head, number, rest, strings):
+    """Write at *base* + *at* a ranking TXT record after its owner (a pointer to *owner*, or none when
+    *owner* is -1: written already): type, class IN, TTL 0 (a ranking depends on the intent), RDATA
+    length, then *head* (format and rank strings), the score string of *number*, then *rest*, whose
+    first *strings* octets are the record's last strings (a referral's glue follows them); where it ends."""
+    rdlength = len(head) + 7 + len(number) + strings
+    if strings < 0 or strings > len(rest) or rdlength > 0xFFFF:
+        raise ValueError(f"a ranking TXT record of {rdlength} octets, {strings} of {len(rest)} after its score")
+    if owner >= 0:
+        if owner > MAX_POINTER:
+            raise ValueError(f"a TXT owner at {owner}: beyond a pointer's reach")
+        base[at] = 0xC0 | owner >> 8
+        base[at + 1] = owner & 0xFF
+        at += 2
+    base[at] = 0
+    base[at + 1] = 16  # TXT
+    base[at + 2] = 0
+    base[at + 3] = 1  # IN
+    memset(base + at + 4, 0, 4)
+    base[at + 8] = rdlength >> 8
+    base[at + 9] = rdlength & 0xFF
+    at += 10
+    memcpy(base + at, cython.cast(cython.p_char, head), len(head))
+    at += len(head)
+    base[at] = 6 + len(number)
+    memcpy(base + at + 1, b"score=", 6)
+    memcpy(base + at + 7, cython.cast(cython.p_char, number), len(number))
+    at += 7 + len(number)
+    memcpy(base + at, cython.cast(cython.p_char, rest), len(rest))
+    return at + len(rest)
+
+
+@cython.cfunc
+def _checked(out, wires, chosen, heads, size: cython.Py_ssize_t) -> tuple:
+    """*wires*, *chosen* and *heads* typed, once checked as a referral or answer reads them."""
+    if type(out) is not bytearray or type(wires) is not list or type(chosen) is not list or type(heads) is not list:
+        raise TypeError("a bytearray to write to, then lists of wires, chosen pairs and rank heads")
+    n = len(wires)
+    if n == 0 or n != len(chosen) or n >= len(heads) or n > 255:
+        raise ValueError(f"{n} candidates, {len(chosen)} scores, {len(heads)} rank heads")
+    for wire in wires:
+        if type(wire) is not tuple or len(wire) < size:
+            raise ValueError(f"a wire is a tuple of {size} items")
+    return wires, chosen, heads
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.locals(n=cython.Py_ssize_t, r=cython.Py_ssize_t, start=cython.Py_ssize_t, total=cython.Py_ssize_t,
-               size=cython.Py_ssize_t, reach=cython.Py_ssize_t, at=cython.Py_ssize_t, zone=cython.Py_ssize_t,
-               owner=cython.Py_ssize_t, rdlength=cython.Py_ssize_t, authority=cython.Py_ssize_t,
-               additional=cython.Py_ssize_t, base=cython.p_uchar, block=bytes, tail=bytes, head=bytes,
-               number=bytes, places=cython.Py_ssize_t[256], wire=tuple, first_=tuple, wires_=list, chosen_=list,
-               heads_=list, moves=bytes)
+               reach=cython.Py_ssize_t, at=cython.Py_ssize_t, zone=cython.Py_ssize_t, owner=cython.Py_ssize_t,
+               base=cython.p_uchar, block=bytes, wire=tuple, first_=tuple, wires_=list, chosen_=list, heads_=list,
+               places=cython.Py_ssize_t[256], scores=list)
 def referral(out, first, wires, chosen, heads):
     """Append to the bytearray *out* (a reply up to its question) a referral's records: authority, the
-    chosen candidates' NS records; additional, per candidate its ranking TXT record and glue. What
-    :meth:`tooldns.serving.fastreply.PackedZone._templated` writes from source, the same bytes.
+    chosen candidates' NS records; additional, per candidate its ranking TXT record and glue. The bytes
+    :meth:`tooldns.serving.fastreply.PackedZone._templated` writes from source.
 
-    *first* is the first candidate's records as packed after this question
-    (:meth:`~tooldns.serving.fastreply._Candidate.first`: block, the zone name's offset, the TXT
-    owner's offset, ..., what follows its score string); *wires* every candidate's
-    (:attr:`~tooldns.serving.fastreply._Candidate.wire`: its block and moves for any later place, its
-    TXT owner in the block or -1 for the zone's name, its TXT strings' length, what follows the score
-    string and its moves, its NS and additional records' counts); *chosen* the (entry, score) pairs in
-    rank order; *heads* the TXT RDATA of the format and rank strings, by rank. Returns the reply's
-    answer, authority and additional counts (the OPT record aside), or None, with nothing written,
-    when a block would lie beyond a pointer's reach (as :meth:`~tooldns.serving.fastreply.PackedZone.
-    _from_templates` decides) or a score string beyond a TXT string's 255 octets. ValueError, with
-    *out* as it was, for pieces that do not hold together."""
-    if type(out) is not bytearray or type(first) is not tuple or type(wires) is not list or type(chosen) is not list \
-            or type(heads) is not list:
-        raise TypeError("referral(bytearray, tuple, list, list, list)")
-    first_, wires_, chosen_, heads_ = first, wires, chosen, heads  # typed: C reads their items
-    n = len(wires_)
-    if n == 0 or n != len(chosen_) or n >= len(heads_) or n > 255 or len(first_) < 6:
-        raise ValueError(f"a referral to {n} candidates of {len(chosen_)} scores and {len(heads_)} rank heads")
-    start = len(out)
-    block = first_[0]
-    tail = first_[5]
-    zone = first_[1]
-    reach = start + len(block)
-    scores = []
-    total = len(block)
-    authority = 0
-    additional = 0
+    *first*: the first candidate as packed after this question (:meth:`~tooldns.serving.fastreply.
+    _Candidate.first`: block, the zone name's offset, the TXT owner's offset, ..., what follows its
+    score string); *wires*: every candidate's :attr:`~tooldns.serving.fastreply._Candidate.wire`;
+    *chosen*: the (entry, score) pairs in rank order; *heads*: the format and rank strings by rank.
+    Returns the answer, authority and additional counts, or None, with nothing written, when a block
+    would lie beyond a pointer's reach (as ``_from_templates`` decides) or a score string would not
+    fit; ValueError, with *out* as it was, for pieces that do not hold together."""
+    wires_, chosen_, heads_ = _checked(out, wires, chosen, heads, 10)
+    first_ = first
+    n, start, zone = len(wires_), len(out), first_[1]
+    scores = _scores(chosen_)
+    reach = start + len(first_[0])
+    total = len(first_[0]) + len(first_[5])
     for r in range(n):
         wire = wires_[r]
-        if len(wire) < 10:
-            raise ValueError("a candidate's wire tuple holds 10 items")
-        block = wire[0]
-        reach += len(block)
+        reach += len(wire[0])
+        total += 12 + len(heads_[r + 1]) + 7 + (len(scores[r]) if scores is not None else 0)
         if r:
-            total += len(block)
-            tail = wire[5]
-        number = _score(chosen_[r])
-        if len(number) + 6 > 255:
-            return None
-        scores.append(number)
-        head = heads_[r + 1]
-        total += 12 + len(head) + 7 + len(number) + len(tail)
-        authority += cython.cast(cython.Py_ssize_t, wire[8])
-        additional += cython.cast(cython.Py_ssize_t, wire[9])
-    if reach > MAX_POINTER:
+            total += len(wire[0]) + len(wire[5])
+    if scores is None or reach > MAX_POINTER:
         return None
-    PyByteArray_Resize(out, start + total)
-    try:
-        base = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out))
-        at = start
-        for r in range(n):  # authority: each candidate's block, where it falls
-            wire = wires_[r]
-            block = first_[0] if r == 0 else wire[0]
-            size = len(block)
-            places[r] = at
-            memcpy(base + at, cython.cast(cython.p_char, block), size)
-            if r:
-                moves = wire[1]
-                _move(base + at, size, moves, at)
-                moves = wire[2]
-                _move(base + at, size, moves, zone)
-            at += size
-        for r in range(n):  # additional: each one's ranking TXT record, then its glue
-            wire = wires_[r]
-            if r == 0:
-                owner = first_[2]
-                tail = first_[5]
-            else:
-                owner = wire[3]
-                owner = zone if owner < 0 else places[r] + owner
-                tail = wire[5]
-            if owner < 0 or owner > MAX_POINTER:
-                raise ValueError(f"a TXT owner at {owner}: beyond a pointer's reach")
-            head = heads_[r + 1]
-            number = scores[r]
-            rdlength = len(head) + 7 + len(number) + cython.cast(cython.Py_ssize_t, wire[4])
-            if rdlength > 0xFFFF:
-                raise ValueError(f"a ranking TXT record of {rdlength} octets")
-            base[at] = 0xC0 | owner >> 8
-            base[at + 1] = owner & 0xFF
-            base[at + 2] = 0  # type TXT, class IN, TTL 0 (a ranking depends on the intent)
-            base[at + 3] = 16
-            base[at + 4] = 0
-            base[at + 5] = 1
-            memset(base + at + 6, 0, 4)
-            base[at + 10] = rdlength >> 8
-            base[at + 11] = rdlength & 0xFF
-            at += 12
-            memcpy(base + at, cython.cast(cython.p_char, head), len(head))
-            at += len(head)
-            base[at] = 6 + len(number)
-            memcpy(base + at + 1, b"score=", 6)
-            memcpy(base + at + 7, cython.cast(cython.p_char, number), len(number))
-            at += 7 + len(number)
-            memcpy(base + at, cython.cast(cython.p_char, tail), len(tail))
-            if r:
-                moves = wire[6]
-                _move(base + at, len(tail), moves, places[r])
-                moves = wire[7]
-                _move(base + at, len(tail), moves, zone)
-            at += len(tail)
-    except BaseException:
-        del out[start:]
-        raise
-    return 0, authority, additional
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
-@cython.locals(n=cython.Py_ssize_t, r=cython.Py_ssize_t, start=cython.Py_ssize_t, total=cython.Py_ssize_t,
-               at=cython.Py_ssize_t, rdlength=cython.Py_ssize_t, base=cython.p_uchar, head=bytes, number=bytes,
-               owner_=bytes, srv_head=bytes, srv=bytes, prefix=bytes, label=bytes, tail=bytes, rest=bytes,
-               chain=tuple, link=tuple, wire=tuple, wires_=list, chosen_=list, heads_=list, short=cython.bint,
-               which=cython.Py_ssize_t, j=cython.Py_ssize_t, pointed=cython.bint, written=cython.Py_ssize_t[256])
-def answer(out, owner, wires, chosen, heads, brief):
-    """Append to the bytearray *out* (a reply up to its answer's head: the CNAME from a cursor name,
-    if any, and the first SRV record's owner) an answer's records: the chosen tools' SRV records, the
-    first after the head, each later one after *owner* (the pointer to the first's owner), priority
-    its rank; then each tool's ranking TXT record. What :meth:`tooldns.serving.fastreply.PackedZone.
-    _written_answer` writes from source, the same bytes.
-
-    *wires* are the tools' (:meth:`~tooldns.serving.fastreply.PackedZone._tool_wires`: SRV type, class,
-    TTL and RDATA length; weight, port and target; the TXT owner's own labels, its labels shared with
-    other tools' owners (numbered, below 256: the first time a number is written its place is noted,
-    later ones point there) and its end (a pointer, or the root label); the TXT strings after the score
-    string, whole and *brief*); *chosen* the (tool, score) pairs in rank order; *heads* the TXT RDATA of
-    the format and rank strings, by rank. Returns None, with nothing written, when a score is not a
-    number or its string would exceed a TXT string's 255 octets; ValueError, with *out* as it was, for
-    pieces that do not hold together."""
-    if type(out) is not bytearray or type(wires) is not list or type(chosen) is not list or type(heads) is not list:
-        raise TypeError("answer(bytearray, bytes, list, list, list, bool)")
-    owner_, wires_, chosen_, heads_, short = owner, wires, chosen, heads, brief
-    n = len(wires_)
-    if n == 0 or n != len(chosen_) or n >= len(heads_) or n > 255 or len(owner_) != 2:
-        raise ValueError(f"an answer of {n} tools, {len(chosen_)} scores, {len(heads_)} rank heads")
-    start = len(out)
-    scores = []
-    total = 0  # at most: shared labels counted whole, though a pointer may stand for them
-    for r in range(n):
-        wire = wires_[r]
-        if len(wire) < 7:
-            raise ValueError("a tool's wire tuple holds 7 items")
-        if chosen_[r][1] is None:
-            return None
-        number = _score(chosen_[r])
-        if len(number) + 6 > 255:
-            return None
-        scores.append(number)
-        srv_head = wire[0]
-        srv = wire[1]
-        prefix = wire[2]
-        chain = wire[3]
-        tail = wire[4]
-        rest = wire[6] if short else wire[5]
-        head = heads_[r + 1]
-        if len(srv_head) != 10:
-            raise ValueError("an SRV record's head is its type, class, TTL and RDATA length")
-        total += (2 if r else 0) + 12 + len(srv) + len(prefix) + len(tail) + 10 + len(head) + 7 + len(number) + len(rest)
-        for j in range(len(chain)):
-            link = chain[j]
-            label = link[1]
-            total += max(len(label), 2)
-    for j in range(256):
-        written[j] = -1
     PyByteArray_Resize(out, start + total)
     base = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out))
     at = start
     try:
+        for r in range(n):  # authority: each candidate's block, where it falls
+            wire = wires_[r]
+            block = first_[0] if r == 0 else wire[0]
+            places[r] = at
+            memcpy(base + at, cython.cast(cython.p_char, block), len(block))
+            if r:
+                _move(base + at, len(block), wire[1], at)
+                _move(base + at, len(block), wire[2], zone)
+            at += len(block)
+        for r in range(n):  # additional: each one's ranking TXT record, then its glue
+            wire = wires_[r]
+            owner = first_[2] if r == 0 else zone if wire[3] < 0 else places[r] + wire[3]
+            block = first_[5] if r == 0 else wire[5]
+            at = _txt(base, at, owner, heads_[r + 1], scores[r], block, wire[4])
+            if r:
+                _move(base + at - len(block), len(block), wire[6], places[r])
+                _move(base + at - len(block), len(block), wire[7], zone)
+    except BaseException:
+        del out[start:]
+        raise
+    return 0, sum([wire[8] for wire in wires_]), sum([wire[9] for wire in wires_])
+
+
+@cython.cfunc
+@cython.returns(cython.Py_ssize_t)
+@cython.exceptval(-1)
+@cython.locals(base=cython.p_uchar, at=cython.Py_ssize_t, chain=tuple, tail=bytes, written=cython.p_Py_ssize_t,
+               which=cython.Py_ssize_t, label=bytes, j=cython.Py_ssize_t)
+def _shared(base, at, chain, tail, written):
+    """Write at *base* + *at* the labels of a TXT owner that other tools' owners end with too (*chain*:
+    numbered labels), a pointer to where an earlier one wrote the first it did (*written*: per number,
+    where, or -1), else they and *tail*; where the name ends."""
+    for j in range(len(chain)):
+        which = chain[j][0]
+        label = chain[j][1]
+        if which < 0 or which > 255:
+            raise ValueError(f"a shared suffix numbered {which}")
+        if written[which] >= 0:
+            base[at] = 0xC0 | written[which] >> 8
+            base[at + 1] = written[which] & 0xFF
+            return at + 2
+        if at <= MAX_POINTER:
+            written[which] = at
+        memcpy(base + at, cython.cast(cython.p_char, label), len(label))
+        at += len(label)
+    memcpy(base + at, cython.cast(cython.p_char, tail), len(tail))
+    return at + len(tail)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(n=cython.Py_ssize_t, r=cython.Py_ssize_t, j=cython.Py_ssize_t, start=cython.Py_ssize_t,
+               total=cython.Py_ssize_t, at=cython.Py_ssize_t, base=cython.p_uchar, owner_=bytes, srv=bytes,
+               prefix=bytes, wire=tuple, wires_=list, chosen_=list, heads_=list, short=cython.bint, scores=list,
+               written=cython.Py_ssize_t[256])
+def answer(out, owner, wires, chosen, heads, brief):
+    """Append to the bytearray *out* (a reply up to its answer's head: the CNAME from a cursor name, if
+    any, and the first SRV record's owner) an answer's records: the chosen tools' SRV records (each
+    after the first after *owner*, the pointer to the first's owner; priority its rank), then each
+    tool's ranking TXT record. The bytes :meth:`tooldns.serving.fastreply.PackedZone._written_answer`
+    writes from source.
+
+    *wires*: the tools' (:meth:`~tooldns.serving.fastreply.PackedZone._tool_wires`: SRV type, class,
+    TTL and RDATA length; weight, port and target; the TXT owner's own labels, its labels shared with
+    other tools' owners, numbered below 256, and its end; the TXT strings after the score string, whole
+    and *brief*); *chosen*: the (tool, score) pairs in rank order; *heads*: the format and rank strings
+    by rank. Returns None, with nothing written, when a score is no number or its string would not fit;
+    ValueError, with *out* as it was, for pieces that do not hold together."""
+    wires_, chosen_, heads_ = _checked(out, wires, chosen, heads, 7)
+    owner_, short, n, start = owner, brief, len(wires_), len(out)
+    scores = _scores(chosen_)
+    if scores is None:
+        return None
+    if len(owner_) != 2:
+        raise ValueError("the SRV records' owner is a pointer")
+    total = 0  # at most: shared labels counted whole, though a pointer may stand for them
+    for r in range(n):
+        wire = wires_[r]
+        if len(wire[0]) != 10:
+            raise ValueError("an SRV record's head is its type, class, TTL and RDATA length")
+        total += 24 + len(wire[1]) + len(wire[2]) + len(wire[4]) + len(heads_[r + 1]) + 7 + len(scores[r])
+        total += len(wire[6] if short else wire[5]) + sum([len(link[1]) for link in wire[3]])
+    PyByteArray_Resize(out, start + total)
+    base = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out))
+    at = start
+    for j in range(256):
+        written[j] = -1
+    try:
         for r in range(n):  # the SRV records: priority = rank
             wire = wires_[r]
-            srv_head = wire[0]
-            srv = wire[1]
             if r:
                 memcpy(base + at, cython.cast(cython.p_char, owner_), 2)
                 at += 2
-            memcpy(base + at, cython.cast(cython.p_char, srv_head), 10)
-            base[at + 10] = 0
-            base[at + 11] = r + 1
-            memcpy(base + at + 12, cython.cast(cython.p_char, srv), len(srv))
-            at += 12 + len(srv)
+            srv = wire[0] + b"\0" + bytes([r + 1]) + wire[1]
+            memcpy(base + at, cython.cast(cython.p_char, srv), len(srv))
+            at += len(srv)
         for r in range(n):  # each tool's ranking TXT record
             wire = wires_[r]
             prefix = wire[2]
-            chain = wire[3]
-            tail = wire[4]
-            rest = wire[6] if short else wire[5]
             memcpy(base + at, cython.cast(cython.p_char, prefix), len(prefix))
-            at += len(prefix)
-            pointed = False
-            for j in range(len(chain)):  # the shared labels: a pointer to where an earlier tool wrote them
-                link = chain[j]
-                which = link[0]
-                label = link[1]
-                if which < 0 or which > 255:
-                    raise ValueError(f"a shared suffix numbered {which}")
-                if written[which] >= 0:
-                    base[at] = 0xC0 | written[which] >> 8
-                    base[at + 1] = written[which] & 0xFF
-                    at += 2
-                    pointed = True
-                    break
-                if at <= MAX_POINTER:
-                    written[which] = at
-                memcpy(base + at, cython.cast(cython.p_char, label), len(label))
-                at += len(label)
-            if not pointed:
-                memcpy(base + at, cython.cast(cython.p_char, tail), len(tail))
-                at += len(tail)
-            head = heads_[r + 1]
-            number = scores[r]
-            rdlength = len(head) + 7 + len(number) + len(rest)
-            if rdlength > 0xFFFF:
-                raise ValueError(f"a ranking TXT record of {rdlength} octets")
-            base[at] = 0  # type TXT, class IN, TTL 0 (a ranking depends on the intent)
-            base[at + 1] = 16
-            base[at + 2] = 0
-            base[at + 3] = 1
-            memset(base + at + 4, 0, 4)
-            base[at + 8] = rdlength >> 8
-            base[at + 9] = rdlength & 0xFF
-            at += 10
-            memcpy(base + at, cython.cast(cython.p_char, head), len(head))
-            at += len(head)
-            base[at] = 6 + len(number)
-            memcpy(base + at + 1, b"score=", 6)
-            memcpy(base + at + 7, cython.cast(cython.p_char, number), len(number))
-            at += 7 + len(number)
-            memcpy(base + at, cython.cast(cython.p_char, rest), len(rest))
-            at += len(rest)
+            at = _shared(base, at + len(prefix), wire[3], wire[4], cython.address(written[0]))
+            prefix = wire[6] if short else wire[5]
+            at = _txt(base, at, -1, heads_[r + 1], scores[r], prefix, len(prefix))
     except BaseException:
         del out[start:]
         raise
