@@ -239,7 +239,18 @@ def referral(out, first, wires, chosen, heads):
     except BaseException:
         del out[start:]
         raise
-    return 0, sum([wire[8] for wire in wires_]), sum([wire[9] for wire in wires_])
+    return 0, _count(wires_, 8), _count(wires_, 9)
+
+
+@cython.cfunc
+@cython.locals(wires=list, which=cython.Py_ssize_t, r=cython.Py_ssize_t, total=cython.Py_ssize_t, wire=tuple)
+def _count(wires, which):
+    """The sum of item *which* of each of *wires* (a referral's NS or additional records' counts)."""
+    total = 0
+    for r in range(len(wires)):
+        wire = wires[r]
+        total += cython.cast(cython.Py_ssize_t, wire[which])
+    return total
 
 
 @cython.cfunc
@@ -266,6 +277,20 @@ def _shared(base, at, chain, tail, written):
         at += len(label)
     memcpy(base + at, cython.cast(cython.p_char, tail), len(tail))
     return at + len(tail)
+
+
+@cython.cfunc
+@cython.returns(cython.Py_ssize_t)
+@cython.exceptval(-1)
+@cython.locals(chain=tuple, j=cython.Py_ssize_t, size=cython.Py_ssize_t, link=tuple, label=bytes)
+def _labels(chain):
+    """The octets of the numbered labels of *chain*, all written (:func:`_shared`)."""
+    size = 0
+    for j in range(len(chain)):
+        link = chain[j]
+        label = link[1]
+        size += len(label)
+    return size
 
 
 @cython.boundscheck(False)
@@ -300,7 +325,7 @@ def answer(out, owner, wires, chosen, heads, brief):
         if len(wire[0]) != 10:
             raise ValueError("an SRV record's head is its type, class, TTL and RDATA length")
         total += 24 + len(wire[1]) + len(wire[2]) + len(wire[4]) + len(heads_[r + 1]) + 7 + len(scores[r])
-        total += len(wire[6] if short else wire[5]) + sum([len(link[1]) for link in wire[3]])
+        total += len(wire[6] if short else wire[5]) + _labels(wire[3])
     PyByteArray_Resize(out, start + total)
     base = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out))
     at = start
@@ -312,9 +337,13 @@ def answer(out, owner, wires, chosen, heads, brief):
             if r:
                 memcpy(base + at, cython.cast(cython.p_char, owner_), 2)
                 at += 2
-            srv = wire[0] + b"\0" + bytes([r + 1]) + wire[1]
-            memcpy(base + at, cython.cast(cython.p_char, srv), len(srv))
-            at += len(srv)
+            prefix = wire[0]
+            memcpy(base + at, cython.cast(cython.p_char, prefix), 10)
+            base[at + 10] = 0
+            base[at + 11] = r + 1
+            srv = wire[1]
+            memcpy(base + at + 12, cython.cast(cython.p_char, srv), len(srv))
+            at += 12 + len(srv)
         for r in range(n):  # each tool's ranking TXT record
             wire = wires_[r]
             prefix = wire[2]

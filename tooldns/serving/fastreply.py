@@ -610,8 +610,7 @@ class PackedZone:
         return first, places
 
     def _answer(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
-        pieces = [self.tools.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
-        if None in pieces or not pieces:  # no tools: no SRV owner to write (the full path answers)
+        if not ranked.chosen:  # no tools: no SRV owner to write (the full path answers)
             return None
         if qname != route.key:  # mixed case: names compare octet by octet, as dnslib compresses them
             head = self._answer_head(len(out), qname, route)
@@ -635,6 +634,9 @@ class PackedZone:
                 else:
                     self._written_answer(out, owner, chosen, ranked)
                 return (route.cname is not None) + len(chosen), 0, len(chosen)
+        pieces = [self.tools.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
+        if None in pieces:
+            return None
         out += block
         seen = known.copy()  # names point into the question, the CNAME and the first SRV owner too
         for priority, (srv_head, srv, _, _, _) in enumerate(pieces, 1):  # priority = rank
