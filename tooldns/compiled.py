@@ -45,7 +45,8 @@ MODULES = (
 
 #: modules that run compiled only: imported from their source they raise ImportError, and what calls
 #: them does the same work its own way (:mod:`tooldns.scoring.sums`: C loops, or numpy;
-#: :mod:`tooldns.serving.blocks`: a copy and a few additions, or sums of big numbers;
+#: :mod:`tooldns.serving.blocks`: a copy and a few additions, or sums of big numbers, and whole
+#: referrals and answers, or Python loops;
 #: :mod:`tooldns.scoring.wordtable`: words looked up in C, or a dict; :mod:`tooldns.serving.plainquery`
 #: and :mod:`tooldns.serving.plainintent`: a query and its intent read with C integers, or Python's)
 COMPILED_ONLY = ("tooldns.scoring.sums", "tooldns.scoring.wordtable", "tooldns.serving.blocks",
