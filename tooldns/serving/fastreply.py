@@ -688,11 +688,12 @@ class PackedZone:
                     break
                 if suffix in numbers:
                     chain.append((numbers[suffix], label))
-                elif chain:  # a label of its own after a shared one: the shared one ends with it
-                    raise AssertionError("a suffix of a shared suffix is shared")
+                elif chain:  # a label of its own after a shared one, which cannot be: packed name by name
+                    piece = None
+                    break
                 else:
                     prefix += label
-            wires.append((srv_head, srv, prefix, tuple(chain), tail, strings, short))
+            wires.append(piece and (srv_head, srv, prefix, tuple(chain), tail, strings, short))
         return wires
 
     @staticmethod
