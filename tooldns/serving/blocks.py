@@ -38,11 +38,7 @@ def offsets(fields) -> bytes:
     return array("H", fields).tobytes()
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-@cython.locals(start=cython.Py_ssize_t, size=cython.Py_ssize_t, count=cython.Py_ssize_t, j=cython.Py_ssize_t,
-               field=cython.Py_ssize_t, base=cython.p_uchar, fields=cython.p_ushort, value=cython.long,
-               by=cython.long, at=cython.long, zone=cython.long, which=cython.int, moves=bytes)
+@cython.locals(start=cython.Py_ssize_t, at=cython.long, zone=cython.long)
 def put(out, block, relative, to_zone, at, zone) -> None:
     """Append *block* to the bytearray *out*, then add *at* (the offset the block's own pointers are
     relative to: where it, or the block it points into, was written) to each 16-bit field
@@ -53,32 +49,16 @@ def put(out, block, relative, to_zone, at, zone) -> None:
     with *out* as it was."""
     if type(out) is not bytearray or type(block) is not bytes or type(relative) is not bytes or type(to_zone) is not bytes:
         raise TypeError("put(bytearray, bytes, bytes, bytes, int, int)")
-    start = len(out)
-    size = len(block)
     if at < 0 or at > 0x3FFF or zone < 0 or zone > 0x3FFF:
         raise ValueError(f"pointers cannot move by {at} or {zone}: beyond a pointer's reach")
-    for which in range(2):
-        moves = relative if which == 0 else to_zone
-        count = len(moves) // 2
-        fields = cython.cast(cython.p_ushort, cython.cast(cython.p_char, moves))
-        for j in range(count):
-            if fields[j] + 2 > size:
-                raise ValueError(f"a field at {fields[j]} of a block of {size} octets")
+    start = len(out)
     out += block
-    base = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out)) + start
-    for which in range(2):
-        moves = relative if which == 0 else to_zone
-        by = at if which == 0 else zone
-        count = len(moves) // 2
-        fields = cython.cast(cython.p_ushort, cython.cast(cython.p_char, moves))
-        for j in range(count):
-            field = fields[j]
-            value = (base[field] << 8 | base[field + 1]) + by
-            if value > 0xFFFF:
-                del out[start:]
-                raise ValueError(f"a pointer moved by {by} carries out of its field at {field}")
-            base[field] = value >> 8
-            base[field + 1] = value & 0xFF
+    try:
+        _move(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out)) + start, len(block), relative, at)
+        _move(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out)) + start, len(block), to_zone, zone)
+    except ValueError:
+        del out[start:]
+        raise
 
 
 @cython.cfunc
@@ -205,15 +185,17 @@ def referral(out, first, wires, chosen, heads):
     first_ = first
     n, start, zone = len(wires_), len(out), first_[1]
     scores = _scores(chosen_)
+    if scores is None:
+        return None
     reach = start + len(first_[0])
     total = len(first_[0]) + len(first_[5])
     for r in range(n):
         wire = wires_[r]
         reach += len(wire[0])
-        total += 12 + len(heads_[r + 1]) + 7 + (len(scores[r]) if scores is not None else 0)
+        total += 12 + len(heads_[r + 1]) + 7 + len(scores[r])
         if r:
             total += len(wire[0]) + len(wire[5])
-    if scores is None or reach > MAX_POINTER:
+    if reach > MAX_POINTER:
         return None
     PyByteArray_Resize(out, start + total)
     base = cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out))
@@ -297,7 +279,7 @@ def _labels(chain):
 @cython.wraparound(False)
 @cython.locals(n=cython.Py_ssize_t, r=cython.Py_ssize_t, j=cython.Py_ssize_t, start=cython.Py_ssize_t,
                total=cython.Py_ssize_t, at=cython.Py_ssize_t, base=cython.p_uchar, owner_=bytes, srv=bytes,
-               prefix=bytes, wire=tuple, wires_=list, chosen_=list, heads_=list, short=cython.bint, scores=list,
+               srv_head=bytes, prefix=bytes, rest=bytes, wire=tuple, wires_=list, chosen_=list, heads_=list, short=cython.bint, scores=list,
                written=cython.Py_ssize_t[256])
 def answer(out, owner, wires, chosen, heads, brief):
     """Append to the bytearray *out* (a reply up to its answer's head: the CNAME from a cursor name, if
@@ -337,8 +319,8 @@ def answer(out, owner, wires, chosen, heads, brief):
             if r:
                 memcpy(base + at, cython.cast(cython.p_char, owner_), 2)
                 at += 2
-            prefix = wire[0]
-            memcpy(base + at, cython.cast(cython.p_char, prefix), 10)
+            srv_head = wire[0]
+            memcpy(base + at, cython.cast(cython.p_char, srv_head), 10)
             base[at + 10] = 0
             base[at + 11] = r + 1
             srv = wire[1]
@@ -349,8 +331,8 @@ def answer(out, owner, wires, chosen, heads, brief):
             prefix = wire[2]
             memcpy(base + at, cython.cast(cython.p_char, prefix), len(prefix))
             at = _shared(base, at + len(prefix), wire[3], wire[4], cython.address(written[0]))
-            prefix = wire[6] if short else wire[5]
-            at = _txt(base, at, -1, heads_[r + 1], scores[r], prefix, len(prefix))
+            rest = wire[6] if short else wire[5]
+            at = _txt(base, at, -1, heads_[r + 1], scores[r], rest, len(rest))
     except BaseException:
         del out[start:]
         raise
