@@ -318,6 +318,29 @@ def _put_glue(out: bytearray, candidate: _Candidate, owners: list[int]) -> None:
         out += tail
 
 
+def _put_srvs(out: bytearray, owner: bytes, tools: list) -> None:
+    """An answer's SRV records after its head: each tool's (type, class, TTL and RDATA length; then
+    weight, port and target: the first two items of *tools*' tuples), priority its rank, each after the
+    first after *owner* (the pointer to the first one's owner)."""
+    for priority, tool in enumerate(tools, 1):
+        if priority > 1:
+            out += owner
+        out += tool[0]
+        out += _PRIORITIES[priority]
+        out += tool[1]
+
+
+def _put_ranking(out: bytearray, rank: int, score: bytes, rest: bytes) -> None:
+    """A tool's ranking TXT record after its owner: format and rank strings, *score* (its score strings,
+    as TXT RDATA) and *rest* (its other strings)."""
+    head = _RANK_HEADS[rank]
+    out += _TXT_HEAD
+    out += _U16.pack(len(head) + len(score) + len(rest))
+    out += head
+    out += score
+    out += rest
+
+
 def _counts(candidates: list[_Candidate]) -> tuple[int, int, int]:
     """The answer, authority and additional counts of a referral to *candidates* (besides the OPT record)."""
     return 0, sum(len(c.ns) for c in candidates), sum(1 + len(c.glue) for c in candidates)
@@ -639,21 +662,11 @@ class PackedZone:
             return None
         out += block
         seen = known.copy()  # names point into the question, the CNAME and the first SRV owner too
-        for priority, (srv_head, srv, _, _, _) in enumerate(pieces, 1):  # priority = rank
-            if priority > 1:
-                out += owner
-            out += srv_head
-            out += _PRIORITIES[priority]
-            out += srv
+        _put_srvs(out, owner, pieces)
         brief, parts = ranked.brief, ranked.parts
         for rank, ((i, score), (_, _, name, strings, short)) in enumerate(zip(ranked.chosen, pieces), 1):
             _put_name(out, seen, name)
-            txt_head, score, rest = _RANK_HEADS[rank], _score_string(score, parts.get(i)), short if brief else strings
-            out += _TXT_HEAD
-            out += _U16.pack(len(txt_head) + len(score) + len(rest))
-            out += txt_head
-            out += score
-            out += rest
+            _put_ranking(out, rank, _score_string(score, parts.get(i)), short if brief else strings)
         return (route.cname is not None) + len(pieces), 0, len(pieces)
 
     def _tool_wires(self, entries: list, known: dict[bytes, int]) -> list | None:
@@ -700,12 +713,7 @@ class PackedZone:
     def _written_answer(out: bytearray, owner: bytes, wires: list, ranked: Ranked) -> None:
         """An answer's SRV and TXT records from its tools' :meth:`_tool_wires` (scores without parts), after
         its head; compiled, :func:`tooldns.serving.blocks.answer` writes the same bytes in C."""
-        for priority, wire in enumerate(wires, 1):  # priority = rank
-            if priority > 1:
-                out += owner
-            out += wire[0]
-            out += _PRIORITIES[priority]
-            out += wire[1]
+        _put_srvs(out, owner, wires)
         brief, written = ranked.brief, {}
         for rank, ((_, score), (_, _, prefix, chain, tail, strings, short)) in enumerate(zip(ranked.chosen, wires), 1):
             out += prefix
@@ -719,12 +727,7 @@ class PackedZone:
                 out += label
             else:
                 out += tail
-            txt_head, score, rest = _RANK_HEADS[rank], _score_string(score), short if brief else strings
-            out += _TXT_HEAD
-            out += _U16.pack(len(txt_head) + len(score) + len(rest))
-            out += txt_head
-            out += score
-            out += rest
+            _put_ranking(out, rank, _score_string(score), short if brief else strings)
 
     @staticmethod
     def _answer_head(start: int, qname: bytes, route: Route) -> tuple[bytes, dict[bytes, int], bytes | None]:
