@@ -55,19 +55,21 @@ def test_put_refuses_what_it_cannot_write_and_leaves_the_reply_as_it_was(args, e
     assert bytes(out) == kept
 
 
-def _root_zone():
+def _zone(file: str, name: bytes):
+    """The shipped zone of *file* packed, the route of its question *name*, and its tools (any, TCP)."""
     from tooldns.serving.fastreply import PackedZone
     from tooldns.serving.index import ZoneIndex
     from tooldns.zone.zonefile import load_zone
 
     from conftest import ZONES
 
-    packed = PackedZone(ZoneIndex(load_zone(ZONES / "tools.yaml")))
-    route = packed.routes[next(key for key in packed.routes if key.startswith(b"\x04_any\x04_tcp\x06_tools"))]
-    return packed, route
+    index = ZoneIndex(load_zone(ZONES / file))
+    packed = PackedZone(index)
+    tools = index.tool_candidates.get(("any", "tcp"))
+    return packed, packed.routes[next(key for key in packed.routes if key.startswith(name))], tools and tools.entries
 
 
-ROOT = _root_zone()
+ROOT = _zone("tools.yaml", b"\x04_any\x04_tcp\x06_tools")[:2]
 #: scores of any size a TXT string holds ("score=" and 201 digits and more at 1e200; 1e300 does not fit)
 SCORES = st.one_of(st.floats(0, 1e6), st.floats(-1e200, 1e200), st.just(-0.0),
                    st.integers(0, 10**6).map(lambda n: n / 10**4 + 0.00005))  # ties at the fourth decimal
@@ -134,20 +136,7 @@ def test_a_referral_that_does_not_hold_together_leaves_the_reply_as_it_was():
     assert bytes(out) == kept
 
 
-def _leaf_zone():
-    from tooldns.serving.fastreply import PackedZone
-    from tooldns.serving.index import ZoneIndex
-    from tooldns.zone.zonefile import load_zone
-
-    from conftest import ZONES
-
-    index = ZoneIndex(load_zone(ZONES / "forecast.weather.tools.yaml"))
-    packed = PackedZone(index)
-    key = next(key for key in packed.routes if key.startswith(b"\x04_any\x04_tcp\x08forecast"))
-    return packed, packed.routes[key], index.tool_candidates[("any", "tcp")].entries
-
-
-LEAF = _leaf_zone()
+LEAF = _zone("forecast.weather.tools.yaml", b"\x04_any\x04_tcp\x08forecast")
 
 
 @settings(max_examples=300, deadline=None)
