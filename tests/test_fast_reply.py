@@ -466,15 +466,16 @@ def test_a_first_referral_to_new_children_is_written_from_their_templates(monkey
 def test_referral_layouts_serve_other_scores_and_stay_within_budget(monkeypatch):
     """A referral's layout (everything but its scores) is made on the second referral to the same
     children in the same order under the same question name (the first is written from the children's
-    templates, or record by record)
-    and packs later ones with their own scores; past the process's budget every zone's layouts are
-    forgotten and made again. Every reply stays the reference bytes."""
+    templates, or record by record) and packs later ones with their own scores; past the process's
+    budget every zone's layouts are forgotten and made again. Compiled, a question in lower case is
+    written whole in C every time, and keeps no layout. Every reply stays the reference bytes."""
     from tooldns.serving import fastreply
 
     root = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
     resolver = ZoneResolver(StaticSource(root))
+    mixed = "_aNy._tcp._TOOLS."
 
-    def ask(intent: str, name: str = "_any._tcp._tools.", k: int = 1) -> bytes:
+    def ask(intent: str, name: str = mixed, k: int = 1) -> bytes:
         data = _query(name, "SRV", intent, k, 1232, False)
         fast = resolver.fast_answer(data, True)
         assert fast is not None and fast == _reference(resolver, data, True)
@@ -486,8 +487,11 @@ def test_referral_layouts_serve_other_scores_and_stay_within_budget(monkeypatch)
     (key, layout), = layouts.items()  # the same child each time, with another score
     assert key[1] == (0,) and len(layout) == 3 and layout[2] == (0, 1, 2)
     assert all(b"weather" in r for r in replies) and len(set(replies)) == 3
-    ask("weather rain", name="_aNy._tcp._TOOLS.")  # another question name: its own layout
+    ask("weather rain", name="_ANY._tcp._tools.")  # another question name: its own layout
     assert len(layouts) == 2
+    for _ in range(2):
+        ask("weather rain", name="_any._tcp._tools.")
+    assert len(layouts) == (2 if fastreply.put_referral is not None else 3)
     monkeypatch.setattr(fastreply.LAYOUTS, "limit", 3)
     monkeypatch.setattr(fastreply.LAYOUTS, "spent", len(layouts))
     for intent in INTENTS:

@@ -480,11 +480,19 @@ class PackedZone:
         record and glue, whose owners (a child's name, its name servers' names) were written in the
         authority section: one pointer each, whatever the scores.
 
-        The first referral to the same candidates in the same order under the same question name is
-        packed record by record; from the second on, everything but the scores comes from the
-        referral's :class:`_Layout`, made then (a zone of many children seldom refers to the same
-        ones twice: its referrals never pay for a layout that would not be used)."""
+        Compiled, a question in lower case is written whole in C from the candidates' templates
+        (:func:`tooldns.serving.blocks.referral`), which costs no more than a kept layout would: no
+        layout is looked up or kept for it. Otherwise the first referral to the same candidates in
+        the same order under the same question name is packed record by record; from the second
+        on, everything but the scores comes from the referral's :class:`_Layout`, made then (a zone
+        of many children seldom refers to the same ones twice: its referrals never pay for a layout
+        that would not be used)."""
         chosen = ranked.chosen
+        if put_referral is not None and qname == route.key and ranked.entries is self.entries:
+            by_index = self.by_index
+            counts = self._templated(out, route, chosen, [by_index[i] for i, _ in chosen])
+            if counts is not None:
+                return counts
         key = (qname, tuple(map(_FIRST, chosen)))
         layout = self._layouts.get(key)
         if layout is None or layout is _ONCE:
