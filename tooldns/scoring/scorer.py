@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from ..protocol.vector import Vector
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Ranking:
     """What a scorer returns: (index, score) pairs best first, and how it got them."""
 
@@ -43,6 +43,14 @@ class Ranking:
     #: per returned index, the parts a fused score was made of: (BM25 score, cosine or None), so
     #: that a client can fuse scores from several zones again (:mod:`tooldns.scoring.hybrid`)
     parts: dict[int, tuple[float, float | None]] | None = None
+
+    def __init__(self, items, scorer="bm25", fallback=False, parts=None) -> None:
+        # written here rather than by dataclass (whose __init__ runs interpreted): compiled, as
+        # every query a zone ranks makes one
+        self.items = items
+        self.scorer = scorer
+        self.fallback = fallback
+        self.parts = parts
 
 
 class Scorer(ABC):

@@ -107,6 +107,9 @@ class ZoneIndex:
         self.origin = zone.origin
         self.origin_label = DNSLabel(zone.origin)
         self.ttl = zone.ttl
+        settings = zone.settings
+        #: what every intent search here reads of the zone's settings: (max_k, prune_ratio, intent_ttl)
+        self.search_settings = (settings.max_k, settings.prune_ratio, settings.intent_ttl)
         self.records: dict[str, dict[int, list[RR]]] = {}
         self.ents: set[str] = set()
         #: the owner of the summary this zone publishes (:meth:`published_rr`)

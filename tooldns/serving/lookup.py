@@ -43,7 +43,6 @@ from ..protocol.meta import FLAG_FALLBACK, FLAG_PRUNED, FLAG_TRIMMED, FLAG_VECTO
 from ..protocol.vector import Vector
 from ..protocol.txt import FORMAT
 from ..scoring.scorer import Ranking
-from ..zone.model import Zone
 
 
 class Kind(Enum):
@@ -66,7 +65,7 @@ class Result:
     ede: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Ranked:
     """An intent search decided but not built: which children (a referral) or tools (an answer), best first."""
 
@@ -81,6 +80,15 @@ class Ranked:
     meta: tuple[int, int, str] | None
     #: tools' ranking TXT records without their descriptions (the query's brief option)
     brief: bool = False
+
+    def __init__(self, kind, entries, chosen, parts, meta, brief=False) -> None:
+        # written here rather than by dataclass (whose __init__ runs interpreted): every search makes one
+        self.kind = kind
+        self.entries = entries
+        self.chosen = chosen
+        self.parts = parts
+        self.meta = meta
+        self.brief = brief
 
     def trimmed(self, n: int) -> "Ranked":
         """The same answer keeping its best *n* tools, its meta saying so (the fit option)."""
@@ -240,7 +248,7 @@ def _delegation(ix: ZoneIndex, child) -> Result:
     return Result(Kind.REFERRAL, authority=list(ix.child_ns[child.name]), additional=list(ix.child_glue[child.name]))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class _Asked:
     """An intent with the vector this zone ranks it with, and whether the query's own went unused."""
 
@@ -248,6 +256,13 @@ class _Asked:
     vector: Vector | None
     vector_ignored: bool
     embed_failed: bool
+
+    def __init__(self, intent, vector, vector_ignored, embed_failed) -> None:
+        # written here rather than by dataclass (whose __init__ runs interpreted): every search makes one
+        self.intent = intent
+        self.vector = vector
+        self.vector_ignored = vector_ignored
+        self.embed_failed = embed_failed
 
     @classmethod
     def of(cls, ix: ZoneIndex, intent: Intent | None, sent: Vector | None) -> "_Asked | None":
@@ -257,14 +272,12 @@ class _Asked:
             return cls(intent, None, False, False)
         return cls(intent, *ix.intent_vector(intent.text, sent))
 
-    def rank(self, scorer, k: int) -> Ranking:
-        return scorer.rank(self.intent.text, k, self.vector)
 
-
-def _meta(ix: ZoneIndex, ranking: Ranking, pruned: bool, asked: _Asked) -> tuple[int, int, str]:
+def _meta(ttl: int, ranking: Ranking, pruned: bool, asked: _Asked) -> tuple[int, int, str]:
+    """The meta option's content for *ranking* of *asked*, cached for *ttl* (the zone's intent_ttl)."""
     flags = ((FLAG_FALLBACK if ranking.fallback or asked.embed_failed else 0) | (FLAG_PRUNED if pruned else 0)
              | (FLAG_VECTOR_IGNORED if asked.vector_ignored else 0))
-    return flags, ix.zone.settings.intent_ttl, ranking.scorer
+    return flags, ttl, ranking.scorer
 
 
 def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, asked: _Asked | None) -> Result:
@@ -280,19 +293,21 @@ def _search(ix: ZoneIndex, cur: names.Cursor, qtype: int, asked: _Asked | None) 
 
 def _rank_children(ix: ZoneIndex, cur: names.Cursor, asked: _Asked | None) -> Ranked:
     """The best children for *asked* (all of them, in zone-file order, without an intent)."""
-    zone: Zone = ix.zone
-    has_service = (cur.service, cur.transport) in ix.tools
-    entries = ix.child_candidates.entries
+    candidates = ix.child_candidates
+    entries = candidates.entries
     # "self" stands for this zone's tools; useless when it has none of the asked service.
     if asked is None:
+        has_service = (cur.service, cur.transport) in ix.tools
         chosen = [(i, None) for i, e in enumerate(entries) if has_service or e is not SELF]
         return Ranked(Kind.REFERRAL, entries, chosen, {}, None)
-    k = min(asked.intent.k, zone.settings.max_k)
-    ranking = asked.rank(ix.child_candidates.scorer, k + 1)
-    if not has_service and ix.child_candidates.has_self:
+    max_k, prune_ratio, ttl = ix.search_settings
+    intent = asked.intent
+    k = intent.k if intent.k < max_k else max_k
+    ranking = candidates.scorer.rank(intent.text, k + 1, asked.vector)
+    if candidates.has_self and (cur.service, cur.transport) not in ix.tools:
         ranking.items = [(i, s) for i, s in ranking.items if entries[i] is not SELF]
-    chosen, pruned = select(ranking, k, zone.settings.prune_ratio)
-    return Ranked(Kind.REFERRAL, entries, chosen, {}, _meta(ix, ranking, pruned, asked))
+    chosen, pruned = select(ranking, k, prune_ratio)
+    return Ranked(Kind.REFERRAL, entries, chosen, {}, _meta(ttl, ranking, pruned, asked))
 
 
 def candidate_records(ix: ZoneIndex, entry) -> tuple[list, DNSLabel, list[bytes], list]:
@@ -334,11 +349,13 @@ def _tools(ix: ZoneIndex, owner: str, cur: names.Cursor, qtype: int, asked: _Ask
 
 def _rank_tools(ix: ZoneIndex, candidates, asked: _Asked) -> Ranked:
     """The best tools of *candidates* for *asked*."""
-    k = min(asked.intent.k, ix.zone.settings.max_k)
-    ranking = asked.rank(candidates.scorer, k)
-    chosen, pruned = select(ranking, k, ix.zone.settings.prune_ratio)
-    return Ranked(Kind.ANSWER, candidates.entries, chosen, ranking.parts or {}, _meta(ix, ranking, pruned, asked),
-                  asked.intent.brief)
+    max_k, prune_ratio, ttl = ix.search_settings
+    intent = asked.intent
+    k = intent.k if intent.k < max_k else max_k
+    ranking = candidates.scorer.rank(intent.text, k, asked.vector)
+    chosen, pruned = select(ranking, k, prune_ratio)
+    return Ranked(Kind.ANSWER, candidates.entries, chosen, ranking.parts or {}, _meta(ttl, ranking, pruned, asked),
+                  intent.brief)
 
 
 def _answer(ix: ZoneIndex, owner: str, ranked: Ranked, answer: list) -> Result:
