@@ -190,15 +190,20 @@ class _WordLists(Store):
 
 class _Posting(list):
     """One term's postings, (document, weight) pairs by document. What many-postings sums read of it
-    (:meth:`BM25._scores_many`) is kept on it, an instance attribute once made: :attr:`row`, its row
-    in its index's :class:`_Rows` (-1 before); :attr:`arrays`, the same pairs as numpy arrays
-    (documents, weights), for an index of more than :data:`DENSE_DOCS` documents."""
+    is kept on it once made, in slots (read on every query that holds the term: a slot is found in
+    the type, where an instance attribute takes a dict lookup more): :attr:`row`, its row in its
+    index's :class:`_Rows` (-1 before); :attr:`arrays`, the same pairs as numpy arrays (documents,
+    weights), for an index of more than :data:`DENSE_DOCS` documents (:meth:`BM25._scores_many`);
+    :attr:`packed`, its documents and weights as C ints and doubles (two bytes objects), made by
+    the compiled :func:`~tooldns.scoring.sums.best_sums` when it first adds this list."""
 
-    row = -1
-    arrays: tuple | None = None
-    #: its documents and weights as C ints and doubles (two bytes objects), made by the compiled
-    #: :func:`~tooldns.scoring.sums.best_sums` when it first adds this list
-    packed: tuple | None = None
+    __slots__ = ("row", "arrays", "packed")
+
+    def __init__(self, pairs=()) -> None:
+        super().__init__(pairs)
+        self.row = -1
+        self.arrays: tuple | None = None
+        self.packed: tuple | None = None
 
     def make_arrays(self) -> tuple:
         import numpy as np
