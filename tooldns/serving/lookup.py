@@ -129,6 +129,8 @@ def select(ranking: Ranking, k: int, prune_ratio: float) -> tuple[list[tuple[int
     if not items or items[0][1] <= 0:
         return items, False
     floor = max(prune_ratio * items[0][1], 1e-12)
+    if items[-1][1] >= floor:  # nothing to drop (scores come best first): the items themselves
+        return items, False
     kept = [(i, s) for i, s in items if s >= floor]
     return kept, len(kept) < len(items)
 
@@ -229,7 +231,9 @@ def ranked(ix: ZoneIndex, cur: names.Cursor, qtype: int, intent: Intent | None,
     if intent is None:
         return None
     if not cur.expanded and ix.child_candidates is not None:
-        return _rank_children(ix, cur, _Asked.of(ix, intent, vector))
+        asked = _Asked(intent, None, False, False) if vector is None and ix.intent_embeddings is None else \
+            _Asked.of(ix, intent, vector)  # most zones: nothing to embed or compare
+        return _rank_children(ix, cur, asked)
     candidates = ix.tool_candidates.get((cur.service, cur.transport))
     if candidates is None or qtype not in _TOOL_TYPES:
         return None
