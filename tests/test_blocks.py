@@ -178,3 +178,19 @@ def test_an_answer_that_does_not_hold_together_leaves_the_reply_as_it_was():
         with pytest.raises(ValueError):
             blocks.answer(out, args[0], args[1], args[2], _RANK_HEADS, False)
         assert out == bytearray(b"head")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.one_of(st.floats(), st.floats(-1e6, 1e6), st.integers(-10**12, 10**12),
+                 st.builds(lambda m, j: m / 2 ** j, st.integers(-10**9, 10**9), st.integers(0, 24))))
+def test_scores_are_written_as_percent_4f_writes_them(score):
+    """The score strings' numbers, written by integer arithmetic below 2^49 and by CPython above (and
+    for infinities and NaN): ``b"%.4f" % score`` octet for octet, halves rounded to even (m / 2^j
+    draws exact halves of the fourth decimal), -0.0 and negatives that round to zero with their sign."""
+    assert blocks.fixed4(score) == b"%.4f" % score
+
+
+@pytest.mark.parametrize("score", [0.0, -0.0, 0.03125, -0.03125, 0.00015, 5e-324, -1e-9, 2.0 ** 49 - 0.5,
+                                   2.0 ** 49, -(2.0 ** 49), 99999.99995, float("inf"), float("nan")])
+def test_score_corner_cases_are_written_as_percent_4f_writes_them(score):
+    assert blocks.fixed4(score) == b"%.4f" % score
