@@ -7,11 +7,13 @@ it once per zone index (names as labels, record heads, fixed RDATA, the TXT stri
 ``rank=`` and ``score=``) and :meth:`PackedZone.pack` joins header, question, records and OPT
 record for one :class:`~tooldns.serving.lookup.Ranked` result. A referral to children never
 referred to together before is written from each child's records packed once as a template, its
-compression pointers moved to where the child falls by one sum (:func:`_template`); a referral's
-whole layout, all but its score strings, is kept once made the second time, per question name and
-chosen children in their order (a zone of a few children refers to few such sets; all zones of a
-process keep at most :data:`LAYOUTS`), so that a repeated referral is its scores written between
-fixed bytes; likewise an answer's head (the CNAME from a cursor name, the SRV records' owner), per
+compression pointers moved to where the child falls by one sum (:func:`_template`), or, compiled,
+the whole referral in one C call (:func:`tooldns.serving.blocks.referral`). Where that C call does
+not serve (running from source, or a question in mixed case), a referral's whole layout, all but its
+score strings, is kept once made the second time, per question name and chosen children in their
+order (a zone of a few children refers to few such sets; all zones of a process keep at most
+:data:`LAYOUTS`), so that a repeated referral is its scores written between fixed bytes; likewise
+an answer's head (the CNAME from a cursor name, the SRV records' owner), per
 question name. The decision is
 :func:`tooldns.serving.lookup.ranked`'s, the one :func:`~tooldns.serving.lookup.lookup` builds
 dnslib records from; every other query (errors, names that are no search, queries without an
