@@ -9,7 +9,7 @@ source, :mod:`~tooldns.serving.fastreply` does that with one sum of big numbers 
 hundred octets (``int.to_bytes`` writes octet by octet); here it is a copy and a few additions.
 :func:`referral` writes a whole first referral so, and :func:`answer` a leaf's answer: every candidate's NS records, then its ranking TXT
 record (rank and score strings between its packed pieces) and glue, the scores formatted as
-``b"score=%.4f"`` formats them: below 2^49 by exact integer arithmetic (:func:`_fixed4`, a fifth of
+``b"score=%.4f"`` formats them: below 2^49 by exact integer arithmetic (:func:`_fixed4`, about a quarter of
 what CPython's ``PyOS_double_to_string`` costs), above by that function.
 
 This module runs compiled only (``setup.py`` compiles it with the others, :mod:`tooldns.compiled`);
