@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,10 +66,20 @@ def start_servers(zones: str, port: int, answer_cache: int = 4096, extra: list[s
         lines.append(line)
         match = re.search(r"root zone on (\S+):(\d+);", line)
         if match:
+            # read what the servers log from now on: a pipe nobody reads fills (64 KiB) and then stops them at
+            # their next log line (a zone of 703 children without their files logs that much at once)
+            proc.log_tail = collections.deque(lines[-50:], maxlen=50)
+            threading.Thread(target=_drain, args=(proc.stdout, proc.log_tail), daemon=True).start()
             return proc, (match.group(1), int(match.group(2)))
         if not line:
             proc.wait(10)
             raise SystemExit("servers did not start:\n" + "".join(lines[-20:]))
+
+
+def _drain(stream, tail: collections.deque) -> None:
+    """Read *stream* to its end, keeping its last lines in *tail*."""
+    for line in stream:
+        tail.append(line)
 
 
 def stop_servers(proc: subprocess.Popen) -> None:

@@ -250,3 +250,26 @@ def test_distinct_intents_are_new_texts_spliced_from_the_given_ones():
     assert distinct_intents(["only one"], 3) == ["only one", "only one 1", "only one 2"]
     long = distinct_intents(["w" * 300 + " " + "v" * 300 + " x y", "a " * 340], 50)
     assert all(len(t.encode()) <= MAX_INTENT for t in long) and len(set(long)) == 50
+
+
+def test_servers_that_log_much_after_starting_keep_running(tmp_path):
+    """start_servers reads what the servers log once they have started: a pipe nobody reads fills at
+    64 KiB and then stops the servers at their next line (a root of 703 children without their zone
+    files logs that much). Here a stand-in (through the *wrapper*) says it started, logs 1 MiB and
+    leaves a file; it gets there only if its output is read."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from benchlib import start_servers, stop_servers
+
+    done = tmp_path / "done"
+    script = ("import sys, pathlib; print('1 zones; root zone on 127.0.0.1:5399; try', flush=True); "
+              "[print('warning: a line of what servers log when zones are missing ' * 2, flush=True) for _ in range(8192)]; "
+              f"pathlib.Path({str(done)!r}).write_text('ok')")
+    proc, address = start_servers(str(tmp_path), 5399, wrapper=[sys.executable, "-c", script])
+    try:
+        assert address == ("127.0.0.1", 5399)
+        proc.wait(120)  # generous: it writes 1 MiB, then the file
+        assert done.read_text() == "ok"
+        assert "a line of what servers log" in proc.log_tail[-1]
+    finally:
+        if proc.poll() is None:
+            stop_servers(proc)
