@@ -69,7 +69,8 @@ def start_servers(zones: str, port: int, answer_cache: int = 4096, extra: list[s
             # read what the servers log from now on: a pipe nobody reads fills (64 KiB) and then stops them at
             # their next log line (a zone of 703 children without their files logs that much at once)
             proc.log_tail = collections.deque(lines[-50:], maxlen=50)
-            threading.Thread(target=_drain, args=(proc.stdout, proc.log_tail), daemon=True).start()
+            proc.log_reader = threading.Thread(target=_drain, args=(proc.stdout, proc.log_tail), daemon=True)
+            proc.log_reader.start()
             return proc, (match.group(1), int(match.group(2)))
         if not line:
             proc.wait(10)

@@ -269,6 +269,7 @@ def test_servers_that_log_much_after_starting_keep_running(tmp_path):
         assert address == ("127.0.0.1", 5399)
         proc.wait(120)  # generous: it writes 1 MiB, then the file
         assert done.read_text() == "ok"
+        proc.log_reader.join(60)  # the reader reaches the end of what it logged
         assert "a line of what servers log" in proc.log_tail[-1]
     finally:
         if proc.poll() is None:
