@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from tooldns.protocol import names
@@ -33,15 +34,28 @@ def _split(values: list[str] | None) -> list[str] | None:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
-def format_table(res: Resolution) -> str:
+#: a table's column is at most this wide; a longer cell ends in "..."
+CELL = 48
+
+
+def _cell(text: str, width: int) -> str:
+    return (text if len(text) <= width else text[:width - 3] + "...").ljust(width)
+
+
+def format_table(res: Resolution, details: bool = False) -> str:
+    """The tools as a table, one a line (with *details*, each tool's description on the line below)."""
     if not res.tools:
         return f"no tools found for {res.intent!r}"
     rows = [("#", "score", "name", "service", "target", "zone", "endpoint")]
     for i, t in enumerate(res.tools, 1):
         score = f"{t.score:.3f}" if t.score is not None else "-"
         rows.append((str(i), score, t.name, t.service, f"{t.target.rstrip('.')}:{t.port}", t.zone, t.endpoint))
-    widths = [min(max(len(r[c]) for r in rows), 48) for c in range(len(rows[0]))]
-    lines = ["  ".join(cell[:w].ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    widths = [min(max(len(r[c]) for r in rows), CELL) for c in range(len(rows[0]))]
+    lines = []
+    for n, r in enumerate(rows):
+        lines.append("  ".join(_cell(printable(cell), w) for cell, w in zip(r, widths)).rstrip())
+        if details and n and res.tools[n - 1].description:
+            lines.append("     " + printable(res.tools[n - 1].description))
     s = res.stats
     lines.append(f";; {s.queries} queries, {s.nodes_visited} zones, {s.bytes_sent + s.bytes_received} bytes, "
                  f"{s.packets} packets, {s.ms:.1f} ms")
@@ -131,8 +145,9 @@ def parse_ks(args, p: argparse.ArgumentParser) -> tuple[int, ...] | None:
     return ks
 
 
-def _print(res, args) -> None:
-    """The resolution on standard output (a table or JSON, with the trace if asked), warnings on standard error."""
+def _print(res, args, unmatched: int = 0) -> None:
+    """The resolution on standard output (a table or JSON, with the trace if asked), warnings and notes
+    (*unmatched* tools left out, an intent shortened) on standard error."""
     if args.json:
         data = res.to_dict()
         if args.trace:
@@ -142,9 +157,15 @@ def _print(res, args) -> None:
     else:
         if args.trace:
             print(format_trace(res))
-        print(format_table(res))
+        print(format_table(res, details=args.details))
     for err in res.errors:
         print(f";; warning: {printable(err)}", file=sys.stderr)
+    if unmatched:
+        print(f";; {unmatched} tool(s) the zones answered with left out: no word of the intent matched them "
+              f"(score 0)", file=sys.stderr)
+    if res.stats.intent_shortened:
+        print(f";; the intent ({res.stats.intent_shortened} bytes) was cut at a word boundary to fit one query "
+              f"(docs/protocol.md)", file=sys.stderr)
 
 
 def _add_dnssec_flags(p: argparse.ArgumentParser) -> None:
@@ -229,14 +250,20 @@ def main(argv: list[str] | None = None) -> int:
     except ResolverError as exc:
         print(f"tooldns-resolve: {printable(str(exc))}", file=sys.stderr)  # may hold a server's EDE text
         return 3
-    _print(res, args)
+    shown = res.matched()  # tools no word of the intent matched are not found ones
+    try:
+        _print(shown, args, unmatched=len(res.tools) - len(shown.tools))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `tooldns-resolve ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0 if shown.tools else 1
     if args.html:
         try:
             write_walk_page(res, args.html)
         except OSError as exc:
             print(f"tooldns-resolve: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
             return 2
-    return 0 if res.tools else 1
+    return 0 if shown.tools else 1
 
 
 if __name__ == "__main__":

@@ -129,7 +129,7 @@ class ToolFinder:
         res = await self.resolver.resolve(intent, k=k if k is not None else self.k, service=service, trust=self.trust,
                                           exclude=self.exclude, leaf_k=self.leaf_k, mode=mode)
         self._learn(res)
-        tools = [t for t in res.tools if t.score is None or t.score > 0]  # all zero: no word matched
+        tools = res.matched().tools  # all zero: no word matched
         if not tools:
             raise ResolverError(_nothing_found(intent, service, mode, res))
         warnings = list(res.errors)

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 
 @dataclass
@@ -101,6 +101,11 @@ class Resolution:
     stats: Stats
     trace: list[Hop]
     errors: list[str] = field(default_factory=list)
+
+    def matched(self) -> "Resolution":
+        """This resolution less the tools that scored 0: a zone asked for K tools answers K, those
+        that no word of the intent matched (BM25 0) last, and when none matched, all at 0."""
+        return replace(self, tools=[t for t in self.tools if t.score is None or t.score > 0])
 
     def to_dict(self) -> dict:
         return {

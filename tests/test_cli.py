@@ -1,6 +1,7 @@
 """The command lines, as users run them: tooldns-resolve and tooldns."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -147,3 +148,41 @@ def test_serve_refuses_numbers_out_of_range(flag, bad, message, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {flag}: must be" in err and message in err and repr(bad) in err
+
+
+def test_resolve_leaves_out_tools_no_word_matched(demo_tree, capsys):
+    """Zones answer K tools however few match, the unmatched at score 0: they are not found ones (exit 1)."""
+    assert resolve_main(["xyzzy qwerty", *at(demo_tree)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "no tools found for 'xyzzy qwerty'"
+    assert "left out: no word of the intent matched them" in captured.err
+    assert resolve_main(["xyzzy qwerty", *at(demo_tree), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["tools"] == []
+    assert resolve_main(["historical weather xyzzy", *at(demo_tree), "--json"]) == 0
+    assert all(t["score"] > 0 for t in json.loads(capsys.readouterr().out)["tools"])
+
+
+def test_resolve_table_shows_details_and_marks_cut_cells(demo_tree, capsys):
+    assert resolve_main(["historical weather Hong Kong", *at(demo_tree), "--details"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    described = [line for line in lines if line.startswith("     ")]
+    assert described and all(len(line.strip()) > 20 for line in described)
+    assert any(line.rstrip().endswith("...") for line in lines[1:] if not line.startswith("     "))  # the HKO endpoints
+    assert resolve_main(["historical weather Hong Kong", *at(demo_tree)]) == 0
+    assert not any(line.startswith("     ") for line in capsys.readouterr().out.splitlines())
+
+
+def test_resolve_says_when_it_shortened_the_intent(demo_tree, capsys):
+    assert resolve_main(["historical weather " * 400, *at(demo_tree)]) == 0
+    assert "was cut at a word boundary to fit one query" in capsys.readouterr().err
+
+
+def test_resolve_into_a_pipe_closed_early_is_no_error(demo_tree):
+    """`tooldns-resolve ... --json | head -1`: the reader stops reading; no traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written: every write meets a closed pipe
+    proc = subprocess.Popen([sys.executable, "-m", "resolver_client", "historical weather Hong Kong", *at(demo_tree),
+                             "--json"], stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    err = proc.communicate(timeout=WAIT_TIMEOUT)[1].decode()
+    assert proc.returncode == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
