@@ -20,7 +20,7 @@ import sys
 from tooldns.protocol import names
 from tooldns.protocol.hygiene import printable
 
-from .exceptions import ResolverError
+from .exceptions import NoServersReachable, ResolverError
 from .modes import GET_IMPORTANT, MODES
 from .resolver import Resolver, seconds, parse_server
 from .results import Resolution
@@ -249,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
                                    top=args.top, leaf_k=args.leaf_k, split=args.split, mode=args.mode)
     except ResolverError as exc:
         print(f"tooldns-resolve: {printable(str(exc))}", file=sys.stderr)  # may hold a server's EDE text
+        if isinstance(exc, NoServersReachable) and "root name server" in str(exc):
+            print(f"tooldns-resolve: is a tree served at {args.root}? ('tooldns serve zones/' serves the shipped one "
+                  f"at 127.0.0.1:5300; --root HOST:PORT names another)", file=sys.stderr)
         return 3
     shown = res.matched()  # tools no word of the intent matched are not found ones
     try:

@@ -81,7 +81,8 @@ def test_resolve_service_and_trust_flags(demo_tree, capsys):
 def test_resolve_errors(capsys):
     port = free_port("127.0.0.1")
     assert resolve_main(["weather", "--root", f"127.0.0.1:{port}", "--timeout", "0.3"]) == 3
-    assert "no usable reply from a root name server" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no usable reply from a root name server" in err and f"is a tree served at 127.0.0.1:{port}?" in err
     with pytest.raises(SystemExit) as info:
         resolve_main(["weather", "--k", "0"])
     assert info.value.code == 2
@@ -186,3 +187,30 @@ def test_resolve_into_a_pipe_closed_early_is_no_error(demo_tree):
     os.close(write)
     err = proc.communicate(timeout=WAIT_TIMEOUT)[1].decode()
     assert proc.returncode == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_check_warns_of_a_delegation_without_its_zone_file(tmp_path, capsys):
+    """A child served elsewhere is no error, but ``check`` says that here it will not answer."""
+    d = copy_tree(ZONES, tmp_path / "z", "127.0.0")
+    (d / "hko.weather.tools.yaml").unlink()
+    assert tooldns_main(["check", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "24 zones" in out and "weather.tools.yaml: delegation to hko.weather.tools. has no zone file here" in out
+
+
+def test_commands_name_a_missing_directory_as_such(tmp_path, capsys):
+    assert tooldns_main(["check", str(tmp_path / "nowhere")]) == 1
+    assert "nowhere: no such file or directory" in capsys.readouterr().err
+    assert tooldns_main(["serve", str(tmp_path / "nowhere"), "--port", "0"]) == 1
+    assert "nowhere: no such directory" in capsys.readouterr().err
+
+
+def test_serve_on_a_port_in_use_says_what_to_do(tmp_path):
+    d = copy_tree(ZONES, tmp_path / "z", fresh_subnet())
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
+        root = next(line for line in (d / "tools.yaml").read_text().splitlines() if "address:" in line).split()[-1]
+        held.bind((root, 0))
+        out = subprocess.run([sys.executable, "-m", "tooldns.cli", "serve", str(d), "--port", str(held.getsockname()[1])],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "Address already in use" in out.stderr and "choose another --port" in out.stderr

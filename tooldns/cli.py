@@ -186,10 +186,17 @@ def _check(args) -> int:
     """Errors exit 1; tool vectors missing or stale (fixed by ``tooldns embed``) and stuffed, injected,
     oversized or unprintable text are warnings (exit 0)."""
     path = Path(args.path)
+    if not path.exists():
+        raise ZoneFileError(f"{path}: no such file or directory")
     if path.is_dir():
         stores = load_tree(path)
-        print(f"{len(stores)} zones, {sum(len(s.zone.tools) for s in stores)} tools: ok")
-        warnings = tree_warnings([ZoneFile(Path(s.path), s.zone) for s in stores], path)
+        placed = sum(len(s.zone.tools) for s in stores)
+        print(f"{len(stores)} zones, {placed} tools placed: ok")
+        origins = {s.zone.origin for s in stores}
+        # a child served elsewhere (an organisation's own server) is not an error, but say so: here it will not answer
+        warnings = [f"{s.path}: delegation to {c.name} has no zone file here: served elsewhere, or it will not answer"
+                    for s in stores for c in s.zone.children if c.name not in origins]
+        warnings += tree_warnings([ZoneFile(Path(s.path), s.zone) for s in stores], path)
         warnings += [w for s in stores for w in content_warnings(s.zone, s.path)]
     else:
         zone = load_zone(path)

@@ -266,7 +266,9 @@ class Tree:
                 await server.start()
             except OSError as exc:
                 what = stores[0].index.origin if len(stores) == 1 else f"{len(stores)} zones ({stores[0].index.origin} ...)"
-                raise OSError(exc.errno, f"cannot serve {what} on {address}:{self.port}: {exc.strerror}") from exc
+                hint = (" (another server holds it, perhaps a tooldns serve still running: stop it, or choose "
+                        "another --port)" if exc.errno == errno.EADDRINUSE else "")
+                raise OSError(exc.errno, f"cannot serve {what} on {address}:{self.port}: {exc.strerror}{hint}") from exc
             self.port = server.port
             self.sockets[address] = server
 

@@ -553,7 +553,8 @@ def zone_files(zonedir: str | os.PathLike) -> list[Path]:
     """The ``*.yaml`` zone files of a directory, sorted; ZoneFileError when there are none."""
     d = Path(zonedir)
     if not d.is_dir():
-        raise ZoneFileError(f"{d}: not a directory of zone files")
+        raise ZoneFileError(f"{d}: no such directory" if not d.exists()
+                            else f"{d}: not a directory of zone files (a directory holding *.yaml zone files is)")
     files = sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
     if not files:
         raise ZoneFileError(f"{d}: no *.yaml zone files")
