@@ -573,7 +573,7 @@ def add_build_command(sub) -> None:
     b.add_argument("services", nargs="+", help="catalog JSON files (same id in two files = one tool)")
     b.add_argument("--out", required=True, help="directory for the zone files (its *.yaml are replaced)")
     b.add_argument("--taxonomy", help="directory with an A2X taxonomy.json and class.json to use as the tree")
-    b.add_argument("--origin", type=_origin, default="tools.")
+    b.add_argument("--origin", type=_origin, default="tools.", help="the tree's root zone (default tools.)")
     b.add_argument("--subnet", type=_subnet, default="127.0", help="first two octets of the loopback addresses "
                    "(default 127.0)")
     b.add_argument("--address", type=_address, metavar="ADDR",
@@ -593,10 +593,13 @@ def add_build_command(sub) -> None:
     b.add_argument("--overlap", type=bounded(float, 0, above=True, what="a number above 0"), default=None,
                    help="place a tool in a second category too when its similarity is at least this share of the best "
                         "(default 0.9 of BM25's, 0.95 of the cosine with --embed)")
-    b.add_argument("--child-k1", type=_K1, default=DEFAULT_CHILD_K1, help="BM25 k1 for ranking children")
-    b.add_argument("--child-b", type=_SHARE, default=DEFAULT_CHILD_B, help="BM25 b for ranking children")
-    b.add_argument("--tool-k1", type=_K1, default=DEFAULT_TOOL_K1)
-    b.add_argument("--prune-ratio", type=_SHARE, default=DEFAULT_PRUNE_RATIO)
+    b.add_argument("--child-k1", type=_K1, default=DEFAULT_CHILD_K1, help=f"BM25 k1 for ranking children (default {DEFAULT_CHILD_K1})")
+    b.add_argument("--child-b", type=_SHARE, default=DEFAULT_CHILD_B, help=f"BM25 b for ranking children (default {DEFAULT_CHILD_B})")
+    b.add_argument("--tool-k1", type=_K1, default=DEFAULT_TOOL_K1,
+                   help=f"BM25 k1 for ranking a leaf's tools (default {DEFAULT_TOOL_K1})")
+    b.add_argument("--prune-ratio", type=_SHARE, default=DEFAULT_PRUNE_RATIO,
+                   help="every zone leaves out children and tools scoring under this share of its best "
+                        f"(default {DEFAULT_PRUNE_RATIO})")
     b.add_argument("--scorer", default=None, help="scorer the zones use: bm25 (default), hybrid (default with --embed) "
                    "or llm")
     b.add_argument("--embed", metavar="MODEL", help="embed every tool (minilm, local:PATH, openai:MODEL): tools carry "

@@ -96,12 +96,12 @@ def add_dnssec_command(sub) -> None:
                                                                            "default: the active keys)")
     w.set_defaults(func=_ds)
     r = common(steps.add_parser("roll", help="rollover step 1: publish a new key beside the active one"))
-    r.add_argument("zone")
+    r.add_argument("zone", help="the zone's origin, e.g. weather.tools.")
     r.add_argument("--algorithm", **algorithm)
     r.set_defaults(func=_roll)
     t = common(steps.add_parser("retire", help="rollover step 3: retire a key; the published one becomes active"))
-    t.add_argument("zone")
-    t.add_argument("tag", type=int)
+    t.add_argument("zone", help="the zone's origin, e.g. weather.tools.")
+    t.add_argument("tag", type=int, help="the key tag of the key to retire ('tooldns dnssec show' lists them)")
     t.set_defaults(func=_retire)
 
 
