@@ -287,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.transport == "stdio":
             app.run("stdio")
-        else:
+        else:  # stdio stays silent (its standard output is the protocol); a server says where it listens
+            print(f"tooldns mcp: serving MCP (streamable HTTP) at http://{args.host}:{args.port}{args.path}, tools "
+                  f"found through {args.root}; Ctrl-C stops", file=sys.stderr, flush=True)
             app.run("streamable-http", host=args.host, port=args.port, streamable_http_path=args.path)
     except KeyboardInterrupt:
         pass

@@ -151,6 +151,7 @@ def test_streamable_http(demo_tree, tmp_path):
             proc.wait(WAIT_TIMEOUT)
     assert names == {"find_tools", "describe_tool"}
     assert not found.is_error and [t["name"] for t in found.structured_content["tools"]] == [HKO_CLIMATE]
+    assert f"serving MCP (streamable HTTP) at http://127.0.0.1:{port}/mcp" in (tmp_path / "stderr.txt").read_text()
 
 
 def _listening(host: str, port: int) -> bool:
