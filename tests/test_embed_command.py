@@ -76,7 +76,7 @@ def test_check_counts_then_embed_fills_in_and_check_is_clean(tree, capsys):
     zone, tools = edit(path)
     assert tooldns_main(["check", str(tree)]) == 0  # warnings, not errors
     out = capsys.readouterr().out
-    assert out.splitlines()[0].endswith("tools: ok")
+    assert out.splitlines()[0].endswith("tools placed: ok")
     assert f"{path}: 2 tools without a vector, 1 with a stale vector (run: tooldns embed {tree})" in out
     assert out.count("without a vector") == 1
     assert tooldns_main(["check", str(path)]) == 0
@@ -150,7 +150,7 @@ def test_scorer_hybrid_switches_and_embeds_a_bm25_tree(tmp_path, capsys):
     assert tooldns_main(["embed", str(d), "--model", "hash"]) == 0  # bm25 zones without vectors: left alone
     assert "0 of 25 zones changed" in capsys.readouterr().out
     assert tooldns_main(["check", str(d)]) == 0
-    assert capsys.readouterr().out.strip() == "25 zones, 75 tools: ok"  # today's output, nothing more
+    assert capsys.readouterr().out.strip() == "25 zones, 75 tools placed: ok"  # today's output, nothing more
     assert tooldns_main(["embed", str(d), "--model", "hash:32", "--scorer", "hybrid", "--centroids", "3"]) == 0
     out = capsys.readouterr().out
     assert "25 of 25 zones changed" in out and "tools embedded: 75 (75 missing, 0 stale)" in out
@@ -244,3 +244,17 @@ def test_zones_of_two_models_are_warned_and_made_one(tree, capsys):
     assert tooldns_main(["embed", str(tree)]) == 0  # the model most vectors are of: hash-64
     assert f"tools embedded: {len(tools)} (0 missing, 0 stale, {len(tools)} of another model)" in capsys.readouterr().out
     assert tree_warnings(read_tree(tree), tree) == []
+
+
+def test_embed_right_after_build_changes_nothing(tmp_path):
+    """The build's centroids are of its float vectors; made again from the files' quantised ones they
+    would differ in their last bits: embed keeps them while no tool beneath changed."""
+    from tooldns.building.build import build
+    from test_build import synthetic_catalog
+
+    (tmp_path / "services.json").write_text(json.dumps(synthetic_catalog()))
+    build([tmp_path / "services.json"], tmp_path / "z", embed="hash", tree_options=dict(max_children=4, max_leaf=10))
+    stamps = {p: p.read_bytes() for p in (tmp_path / "z").glob("*.yaml")}
+    report = embed_tree(tmp_path / "z", make_embedder("hash"))
+    assert (report.delegations_updated, report.zones_changed) == (0, [])
+    assert {p: p.read_bytes() for p in (tmp_path / "z").glob("*.yaml")} == stamps

@@ -327,7 +327,7 @@ def centroids_of(vectors: list[bytes], n: int) -> tuple[bytes, ...]:
 
 
 def _delegation(d: Delegation, zone: Zone, by_origin: dict[str, Zone], vectors: _Vectors, n: int,
-                report: EmbedReport) -> Delegation:
+                report: EmbedReport, touched: frozenset[str] = frozenset()) -> Delegation:
     if d.name not in by_origin:  # the child lives elsewhere: its centroids stay unless of another model
         if d.vectors and decode_vector(d.vectors[0]).model != vectors.model:
             report.warnings.append(f"{zone.source}: the centroids of {d.name} are of "
@@ -335,7 +335,13 @@ def _delegation(d: Delegation, zone: Zone, by_origin: dict[str, Zone], vectors: 
                                    f"(the child is scored by BM25 alone until they are made again)")
             return dataclasses.replace(d, vectors=())
         return d
-    fresh = centroids_of([v for v in map(vectors.of, subtree_tools(d.name, by_origin)) if v], n)
+    below = [v for v in map(vectors.of, subtree_tools(d.name, by_origin)) if v]
+    if (d.vectors and decode_vector(d.vectors[0]).model == vectors.model and len(d.vectors) == min(n, len(below))
+            and not any(o == d.name or o.endswith("." + d.name) for o in touched)):
+        # no tool beneath changed: centroids made again from the zone files' quantised vectors would
+        # differ from the build's in their last bits, and rewrite a file nobody edited
+        return d
+    fresh = centroids_of(below, n)
     if fresh != d.vectors:
         report.delegations_updated += 1
         return dataclasses.replace(d, vectors=fresh)
@@ -378,12 +384,13 @@ def embed_tree(directory: str | os.PathLike, embedder: Embedder, centroids: int 
     vectors.embed(texts)
     zones = {f.zone.origin: (_embed_tools(f.zone, vectors, report) if f.zone.origin in targets else f.zone)
              for f in files}
+    touched = frozenset(f.zone.origin for f in files if zones[f.zone.origin].tools != f.zone.tools)
     changed = []
     for f in files:
         zone = zones[f.zone.origin]
         if f.zone.origin in targets:
-            zone = dataclasses.replace(zone, children=tuple(_delegation(d, zone, zones, vectors, centroids, report)
-                                                            for d in zone.children))
+            zone = dataclasses.replace(zone, children=tuple(_delegation(d, zone, zones, vectors, centroids, report,
+                                                                        touched) for d in zone.children))
             zone = _switch(zone, scorer, report) if scorer else zone
         if zone != f.zone:
             changed.append((f, zone))
