@@ -278,6 +278,7 @@ class Walk:
         self._tcp_only = 12 + 255 + 4 + max(map(len, self._opts.values())) > UDP_PAYLOAD
         self.trace: list[Hop] = []
         self.errors: list[str] = []
+        self._vector_ignored = False  # a zone said it did not use the vector (said once in errors)
         self._tools: dict[str, Tool] = {}
         self._asked: set[tuple[str, str]] = set()
         self._zones: set[str] = set()
@@ -389,6 +390,10 @@ class Walk:
         if meta is not None and meta.trimmed:
             hop.note = hop.note or "fewer tools than asked: no more fit one datagram"
             self.stats.trimmed += 1
+        if meta is not None and meta.vector_ignored and self.vector and not self._vector_ignored:
+            self._vector_ignored = True  # said once: every zone of a BM25 tree would say it
+            self.errors.append(f"{q.zone}: the intent's vector was not used (the zone scores no vectors, or "
+                               f"vectors of another model); it ranked by its words alone")
         if self.validator is not None:
             if q.qtype == dns.rdatatype.DNSKEY:
                 return self._with_keys(self._take_keys(q, resp))

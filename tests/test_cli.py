@@ -214,3 +214,11 @@ def test_serve_on_a_port_in_use_says_what_to_do(tmp_path):
         out = subprocess.run([sys.executable, "-m", "tooldns.cli", "serve", str(d), "--port", str(held.getsockname()[1])],
                              capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "Address already in use" in out.stderr and "choose another --port" in out.stderr
+
+
+def test_resolve_says_once_when_zones_did_not_use_the_vector(demo_tree, capsys):
+    """The shipped tree scores no vectors: every zone flags VECTOR_IGNORED, the user hears it once."""
+    assert resolve_main(["historical weather Hong Kong", *at(demo_tree), "--embed", "hash"]) == 0
+    assert capsys.readouterr().err.count("the intent's vector was not used") == 1
+    assert resolve_main(["historical weather Hong Kong", *at(demo_tree)]) == 0
+    assert "vector" not in capsys.readouterr().err
