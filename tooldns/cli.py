@@ -39,7 +39,7 @@ try:
     from .building.build import Embedded, add_build_command
     from .dnssec.command import add_dnssec_command, add_serve_flags, signing_from_args
     from .building.update import add_update_options
-    from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings
+    from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings, uses_vectors
     from .embedding.registry import make_embedder
     from .scoring.hybrid import one_blas_thread
     from .serving.server import MAX_TCP, MAX_TCP_PER_CLIENT, TCP_IDLE, TCP_IDLE_BUSY
@@ -208,9 +208,14 @@ def _check(args) -> int:
 
 
 def _embed(args) -> int:
+    files = read_tree(args.zonedir)
+    if args.scorer is None and not any(uses_vectors(f.zone) for f in files):  # no model to load (seconds) for nothing
+        print(f"{args.zonedir}: 0 of {len(files)} zones changed: none scores vectors "
+              f"(--scorer hybrid switches them to the hybrid scorer and embeds them all)")
+        return 0
     spec = args.model
     if spec is None:
-        spec, note = default_spec(read_tree(args.zonedir))
+        spec, note = default_spec(files)
         if note:
             print(f"note: {note}", file=sys.stderr)
     embedder = make_embedder(spec)
