@@ -253,7 +253,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tooldns-resolve: is a tree served at {args.root}? ('tooldns serve zones/' serves the shipped one "
                   f"at 127.0.0.1:5300; --root HOST:PORT names another)", file=sys.stderr)
         return 3
-    shown = res.matched()  # tools no word of the intent matched are not found ones
+    return _finish(res, args)
+
+
+def _finish(res: Resolution, args) -> int:
+    """Print *res* (less the tools no word of the intent matched, which are not found ones), write
+    the --html page; the exit status."""
+    shown = res.matched()
     try:
         _print(shown, args, unmatched=len(res.tools) - len(shown.tools))
         sys.stdout.flush()

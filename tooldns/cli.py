@@ -365,6 +365,25 @@ def _without_server_extra(argv: list[str] | None) -> int | None:
     return None
 
 
+def _add_check_and_demo(sub) -> None:
+    """``tooldns check`` and ``tooldns demo``."""
+    c = sub.add_parser("check", help="validate a zone file or a directory of them",
+                       description="Validate a zone file or a directory of them as tooldns serve would load them: "
+                                   "every error with its file and line (exit 1), then warnings (exit 0): delegations "
+                                   "whose zone file is not there, tool vectors missing or stale (tooldns embed fills "
+                                   "them in), and text that looks stuffed, injected, oversized or unprintable.")
+    c.add_argument("path", help="a zone file, or a directory of them")
+    c.set_defaults(func=_check)
+    d = sub.add_parser("demo", help="serve a zone directory, resolve intents, print the results, stop")
+    d.add_argument("intent", nargs="*", help="intents to resolve (default: historical weather Hong Kong)")
+    d.add_argument("--zones", default="zones", help="the zone directory to serve (default zones, the shipped tree)")
+    d.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve it on (default {DEFAULT_PORT})")
+    d.add_argument("--k", type=int, default=3, help="children asked for at each step (default 3)")
+    d.add_argument("--trace", action="store_true", help="print every hop of each resolution, like dig +trace")
+    d.add_argument("--timeout", type=float, default=1.0, help="seconds the resolver waits for each reply (default 1)")
+    d.set_defaults(func=_demo)
+
+
 def main(argv: list[str] | None = None) -> int:
     if (early := _without_server_extra(argv)) is not None:
         return early
@@ -384,21 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     for add_flags in (_add_scale_flags, _add_limit_flags, _add_report_flags, add_serve_flags):
         add_flags(s)
     s.set_defaults(func=_serve)
-    c = sub.add_parser("check", help="validate a zone file or a directory of them",
-                       description="Validate a zone file or a directory of them as tooldns serve would load them: "
-                                   "every error with its file and line (exit 1), then warnings (exit 0): delegations "
-                                   "whose zone file is not there, tool vectors missing or stale (tooldns embed fills "
-                                   "them in), and text that looks stuffed, injected, oversized or unprintable.")
-    c.add_argument("path", help="a zone file, or a directory of them")
-    c.set_defaults(func=_check)
-    d = sub.add_parser("demo", help="serve a zone directory, resolve intents, print the results, stop")
-    d.add_argument("intent", nargs="*", help="intents to resolve (default: historical weather Hong Kong)")
-    d.add_argument("--zones", default="zones", help="the zone directory to serve (default zones, the shipped tree)")
-    d.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve it on (default {DEFAULT_PORT})")
-    d.add_argument("--k", type=int, default=3, help="children asked for at each step (default 3)")
-    d.add_argument("--trace", action="store_true", help="print every hop of each resolution, like dig +trace")
-    d.add_argument("--timeout", type=float, default=1.0, help="seconds the resolver waits for each reply (default 1)")
-    d.set_defaults(func=_demo)
+    _add_check_and_demo(sub)
     add_build_command(sub)
     add_update_options(sub.choices["build"])
     e = sub.add_parser("embed", help="fill in missing or stale tool vectors and centroids of a zone directory, "
