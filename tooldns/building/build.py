@@ -41,8 +41,9 @@ from ..argtypes import bounded
 from ..exceptions import BuildError, EmbeddingError, NameError_
 from ..protocol import names
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
-from ..protocol.vector import encode_vector
+from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.bm25 import MAX_FACET_TOOLS, CorpusStats, facets_of
+from ..scoring.hybrid import as_array
 from ..scoring.tokenize import tokenize
 from ..serving.index import own_tools_terms
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
@@ -421,6 +422,8 @@ class Embedded:
 
         self.model, self.digests = model, digests
         self.vectors = np.asarray(vectors, dtype=np.float32)
+        self._encoded: list[bytes] | None = None  # each vector as zone files carry it (made when centroids need them)
+        self._carried = None  # and those read back
         #: tools the model covers (its language): the others get no vector, and BM25 alone ranks them
         self.covered = covered if covered is not None else [True] * len(digests)
 
@@ -447,6 +450,28 @@ class Embedded:
             return {}
         return {"vector": encode_vector(self.model, self.vectors[i].tolist()), "vector_of": self.digests[i]}
 
+    @classmethod
+    def carrying(cls, encoded: list[bytes]) -> "Embedded":
+        """The vectors zone files carry (*encoded*, one model), taken as they are: what ``tooldns embed``
+        makes a delegation's centroids of."""
+        import numpy as np
+
+        rows = np.asarray([as_array(decode_vector(e)) for e in encoded], dtype=np.float32)
+        out = cls(decode_vector(encoded[0]).model, rows, [""] * len(encoded))  # digests are not needed here
+        out._encoded, out._carried = list(encoded), rows
+        return out
+
+    def carried(self):
+        """Every tool's vector as its zone file carries it, quantised (:func:`encode_vector`), and read
+        back: (the encoded bytes, the rows)."""
+        import numpy as np
+
+        if self._carried is None:
+            self._encoded = [encode_vector(self.model, row.tolist()) for row in self.vectors]
+            self._carried = np.asarray([as_array(decode_vector(e)) for e in self._encoded],
+                                       dtype=np.float32).reshape(self.vectors.shape)
+        return self._encoded, self._carried
+
     def centroids(self, indices: list[int], n: int = CENTROIDS) -> tuple[bytes, ...]:
         """At most *n* unit vectors standing for the tools *indices* (k-means centres)."""
         import numpy as np
@@ -454,7 +479,11 @@ class Embedded:
         indices = [i for i in indices if self.covered[i]]
         if not indices:
             return ()
-        x = self.vectors[indices]
+        # of the distinct vectors the zone files carry, in the order of their bytes, as `tooldns embed`
+        # makes them again from the files (centroids_of): the same centroids, byte for byte, so that an
+        # embed after a build rewrites nothing
+        encoded, rows = self.carried()
+        x = rows[[i for _, i in sorted({encoded[i]: i for i in indices}.items())]]
         if len(indices) > n:
             from sklearn.cluster import KMeans
 

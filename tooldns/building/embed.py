@@ -41,7 +41,7 @@ from ..embedding.embedder import Embedder
 from ..embedding.local import model_covers as local_model_covers
 from ..exceptions import EmbeddingError, ZoneFileError
 from ..protocol.vector import decode_vector, encode_vector
-from ..scoring.hybrid import HybridScorer, as_array
+from ..scoring.hybrid import HybridScorer
 from ..zone.model import Delegation, Tool, Zone
 from ..zone.zonefile import dump_zone, load_zone, parse_zone, zone_files, zone_header
 from .build import Embedded
@@ -321,13 +321,12 @@ def centroids_of(vectors: list[bytes], n: int) -> tuple[bytes, ...]:
     """At most *n* centroids of encoded *vectors* (one model), as ``tooldns build`` makes them."""
     if not vectors:
         return ()
-    rows = [as_array(decode_vector(v)) for v in vectors]
-    embedded = Embedded(decode_vector(vectors[0]).model, rows, [""] * len(rows))  # digests are not needed here
-    return embedded.centroids(list(range(len(rows))), n)
+    vectors = sorted(set(vectors))  # distinct, in the order of their bytes: as Embedded.centroids reads the build's
+    return Embedded.carrying(vectors).centroids(list(range(len(vectors))), n)
 
 
 def _delegation(d: Delegation, zone: Zone, by_origin: dict[str, Zone], vectors: _Vectors, n: int,
-                report: EmbedReport, touched: frozenset[str] = frozenset()) -> Delegation:
+                report: EmbedReport) -> Delegation:
     if d.name not in by_origin:  # the child lives elsewhere: its centroids stay unless of another model
         if d.vectors and decode_vector(d.vectors[0]).model != vectors.model:
             report.warnings.append(f"{zone.source}: the centroids of {d.name} are of "
@@ -335,13 +334,7 @@ def _delegation(d: Delegation, zone: Zone, by_origin: dict[str, Zone], vectors: 
                                    f"(the child is scored by BM25 alone until they are made again)")
             return dataclasses.replace(d, vectors=())
         return d
-    below = [v for v in map(vectors.of, subtree_tools(d.name, by_origin)) if v]
-    if (d.vectors and decode_vector(d.vectors[0]).model == vectors.model and len(d.vectors) == min(n, len(below))
-            and not any(o == d.name or o.endswith("." + d.name) for o in touched)):
-        # no tool beneath changed: centroids made again from the zone files' quantised vectors would
-        # differ from the build's in their last bits, and rewrite a file nobody edited
-        return d
-    fresh = centroids_of(below, n)
+    fresh = centroids_of([v for v in map(vectors.of, subtree_tools(d.name, by_origin)) if v], n)
     if fresh != d.vectors:
         report.delegations_updated += 1
         return dataclasses.replace(d, vectors=fresh)
@@ -384,13 +377,12 @@ def embed_tree(directory: str | os.PathLike, embedder: Embedder, centroids: int 
     vectors.embed(texts)
     zones = {f.zone.origin: (_embed_tools(f.zone, vectors, report) if f.zone.origin in targets else f.zone)
              for f in files}
-    touched = frozenset(f.zone.origin for f in files if zones[f.zone.origin].tools != f.zone.tools)
     changed = []
     for f in files:
         zone = zones[f.zone.origin]
         if f.zone.origin in targets:
-            zone = dataclasses.replace(zone, children=tuple(_delegation(d, zone, zones, vectors, centroids, report,
-                                                                        touched) for d in zone.children))
+            zone = dataclasses.replace(zone, children=tuple(_delegation(d, zone, zones, vectors, centroids, report)
+                                                            for d in zone.children))
             zone = _switch(zone, scorer, report) if scorer else zone
         if zone != f.zone:
             changed.append((f, zone))
