@@ -271,6 +271,25 @@ def test_a_leaf_edit_is_findable_from_the_root_while_resolutions_run(demo_dir):
     assert loops["ok"] > 0 and loops["empty"] == 0
 
 
+def test_zones_served_on_another_address_keep_each_other_fresh(demo_dir, caplog):
+    """``tooldns serve DIR --listen ADDR``: every zone on an address its glue does not name. A parent
+    asks a child served here where it is served, and hears of its edits without a NOTIFY (which
+    would leave from the child's own addresses): no refresh fails, and the edit reaches the root."""
+    listen = re.search(r"address: (127\.\d+\.\d+)\.\d+", (demo_dir / "tools.yaml").read_text()).group(1) + ".250"
+    tree = start_tree(demo_dir, listen=[listen], summary_refresh=30)  # polls far apart: a change is heard, not polled
+    try:
+        stores = {s.index.origin: s for s in tree.tree.stores}
+        assert tree.root()[0] == listen
+        _add_tool(demo_dir / "routing.maps.tools.yaml")
+        assert wait_until(lambda: stores["tools."].serial > 2026113001), "the edit never reached the root"
+        assert stores["maps.tools."].serial > 2026113001 and stores["weather.tools."].serial == 2026113001
+        counters = tree.tree.summaries.counters()
+        assert counters["summary_refresh_failures"] == 0 and counters["summaries_learned"] >= 2
+        assert "cannot refresh the summary" not in caplog.text
+    finally:
+        tree.stop()
+
+
 def test_a_child_that_is_down_keeps_its_last_good_summary(demo_dir, caplog):
     tree = start_tree(demo_dir, summary_refresh=0.2)
     try:

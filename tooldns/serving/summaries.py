@@ -166,12 +166,17 @@ class SummaryKeeper:
     *stores*: the zones served here; *zones*: every zone this process knows of (origin -> its name
     servers), to find a changed zone's parent; *port*: the port of every name server of the tree;
     *sockets*: address -> the :class:`~tooldns.serving.server.DNSServer` there (NOTIFY leaves from
-    the changed zone's own address); *refresh*: the most seconds between two polls of a child.
+    the changed zone's own address); *refresh*: the most seconds between two polls of a child;
+    *local*: origin -> the addresses this process serves it on, where they are not its name
+    servers' (``--listen``): a child served here is asked there first, and a parent served here is
+    told of a change directly when no NOTIFY can leave from the child's own addresses.
     """
 
     def __init__(self, stores, zones: dict[str, tuple[NameServer, ...]], port: int, sockets: dict,
-                 refresh: float | None = None, timeout: float = QUERY_TIMEOUT) -> None:
+                 refresh: float | None = None, timeout: float = QUERY_TIMEOUT,
+                 local: dict[str, list[str]] | None = None) -> None:
         self.stores = {s.index.origin: s for s in stores}
+        self.local = local or {}
         self.zones = zones
         self.port = port
         self.sockets = sockets
@@ -312,7 +317,8 @@ class SummaryKeeper:
         return max(0.1, min(seconds, self.refresh) if self.refresh is not None else seconds)
 
     def _servers(self, delegation: Delegation) -> list[str]:
-        return [ns.address for ns in delegation.nameservers]
+        glue = [ns.address for ns in delegation.nameservers]
+        return [a for a in self.local.get(delegation.name, ()) if a not in glue] + glue
 
     async def _ask(self, delegation: Delegation, qname: str, rdtype, tcp: bool,
                    dnssec: bool = False) -> dns.message.Message:
@@ -399,6 +405,10 @@ class SummaryKeeper:
         parent = parent_zone(origin, self.zones)
         servers = self.zones.get(parent) if parent else None
         if not servers:
+            return
+        here = self.children.get((parent, origin))
+        if here is not None and self._sender(origin) is None:  # served here, but not on its own addresses
+            here.wake.set()
             return
         old = self._notifying.pop(origin, None)
         if old is not None:

@@ -243,7 +243,7 @@ class Tree:
         self.servers = [(s, self.sockets[a]) for s in self.stores for a in self.addresses[s.index.origin]]
         if self.sync_summaries:
             self.summaries = SummaryKeeper(self.stores, self.known_zones, self.port, self.sockets,
-                                           refresh=self.summary_refresh)
+                                           refresh=self.summary_refresh, local=self.addresses)
             for resolver in self.resolvers.values():
                 resolver.on_notify = self.summaries.notified
             await self.summaries.start()
