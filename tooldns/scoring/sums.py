@@ -112,7 +112,7 @@ def _add(packed, sums, n):
         ws = cython.cast(cython.p_double, cython.cast(cython.p_char, weights))
         for j in range(size):
             i = d[j]
-            if i < 0 or i >= n:
+            if cython.cast(cython.size_t, i) >= cython.cast(cython.size_t, n):  # below 0 too: one comparison
                 raise IndexError(f"posting of document {i}, of {n}")
             sums[i] += ws[j]
     return 0
