@@ -247,8 +247,8 @@ def test_zones_of_two_models_are_warned_and_made_one(tree, capsys):
 
 
 def test_embed_right_after_build_changes_nothing(tmp_path):
-    """The build's centroids are of its float vectors; made again from the files' quantised ones they
-    would differ in their last bits: embed keeps them while no tool beneath changed."""
+    """The build makes centroids of the vectors its zone files carry, as embed makes them again from
+    the files: the same bytes, so nothing is rewritten."""
     from tooldns.building.build import build
     from test_build import synthetic_catalog
 
@@ -258,3 +258,12 @@ def test_embed_right_after_build_changes_nothing(tmp_path):
     report = embed_tree(tmp_path / "z", make_embedder("hash"))
     assert (report.delegations_updated, report.zones_changed) == (0, [])
     assert {p: p.read_bytes() for p in (tmp_path / "z").glob("*.yaml")} == stamps
+
+
+def test_centroids_of_tools_that_share_vectors_are_of_the_distinct_ones():
+    """Five tools, three of one text: three distinct vectors, fewer than the four centroids asked for."""
+    from tooldns.building.build import Embedded
+
+    rows = [[1.0, 0, 0, 0]] * 3 + [[0, 1.0, 0, 0], [0, 0, 1.0, 0]]
+    built = Embedded("m", rows, [""] * 5).centroids(list(range(5)), 4)
+    assert len(built) == 3 and built == centroids_of([encode_vector("m", r) for r in rows], 4)

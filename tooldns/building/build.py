@@ -484,7 +484,7 @@ class Embedded:
         # embed after a build rewrites nothing
         encoded, rows = self.carried()
         x = rows[[i for _, i in sorted({encoded[i]: i for i in indices}.items())]]
-        if len(indices) > n:
+        if len(x) > n:  # tools of the same text share a vector: k-means of fewer rows than n would fail
             from sklearn.cluster import KMeans
 
             labels = KMeans(n_clusters=n, random_state=0, n_init=3, max_iter=100).fit_predict(x)
