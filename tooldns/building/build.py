@@ -448,7 +448,7 @@ class Embedded:
     def tool_fields(self, i: int) -> dict:
         if not self.covered[i]:
             return {}
-        return {"vector": encode_vector(self.model, self.vectors[i].tolist()), "vector_of": self.digests[i]}
+        return {"vector": self.carried()[0][i], "vector_of": self.digests[i]}  # encoded once, for centroids too
 
     @classmethod
     def carrying(cls, encoded: list[bytes]) -> "Embedded":
