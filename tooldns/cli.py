@@ -208,6 +208,8 @@ def _check(args) -> int:
 
 
 def _embed(args) -> int:
+    # read here to know whether a model is needed, and read again by embed_tree once it is loaded (seconds
+    # later): an edit made meanwhile is then what it embeds, not what it overwrites
     files = read_tree(args.zonedir)
     if args.scorer is None and not any(uses_vectors(f.zone) for f in files):  # no model to load (seconds) for nothing
         print(f"{args.zonedir}: 0 of {len(files)} zones changed: none scores vectors "
