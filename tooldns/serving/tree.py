@@ -63,10 +63,14 @@ _SERVER_OPTIONS = {"rate_limit", "rate_limit_exempt", "max_tcp", "max_tcp_per_cl
 _POLICY_COUNTERS = ("rate_limited", "slipped", "tcp_refused", "tcp_evicted")
 
 
-def load_tree(zonedir: str | os.PathLike, limits: ZoneLimits | None = None, signing: Signing | None = None) -> list[ZoneStore]:
+def load_tree(zonedir: str | os.PathLike, limits: ZoneLimits | None = None, signing: Signing | None = None,
+              warn=None) -> list[ZoneStore]:
     """Load and check every zone file (within *limits*, the defaults when None); raise one
     :class:`ZoneFileError` listing all problems. Zones with keys are signed (*signing*: the key
-    directory, ``keys/`` beside the files unless told; :mod:`tooldns.dnssec`)."""
+    directory, ``keys/`` beside the files unless told; :mod:`tooldns.dnssec`). What is no error
+    but worth saying (a delegation whose zone file is not there) goes to *warn* (a callable taking
+    the message; logged as a warning when None)."""
+    warn = warn if warn is not None else log.warning
     stores, errors = [], []
     for path in zone_files(zonedir):
         try:
@@ -83,9 +87,9 @@ def load_tree(zonedir: str | os.PathLike, limits: ZoneLimits | None = None, sign
         for child in s.zone.children:
             cs = by_origin.get(child.name)
             if cs is None:
-                if not unread:
-                    log.warning("%s: delegation to %s has no zone file here; it will not answer", s.path,
-                                child.name)
+                if not unread:  # a child served elsewhere (an organisation's own server) is not an error
+                    warn(f"{s.path}: delegation to {child.name} has no zone file here: served elsewhere, "
+                         f"or it will not answer")
                 continue
             glue = {(ns.name, ns.address) for ns in child.nameservers}
             own = {(ns.name, ns.address) for ns in cs.zone.nameservers}
