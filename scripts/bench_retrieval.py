@@ -77,7 +77,7 @@ class Tree:
     """What the benchmark needs of the built tree: what each zone scores, its servers, where tools are."""
 
     origin: str
-    #: documents each zone scores when visited, by origin
+    #: documents each zone scores when visited, by origin: its children (or its tools at a leaf)
     sizes: dict[str, int]
     #: the address of every zone server
     servers: list[str]
@@ -85,6 +85,10 @@ class Tree:
     zone_tools: dict[str, set[str]] = field(default_factory=dict)
     #: catalog id -> the zones holding the tool
     tool_zones: dict[str, set[str]] = field(default_factory=dict)
+    #: everything each zone compares an intent with when visited, by origin (:func:`compared`)
+    units: dict[str, int] = field(default_factory=dict)
+    #: intents carry vectors: flat search of the same kind compares every tool's text and its vector
+    vectors: bool = False
 
     def depth(self, zone: str) -> int:
         """Depth of *zone* below the origin (the origin: 0)."""
@@ -262,15 +266,34 @@ def build_tree(args: argparse.Namespace, zonedir: str) -> BuildReport:
     return report
 
 
-def load_zones(zonedir: str) -> Tree:
-    """What each zone scores when visited, every zone server, and which zones hold each catalog tool."""
-    sizes, servers = {}, []
+def compared(candidates, vectors: bool) -> int:
+    """Everything *candidates*' scorer compares an intent with: the documents, or the facets it ranks
+    them by (each group of tools one more text scored), plus the vectors it compares an intent's vector
+    with (a child's centroids, a tool's vector) when intents carry *vectors*."""
+    if candidates is None:
+        return 0
+    scorer, n = candidates.scorer, len(candidates.entries)
+    matrix = getattr(scorer, "matrix", None)
+    if vectors and matrix is not None and matrix.size:  # the hybrid with a vector: BM25 of every document, cosines
+        return n + matrix.shape[0]
+    facets = getattr(scorer, "facets", None)
+    return len(facets.owners) if facets is not None else n
+
+
+def load_zones(zonedir: str, vectors: bool = False) -> Tree:
+    """What each zone scores when visited, every zone server, and which zones hold each catalog tool;
+    *vectors*: intents carry vectors (what :attr:`Tree.units` counts)."""
+    sizes, servers, units = {}, [], {}
     for store in load_tree(zonedir):
         servers.append(store.zone.nameservers[0].address)
         z = store.zone
         # A zone with children ranks them, its own tools competing as one more candidate; a leaf ranks its tools.
         sizes[z.origin.lower()] = (len(z.children) + (1 if z.tools else 0)) if z.children else len(z.tools)
-    tree = Tree(min(sizes, key=lambda o: len(o.rstrip(".").split("."))), sizes, servers)
+        ix = store.index
+        child = ix.child_candidates or None
+        tools = max(ix.tool_candidates.values(), key=lambda c: len(c.entries), default=None)
+        units[z.origin.lower()] = compared(child, vectors) if z.children else compared(tools, vectors)
+    tree = Tree(min(sizes, key=lambda o: len(o.rstrip(".").split("."))), sizes, servers, units=units, vectors=vectors)
     mapping = json.loads((Path(zonedir) / "catalog-map.json").read_text(encoding="utf-8"))
     for tool_id, owners in mapping.items():
         for owner in owners:
@@ -343,7 +366,8 @@ def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: boo
             "packets": res.stats.packets, "nodes": res.stats.nodes_visited, "embed_ms": res.stats.embed_ms,
             "shortened": 1 if res.stats.intent_shortened else 0, "trimmed": res.stats.trimmed,
             "tcp": sum(1 for h in res.trace if h.transport == "tcp"),
-            "docs": sum(tree.sizes.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR")}
+            "docs": sum(tree.sizes.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR"),
+            "units": sum(tree.units.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR")}
 
 
 def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: int, split: bool = False,
@@ -359,6 +383,8 @@ def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: i
     out.update({
         "k": k, "queries": len(queries), "failures": len(per) - len(ok),
         "docs_scored_per_query": mean("docs"), "docs_scored_fraction": mean("docs") / n_tools if ok else 0.0,
+        "compared_per_query": mean("units"),
+        "compared_fraction": mean("units") / (n_tools * (2 if tree.vectors else 1)) if ok else 0.0,
         "p50_ms": statistics.median(p["ms"] for p in ok) if ok else 0.0, "mean_ms": mean("ms"),
         "p99_ms": percentile([p["ms"] for p in ok], 99),
         "queries_per_resolution": mean("queries"), "bytes_per_resolution": mean("bytes"),
@@ -383,6 +409,7 @@ def measure_k(resolver: Resolver, endpoints: list[tuple[str, int]], queries, k, 
     for key in LLM_COUNTERS:
         s[f"llm_{key}_per_resolution"] = (after.get(f"scorer_{key}", 0) - before.get(f"scorer_{key}", 0)) / n
     print(f"K={k_text(k)}: hr@10 {s['hr@10']:.3f} recall@10 {s['recall@10']:.3f} docs {s['docs_scored_fraction']:.3f} "
+          f"(compared {s['compared_fraction']:.3f}) "
           f"route recall {s['route_recall']:.3f} p50 {s['p50_ms']:.1f} ms; {s['queries_per_resolution']:.1f} queries, "
           f"{s['tcp_per_resolution']:.2f} over TCP, {s['trimmed_per_resolution']:.2f} answers trimmed to fit",
           file=sys.stderr)
@@ -504,7 +531,7 @@ def versus_flat(run: Run) -> dict[str, dict[str, int]]:
 
 def result_json(run: Run) -> dict:
     args, head = run.args, run.head
-    copied = ("docs_scored_fraction", "docs_scored_per_query", "p50_ms", "p99_ms", "queries_per_resolution",
+    copied = ("docs_scored_fraction", "docs_scored_per_query", "compared_fraction", "compared_per_query", "p50_ms", "p99_ms", "queries_per_resolution",
               "bytes_per_resolution", "packets_per_resolution", "nodes_per_resolution", "llm_calls_per_resolution",
               "llm_prompt_tokens_per_resolution", "llm_fallbacks_per_resolution", "route_recall", "drop_depth",
               "embed_ms_p50", "intents_shortened", "tcp_per_resolution", "trimmed_per_resolution")
@@ -556,6 +583,8 @@ def markdown_headline(run: Run) -> list[str]:
     lines += [
         f"| documents scored per query | {head['docs_scored_per_query']:.0f} "
         f"({head['docs_scored_fraction']:.1%} of the catalog) |" + f" {run.n_tools} (100%) |" * len(flat),
+        f"| texts and vectors compared per query (facets, centroids) | {head['compared_per_query']:.0f} "
+        f"({head['compared_fraction']:.1%} of flat search's) |" + pad,
         f"| DNS queries / bytes / packets per resolution | {head['queries_per_resolution']:.1f} / "
         f"{head['bytes_per_resolution']:.0f} / {head['packets_per_resolution']:.1f} |" + pad,
         f"| zones visited per resolution | {head['nodes_per_resolution']:.1f} |" + pad,
@@ -698,7 +727,7 @@ def main() -> int:
         zonedir = str(Path(tmp) / "zones")
         report = build_tree(args, zonedir)
         catalog = load_catalogs(args.services)
-        tree = load_zones(zonedir)
+        tree = load_zones(zonedir, vectors=args.scorer == "hybrid")
         known = {t.id for t in catalog.tools}
         missing = sum(1 for q in queries for c in q["correct_tools"] if c["id"] not in known)
         sweep, modes = sweep_k(args, zonedir, tree, ks, queries, len(catalog.tools), embedder)

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIGURES = ("hr@10", "recall@10", "queries_per_resolution", "docs_scored_fraction", "route_recall")
+FIGURES = ("hr@10", "recall@10", "queries_per_resolution", "docs_scored_fraction", "compared_fraction", "route_recall")
 
 
 def run(args: argparse.Namespace, setting: str, half: str, out: Path) -> dict:

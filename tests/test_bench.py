@@ -43,6 +43,8 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert set(result["flat_bm25"]) >= {"hr@10", "recall@10"}
     assert "flat_dense" not in result and "flat_hybrid" not in result  # no embedder: skipped, and said so
     assert 0 < result["hr@10"] <= 1 and 0 < result["docs_scored_fraction"] <= 1
+    # a parent ranking its children by facets compares each group of tools: never fewer than its children
+    assert result["compared_per_query"] >= result["docs_scored_per_query"] > 0
     assert result["hr@10"] <= result["route_recall"] <= 1  # a tool in the top 10 was reached
     versus = result["versus_flat"]["flat_bm25"]  # query by query: each query in exactly one cell
     assert sum(versus.values()) == 4 and versus["neither"] >= 1  # q3's words are in no tool
@@ -65,6 +67,7 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert 0 <= hybrid["route_recall"] <= 1 and isinstance(hybrid["drop_depth"], dict)
     assert all(int(depth) >= 0 and count > 0 for depth, count in hybrid["drop_depth"].items())
     assert hybrid["embed_ms_p50"] >= 0 and hybrid["intents_shortened"] == 0
+    assert hybrid["compared_per_query"] > hybrid["docs_scored_per_query"]  # the tools' vectors too
     by_correct = hybrid["recall_by_correct"]
     assert set(by_correct) == {"1", "2", "3+"} and sum(g["n"] for g in by_correct.values()) == hybrid["queries"]
     for group in by_correct.values():
