@@ -277,3 +277,31 @@ def test_servers_that_log_much_after_starting_keep_running(tmp_path):
     finally:
         if proc.poll() is None:
             stop_servers(proc)
+
+
+def test_replay_bounds_rank_safe_walks_find_what_flat_bm25_finds(tmp_path):
+    """``scripts/replay_bounds.py``: a walk in the order of the children's bounds that stops once the
+    tenth tool outscores the next bound finds what flat BM25 finds, for every size of group; the
+    cross-validation chooses on each half and reports the other."""
+    catalog = synthetic_catalog(60)  # 240 tools: a root of 20 leaves
+    (tmp_path / "s.json").write_text(json.dumps(catalog))
+    # each intent two tools' descriptions (of different services), the first one correct: walks need several leaves
+    queries = [{"id": f"q{i}", "query": f"{catalog[i]['description']} {catalog[(7 * i + 13) % 240]['description']}",
+                "correct_tools": [{"id": catalog[i]["id"]}]} for i in range(0, 240, 6)]
+    (tmp_path / "q.json").write_text(json.dumps(queries))
+    built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
+                            str(tmp_path / "tree"), "--max-children", "40", "--max-leaf", "10"],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "replay_bounds.py"), str(tmp_path / "tree"),
+                          "--queries", str(tmp_path / "q.json"), "--groups", "1,2,0", "--cross-validate",
+                          "--max-scored", "1", "--max-queries", "100"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    flat = lines[0].split("flat BM25 hit rate@10 ")[1]
+    safe = [line for line in lines if "rank-safe" in line]
+    assert len(safe) == 3 and all(line.split("hit rate@10 ")[1].startswith(flat + ",") for line in safe), out.stdout
+    assert all(line.endswith(f"flat BM25's ten scores on {len(queries)} of {len(queries)} queries") for line in safe)
+    leaves = [float(line.split(", ")[2].split()[0]) for line in safe]  # looser bounds visit more leaves
+    assert leaves[0] <= leaves[1] <= leaves[2]
+    assert sum(line.startswith("chosen on the ") for line in lines) == 2 and "held out" in out.stdout
