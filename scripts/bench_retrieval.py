@@ -85,10 +85,9 @@ class Tree:
     zone_tools: dict[str, set[str]] = field(default_factory=dict)
     #: catalog id -> the zones holding the tool
     tool_zones: dict[str, set[str]] = field(default_factory=dict)
-    #: everything each zone compares an intent with when visited, by origin (:func:`compared`)
-    units: dict[str, int] = field(default_factory=dict)
-    #: intents carry vectors: flat search of the same kind compares every tool's text and its vector
-    vectors: bool = False
+    #: everything each zone compares an intent with when visited, by origin (:func:`compared`): an
+    #: intent without a vector, and one with (a hybrid zone then compares vectors too)
+    units: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def depth(self, zone: str) -> int:
         """Depth of *zone* below the origin (the origin: 0)."""
@@ -280,9 +279,8 @@ def compared(candidates, vectors: bool) -> int:
     return len(facets.owners) if facets is not None else n
 
 
-def load_zones(zonedir: str, vectors: bool = False) -> Tree:
-    """What each zone scores when visited, every zone server, and which zones hold each catalog tool;
-    *vectors*: intents carry vectors (what :attr:`Tree.units` counts)."""
+def load_zones(zonedir: str) -> Tree:
+    """What each zone scores when visited, every zone server, and which zones hold each catalog tool."""
     sizes, servers, units = {}, [], {}
     for store in load_tree(zonedir):
         servers.append(store.zone.nameservers[0].address)
@@ -292,8 +290,8 @@ def load_zones(zonedir: str, vectors: bool = False) -> Tree:
         ix = store.index
         child = ix.child_candidates or None
         tools = max(ix.tool_candidates.values(), key=lambda c: len(c.entries), default=None)
-        units[z.origin.lower()] = compared(child, vectors) if z.children else compared(tools, vectors)
-    tree = Tree(min(sizes, key=lambda o: len(o.rstrip(".").split("."))), sizes, servers, units=units, vectors=vectors)
+        units[z.origin.lower()] = tuple(compared(child if z.children else tools, v) for v in (False, True))
+    tree = Tree(min(sizes, key=lambda o: len(o.rstrip(".").split("."))), sizes, servers, units=units)
     mapping = json.loads((Path(zonedir) / "catalog-map.json").read_text(encoding="utf-8"))
     for tool_id, owners in mapping.items():
         for owner in owners:
@@ -346,6 +344,8 @@ def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: boo
     With *mode*, the search mode's own settings (*k* and *top* unused) and every tool it returns."""
     correct = {c["id"] for c in q["correct_tools"]}
     score = mode_metrics if mode else metrics
+    # the resolver sends a vector when it has a model that covers the intent (Resolver._embed)
+    vectored = int(resolver.embedder is not None and resolver.embedder.covers(q["query"]))
     t0 = time.perf_counter()
     try:
         if mode:
@@ -367,7 +367,8 @@ def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: boo
             "shortened": 1 if res.stats.intent_shortened else 0, "trimmed": res.stats.trimmed,
             "tcp": sum(1 for h in res.trace if h.transport == "tcp"),
             "docs": sum(tree.sizes.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR"),
-            "units": sum(tree.units.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR")}
+            "units": sum(tree.units.get(h.zone.lower(), (0, 0))[vectored] for h in res.trace if h.rcode == "NOERROR"),
+            "vectored": vectored}
 
 
 def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: int, split: bool = False,
@@ -384,7 +385,8 @@ def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: i
         "k": k, "queries": len(queries), "failures": len(per) - len(ok),
         "docs_scored_per_query": mean("docs"), "docs_scored_fraction": mean("docs") / n_tools if ok else 0.0,
         "compared_per_query": mean("units"),
-        "compared_fraction": mean("units") / (n_tools * (2 if tree.vectors else 1)) if ok else 0.0,
+        # flat search of the same kind compares every tool's text, and its vector when the intent has one
+        "compared_fraction": mean("units") / (n_tools * (1 + mean("vectored"))) if ok else 0.0,
         "p50_ms": statistics.median(p["ms"] for p in ok) if ok else 0.0, "mean_ms": mean("ms"),
         "p99_ms": percentile([p["ms"] for p in ok], 99),
         "queries_per_resolution": mean("queries"), "bytes_per_resolution": mean("bytes"),
@@ -727,7 +729,7 @@ def main() -> int:
         zonedir = str(Path(tmp) / "zones")
         report = build_tree(args, zonedir)
         catalog = load_catalogs(args.services)
-        tree = load_zones(zonedir, vectors=args.scorer == "hybrid")
+        tree = load_zones(zonedir)
         known = {t.id for t in catalog.tools}
         missing = sum(1 for q in queries for c in q["correct_tools"] if c["id"] not in known)
         sweep, modes = sweep_k(args, zonedir, tree, ks, queries, len(catalog.tools), embedder)
