@@ -47,6 +47,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from scipy.stats import binomtest  # scikit-learn's dependency, in the server extra
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -531,6 +532,15 @@ def versus_flat(run: Run) -> dict[str, dict[str, int]]:
     return out
 
 
+def mcnemar_p(dns_only: int, flat_only: int) -> float:
+    """McNemar's exact test of two rankings over the same queries: the two-sided p-value of the split
+    queries dividing as they do (or more unevenly) if either side were as likely to win each. A
+    p-value near 1 says the hit rates differ by no more than chance would make them; with 7 and 8
+    split queries it is 1.0, with 0 and 10 it is 0.002."""
+    split = dns_only + flat_only
+    return float(binomtest(dns_only, split, 0.5).pvalue) if split else 1.0
+
+
 def result_json(run: Run) -> dict:
     args, head = run.args, run.head
     copied = ("docs_scored_fraction", "docs_scored_per_query", "compared_fraction", "compared_per_query", "p50_ms", "p99_ms", "queries_per_resolution",
@@ -546,6 +556,7 @@ def result_json(run: Run) -> dict:
         **{f"flat_{name}": {k: means[k] for k in HEADLINE_METRICS} for name, means in run.flat.items()},
         "recall_by_correct": recall_by_correct(run),
         "versus_flat": versus_flat(run),
+        "versus_flat_p": {name: mcnemar_p(c["dns_only"], c["flat_only"]) for name, c in versus_flat(run).items()},
         "sweep": {k_text(k): {**{key: value for key, value in v.items() if key != "per_query"}, "k": k_text(k)}
                   for k, v in run.sweep.items()},
         "modes": {mode: {key: value for key, value in v.items() if key != "per_query"} for mode, v in run.modes.items()},
@@ -626,9 +637,13 @@ def markdown_routing(run: Run) -> list[str]:
         values = [row["dns"]] + [row["flat_" + n] for n in run.flat]
         lines.append(f"| {key} | {row['n']} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in values) + " |")
     lines += ["", "## Query by query against flat search (a correct tool in the top 10)", "",
-              "| flat search | both | resolution over DNS only | flat only | neither |", "| --- | --- | --- | --- | --- |"]
+              "| flat search | both | resolution over DNS only | flat only | neither | McNemar p |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for name, c in versus_flat(run).items():
-        lines.append(f"| {FLAT_NAMES[name[5:]]} | {c['both']} | {c['dns_only']} | {c['flat_only']} | {c['neither']} |")
+        lines.append(f"| {FLAT_NAMES[name[5:]]} | {c['both']} | {c['dns_only']} | {c['flat_only']} | {c['neither']} "
+                     f"| {mcnemar_p(c['dns_only'], c['flat_only']):.3f} |")
+    lines += ["", "McNemar p: the chance of the split queries dividing at least this unevenly if the two searches were "
+              "equally good (exact, two-sided); near 1, the difference in hit rate@10 is within chance."]
     return lines
 
 

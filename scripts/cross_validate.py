@@ -12,7 +12,8 @@ Both ways round, so every query is reported once, by a setting chosen without it
         --grid "--k 5" --grid "--k 6" --grid "--k 6 --max-children 120 --max-leaf 16"
 
 Prints one line per run and, per direction, the chosen setting with its tuned and held-out
-figures, next to the flat baselines of the held-out half.
+figures, next to the flat baselines of the held-out half, and the held-out queries the tree and
+each flat search split (found by one only) with McNemar's exact p-value.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ def main() -> int:
             flats = {k: held[k]["hr@10"] for k in ("flat_bm25", "flat_dense", "flat_hybrid") if k in held}
             print(f"chosen on {tune}: {chosen!r}; tuned: {line(results[chosen])}")
             print(f"held out ({report}): {line(held)}; flat hr@10 {flats}", flush=True)
+            for name, c in held.get("versus_flat", {}).items():  # the queries the two split, and whether by chance
+                print(f"  held out against {name}: tree only {c['dns_only']}, flat only {c['flat_only']}, "
+                      f"McNemar p {held['versus_flat_p'][name]:.3f}", flush=True)
     return 0
 
 

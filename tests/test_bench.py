@@ -50,10 +50,11 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert sum(versus.values()) == 4 and versus["neither"] >= 1  # q3's words are in no tool
     assert versus["both"] + versus["dns_only"] == round(result["hr@10"] * 4)
     assert versus["both"] + versus["flat_only"] == round(result["flat_bm25"]["hr@10"] * 4)
+    assert 0 < result["versus_flat_p"]["flat_bm25"] <= 1
     assert result["queries_per_resolution"] >= 1 and result["failures"] == 0
     report = (tmp_path / "r.md").read_text()
     assert report.startswith("# ToolDNS retrieval benchmark") and "Flat dense and flat hybrid: not run" in report
-    assert "## Query by query against flat search" in report and "| flat BM25 | " in report
+    assert "## Query by query against flat search" in report and "| flat BM25 | " in report and "McNemar p" in report
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
 
     # With vectors: the tree built with the hash embedder (no model), the resolver sending the intent's
@@ -305,3 +306,13 @@ def test_replay_bounds_rank_safe_walks_find_what_flat_bm25_finds(tmp_path):
     leaves = [float(line.split(", ")[2].split()[0]) for line in safe]  # looser bounds visit more leaves
     assert leaves[0] <= leaves[1] <= leaves[2]
     assert sum(line.startswith("chosen on the ") for line in lines) == 2 and "held out" in out.stdout
+
+
+def test_mcnemar_p_says_whether_split_queries_are_within_chance():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_retrieval import mcnemar_p
+
+    assert mcnemar_p(7, 8) == mcnemar_p(8, 7) == 1.0  # seven against eight: nothing to tell them apart
+    assert mcnemar_p(0, 0) == 1.0  # the two agree on every query
+    assert abs(mcnemar_p(0, 10) - 2 / 2 ** 10) < 1e-12  # ten of ten one way: 2 x 0.5^10
+    assert mcnemar_p(3, 9) < mcnemar_p(5, 7) < 1.0
