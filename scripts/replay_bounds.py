@@ -143,14 +143,14 @@ def fixed_k(r: Replayed, qi: int, scores: np.ndarray, k: int, prune: float) -> l
     return [i for i in ranked if scores[i] >= prune * scores[ranked[0]]] if ranked else []
 
 
-def stopping(r: Replayed, qi: int, scores: np.ndarray, stop: float, most: int) -> list[int]:
+def stopping(r: Replayed, qi: int, scores: np.ndarray, stop: float, most: int, least: int = 0) -> list[int]:
     """Children visited in the order of their bounds until the tenth best tool found scores at least
-    *stop* x the next bound (1: rank-safe), at most *most* of them."""
+    *stop* x the next bound (1: rank-safe), at least *least* and at most *most* of them."""
     visited: list[int] = []
     best: dict[str, float] = {}
     for i in order(scores)[:most]:
         tenth = sorted(best.values(), reverse=True)[TOP - 1] if len(best) >= TOP else None
-        if tenth is not None and tenth >= stop * scores[i]:
+        if len(visited) >= least and tenth is not None and tenth >= stop * scores[i]:
             break
         visited.append(i)
         for tid, s in r.tops[qi][i]:
@@ -200,11 +200,15 @@ def main() -> int:
     settings += [("bound", g, ("K", k, prune)) for g in sizes for k in range(5, 11) for prune in (0.1, 0.25, 0.4, 0.5)]
     settings += [("bound", g, ("stop", stop, most)) for g in sizes for stop in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
                  for most in (6, 8, 10, 12, 15, 20)]
+    # the root's best facet is no bound, but an estimate on another scale: K children at least, then more
+    # while the next one's facet times F outscores the tenth tool found
+    settings += [("facet", None, ("stop", stop, most, least)) for stop in (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+                 for most in (8, 10, 12) for least in (4, 5, 6, 7)]
 
     def walk_of(r: Replayed, kind, g, how):
         def walk(qi):
             scores = r.facet[qi] if kind == "facet" else r.bounds[g][qi]
-            return fixed_k(r, qi, scores, how[1], how[2]) if how[0] == "K" else stopping(r, qi, scores, how[1], how[2])
+            return fixed_k(r, qi, scores, how[1], how[2]) if how[0] == "K" else stopping(r, qi, scores, *how[1:])
         return walk
 
     results = {}
@@ -225,7 +229,8 @@ def main() -> int:
             shown.add(family)
             held = results[kind, g, how, report]
             what = "best facet" if kind == "facet" else f"bounds of groups of {g or 'a whole child'}"
-            print(f"  {what}, {how[0]} {how[1]} {'prune' if how[0] == 'K' else 'at most'} {how[2]}: "
+            least = f" at least {how[3]}" if len(how) > 3 else ""
+            print(f"  {what}, {how[0]} {how[1]} {'prune' if how[0] == 'K' else 'at most'} {how[2]}{least}: "
                   f"{v[0]:.4f} chosen -> {held[0]:.4f} held out ({', '.join(f'{h:.4f}' for h in held[3])}), "
                   f"{held[1]:.1%} scored, {held[2]:.1f} queries")
     return 0
