@@ -113,7 +113,7 @@ def _indexes(zonedir: Path) -> list[ZoneIndex]:
 
 
 def _query(name: str, rdtype: str, intent: str | None, k: int, payload: int, rd: bool,
-           vector: bytes | None = None, brief: bool = False, fit: bool = False) -> bytes:
+           vector: bytes | None = None, brief: bool = False, fit: bool = False, cd: bool = False) -> bytes:
     options = [dns.edns.GenericOption(BRIEF_OPTION_CODE, b"")] if brief else []
     if fit:
         options.append(dns.edns.GenericOption(FIT_OPTION_CODE, b""))
@@ -122,7 +122,7 @@ def _query(name: str, rdtype: str, intent: str | None, k: int, payload: int, rd:
     if vector is not None:
         options.append(dns.edns.GenericOption(VECTOR_OPTION_CODE, vector))
     msg = dns.message.make_query(name, rdtype, use_edns=0, payload=payload, options=options,
-                                 flags=dns.flags.RD if rd else 0)
+                                 flags=(dns.flags.RD if rd else 0) | (dns.flags.CD if cd else 0))
     msg.id = 0x4242
     return msg.to_wire(max_size=65535)
 
@@ -156,7 +156,8 @@ def _queries(ix: ZoneIndex, n: int, seed: int, vectors: bool) -> list[tuple[byte
         if vectors and intent is not None and rng.random() < 0.6:
             vector = encode_vector(HASH.model, HASH.embed_one(intent))
         out.append((_query(name, rng.choice(QTYPES), intent, rng.choice(KS), rng.choice(PAYLOADS),
-                           rng.random() < 0.3, vector, brief=rng.random() < 0.4, fit=rng.random() < 0.4),
+                           rng.random() < 0.3, vector, brief=rng.random() < 0.4, fit=rng.random() < 0.4,
+                           cd=rng.random() < 0.2),
                     rng.random() < 0.7))
     return out
 
@@ -220,6 +221,7 @@ def test_shipped_tree_fast_replies_are_the_reference_bytes():
     assert len(answered) > 1000
     assert any(b"kind=self" in r for r in answered) and any(r[2] & 0x02 for r in answered)  # TC
     assert any(_trimmed(r) for r in answered)  # the fit option: the best tools that fit, on both paths
+    assert any(r[3] & 0x10 for r in answered)  # CD copied from the query, on both paths (RFC 4035 3.1.6)
 
 
 def test_built_trees_fast_replies_are_the_reference_bytes(built):

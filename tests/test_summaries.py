@@ -329,6 +329,8 @@ def test_notify_from_an_address_that_is_not_the_childs_name_server_is_refused(de
         sock.sendto(notify.to_wire(), (address, port))
         ack = dns.message.from_wire(sock.recv(4096))
     assert ack.rcode() == dns.rcode.NOERROR and ack.opcode() == dns.opcode.NOTIFY and ack.flags & dns.flags.AA
+    # as every reply of an authoritative server: no recursion offered, and EDNS answered with EDNS
+    assert not ack.flags & dns.flags.RA and ack.edns == 0
     again = dns.query.udp(notify, address, port=port, timeout=REPLY_TIMEOUT)
     assert again.rcode() == dns.rcode.REFUSED  # never answered from the packet cache
     notauth = dns.message.make_query("weather.tools.", "SOA")

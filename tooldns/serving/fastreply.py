@@ -59,7 +59,7 @@ _U16 = struct.Struct("!H")
 _FIRST = operator.itemgetter(0)
 _HEAD = struct.Struct("!HHI")  # type, class, TTL
 _FLAGS_COUNTS = struct.Struct("!HHHHH")
-_QR, _AA, _TC, _RD = 0x8000, 0x0400, 0x0200, 0x0100
+_QR, _AA, _TC, _RD, _CD = 0x8000, 0x0400, 0x0200, 0x0100, 0x0010
 #: the last offset a compression pointer can reach (14 bits)
 _MAX_POINTER = 0x3FFF
 _TXT_HEAD = _HEAD.pack(QTYPE.TXT, 1, 0)  # ranking TXT records: class IN, TTL 0 (they depend on the intent)
@@ -469,7 +469,7 @@ class PackedZone:
             counts, flags = self._answer(out, data[12:end - 4], route, ranked), _QR | _AA
         if counts is None:
             return None
-        flags |= _RD if query.rd else 0
+        flags |= (_RD if query.rd else 0) | (data[3] & _CD)  # RD and CD copied (RFC 4035 3.1.6)
         out += self._opt_record(ranked.meta)
         _FLAGS_COUNTS.pack_into(out, 2, flags, 1, counts[0], counts[1], counts[2] + 1)
         if len(out) <= max_size:

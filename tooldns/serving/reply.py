@@ -1,7 +1,7 @@
 """Building the reply message from a lookup result: the one place flags, rcodes and OPT are set.
 
 * AA is set on answers, NXDOMAIN and NODATA from this zone; clear on referrals and REFUSED.
-* RA is always clear (authoritative only, no recursion); RD is copied from the query.
+* RA is always clear (authoritative only, no recursion); RD and CD are copied from the query.
 * Every reply to a query that had an OPT record carries an OPT record (dnslib's ``reply()``
   does not copy it), with the intent meta option for intent-ranked results and an Extended DNS
   Error (RFC 8914) where there is something to explain.
@@ -39,7 +39,7 @@ def _skeleton(request: DNSRecord | None, header: DNSHeader | None = None, answer
     h = request.header if request is not None else header
     # sections passed at construction: dnslib recounts the header once, not once per record
     return DNSRecord(DNSHeader(id=h.id if h else 0, qr=1, opcode=h.opcode if h else 0,
-                               rd=h.rd if h else 0, ra=0, aa=0),
+                               rd=h.rd if h else 0, cd=h.cd if h else 0, ra=0, aa=0),
                      questions=list(request.questions) if request is not None else [],
                      rr=answer, auth=authority, ar=additional)
 

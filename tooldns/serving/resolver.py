@@ -262,7 +262,8 @@ class ZoneResolver(BaseResolver):
                                                        "name servers")
         if rcode != RCODE.NOERROR:
             return error_reply(request, rcode, f"{child} is not a child zone of {self.source.index.origin}")
-        reply = request.reply()  # the opcode stays NOTIFY
+        # the opcode stays NOTIFY; RA clear and the OPT record kept, as every reply of this server
+        reply = error_reply(request, RCODE.NOERROR)
         reply.header.aa = 1
         return reply
 
