@@ -69,12 +69,18 @@ def test_a_bad_name_does_not_cost_the_queries_pipelined_behind_it(demo_tree):
 
 
 def test_names_are_read_with_bounded_work(server_for_zone):
-    """A name of more labels than 255 octets can hold, or a pointer that does not point backwards,
-    is refused as soon as it is seen (a name is read in at most 127 labels)."""
-    header = struct.pack("!HHHHHH", 0x4246, 0, 1, 0, 0, 0)
-    many_labels = header + b"\x01x" * 200 + b"\x00" + struct.pack("!HH", 33, 1)
+    """A name of more labels than 255 octets can hold is refused with a text saying so (its OPT
+    record is read: a name is read to its end, within 512 labels and pointers); a pointer that does
+    not point backwards, or a name longer than that bound, is refused as soon as it is seen."""
+    header = struct.pack("!HHHHHH", 0x4246, 0, 1, 0, 0, 1)
+    opt = b"\x00" + struct.pack("!HHIH", 41, 1232, 0, 0)
+    many_labels = header + b"\x01x" * 200 + b"\x00" + struct.pack("!HH", 33, 1) + opt
+    reply = dns.message.from_wire(server_for_zone.handle(many_labels, udp=True))
+    assert reply.id == 0x4246 and reply.rcode() == dns.rcode.FORMERR and not reply.question
+    assert "401 octets; at most 255" in reply.options[0].text
+    endless = header + b"\x01x" * 600 + b"\x00" + struct.pack("!HH", 33, 1) + opt
     forward = header + b"\x01x\xc0\x20" + struct.pack("!HH", 33, 1) + b"\x00" * 20
-    for wire in (many_labels, forward):
+    for wire in (endless, forward):
         reply = dns.message.from_wire(server_for_zone.handle(wire, udp=True))
         assert reply.id == 0x4246 and reply.rcode() == dns.rcode.FORMERR
 

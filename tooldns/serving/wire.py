@@ -204,7 +204,9 @@ class _BoundedBuffer(DNSBuffer):
         labels: list[bytes] = []
         while True:
             self.steps += 1
-            if self.steps > MAX_NAME_STEPS or len(labels) > 127:
+            # a name of over 127 labels is too long (255 octets), but is read to its end within the
+            # bound, so that the rest of the query (its OPT record) is read and the FORMERR explains it
+            if self.steps > MAX_NAME_STEPS:
                 raise DNSBufferError(f"names take more than {MAX_NAME_STEPS} steps to read; a query needs few")
             (length,) = self.unpack("!B")
             if length >= 0xC0:  # a compression pointer: only backwards, as dnslib checks
