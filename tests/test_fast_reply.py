@@ -165,7 +165,7 @@ def _queries(ix: ZoneIndex, n: int, seed: int, vectors: bool) -> list[tuple[byte
 def _reference(resolver: ZoneResolver, data: bytes, udp: bool) -> bytes:
     request = parse_request(data)
     handler = _Handler("udp" if udp else "tcp", ("127.0.0.1", 53))  # the fit option trims over UDP only
-    return pack_reply(resolver.resolve(request.record, handler), request.udp_size if udp else 65535)
+    return pack_reply(resolver.resolve(request.record, handler), request.udp_size if udp else 65535, tcp=not udp)
 
 
 def _dnspython(wire: bytes) -> tuple:

@@ -11,11 +11,14 @@ import socket
 import struct
 
 import dns.edns
+import dns.flags
 import dns.message
+import dns.query
 import dns.rcode
 
 import pytest
 
+from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 from tooldns.serving.resolver import ZoneResolver
 from tooldns.serving.server import DNSServer
 from tooldns.serving.store import ZoneStore
@@ -164,5 +167,38 @@ def test_odd_labels_on_one_address_go_to_the_zone_they_lie_in(tmp_path):
             reply = _ask("127.0.0.1", tree.tree.port, labels)
             assert reply.rcode() == rcode and "label '" in _ede(reply), (labels, _ede(reply))
             assert (reply.authority[0].name.to_text() if reply.authority else None) == owner, labels
+    finally:
+        tree.stop()
+
+
+def test_a_leaf_too_big_for_one_message_answers_over_tcp_what_fits(tmp_path):
+    """A leaf of 3,000 tools asked for all of them (no intent, as ``dig`` asks) over TCP: the first
+    records that fit 65,535 octets, TC set and an EDE text saying how many, instead of an empty
+    truncated reply a TCP client can do nothing with; asked with an intent, the ranked few, whole."""
+    zonedir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    leaf = zonedir / "history.weather.tools.yaml"
+    text = leaf.read_text(encoding="utf-8")
+    leaf.write_text(text + "".join(f"- label: archive-{i}\n  name: Archive {i}\n  service: http\n"
+                                   f"  target: h{i}.example.org.\n  port: 443\n"
+                                   f"  description: historical weather archive number {i}\n" for i in range(3000)),
+                    encoding="utf-8")
+    assert text.rstrip().splitlines()[-1].startswith("  ")  # the tools list ends the file
+    address = re.search(r"address: (127\.\d+\.\d+\.\d+)", leaf.read_text(encoding="utf-8")).group(1)
+    tree = TreeThread(zonedir, free_port(address), watch_interval=0).start()
+    try:
+        query = dns.message.make_query("_http._tcp.history.weather.tools.", "SRV", use_edns=0)
+        query.flags = 0
+        reply = dns.query.tcp(query, address, port=tree.tree.port, timeout=REPLY_TIMEOUT)
+        assert reply.rcode() == dns.rcode.NOERROR and reply.flags & dns.flags.TC
+        kept = sum(len(rrset) for rrset in reply.answer)
+        assert 500 < kept < 3000 and len(reply.to_wire()) <= 65535
+        assert reply.options[0].text.startswith(f"{kept} of ")
+        udp = dns.query.udp(query, address, port=tree.tree.port, timeout=REPLY_TIMEOUT)
+        assert udp.flags & dns.flags.TC and not udp.answer  # over UDP: retry over TCP, as before
+        ranked = dns.message.make_query("_http._tcp.history.weather.tools.", "SRV", use_edns=0, options=[
+            dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent("historical weather archive", 5))])
+        ranked.flags = 0
+        few = dns.query.tcp(ranked, address, port=tree.tree.port, timeout=REPLY_TIMEOUT)
+        assert not few.flags & dns.flags.TC and 0 < sum(len(rrset) for rrset in few.answer) <= 5
     finally:
         tree.stop()

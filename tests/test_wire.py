@@ -1,14 +1,17 @@
-"""Strict request parsing and truncation, on bytes, without sockets."""
+"""Strict request parsing, truncation and cutting to one message, on bytes, without sockets."""
 
 import struct
 
+import dns.exception
+import dns.flags
+import dns.message
 import pytest
-from dnslib import EDNS0, QTYPE, RCODE, RR, TXT, DNSRecord
+from dnslib import EDNS0, NS, QTYPE, RCODE, RR, TXT, A, DNSRecord
 
 from tooldns.serving.index import ZoneIndex
 from tooldns.serving.resolver import StaticSource, ZoneResolver
 from tooldns.serving.server import DNSServer
-from tooldns.serving.wire import MalformedRequest, pack_reply, parse_options, parse_request
+from tooldns.serving.wire import MAX_MESSAGE, MalformedRequest, pack_reply, parse_options, parse_request
 from tooldns.zone.zonefile import load_zone
 
 from conftest import ZONES
@@ -56,6 +59,52 @@ def test_truncation_keeps_question_and_opt():
     assert str(t.q.qname) == "big.weather.tools." and not t.rr
     assert [rr.rtype for rr in t.ar] == [QTYPE.OPT]
     assert pack_reply(reply, None) == bytes(reply.pack())
+
+
+def _referral_to(children: int) -> DNSRecord:
+    """A referral to *children* zones, each with its name server's glue, as a root without an intent
+    would send it: far over what one message holds."""
+    q = DNSRecord.question("_any._tcp._tools.", "SRV")
+    q.add_ar(EDNS0(udp_len=1232))
+    reply = q.reply()
+    for i in range(children):
+        reply.add_auth(RR(f"child{i}.tools.", QTYPE.NS, rdata=NS(f"ns1.child{i}.tools."), ttl=3600))
+        reply.add_ar(RR(f"ns1.child{i}.tools.", QTYPE.A, rdata=A(f"127.0.{i // 250}.{i % 250 + 1}"), ttl=3600))
+    reply.add_ar(EDNS0(udp_len=1232))
+    return reply
+
+
+def test_a_reply_longer_than_a_message_keeps_over_tcp_what_fits():
+    """Over UDP a reply too long is sent empty with TC (the client retries over TCP); over TCP,
+    where nothing is retried, its first records that fit 65,535 octets, each NS with its glue, TC
+    set and an EDE text saying how many of how many."""
+    reply = _referral_to(5000)
+    assert len(pack_reply(reply, None)) > 3 * MAX_MESSAGE
+    cut = pack_reply(reply, MAX_MESSAGE, tcp=True)
+    message = dns.message.from_wire(cut)  # every compression pointer right (dnspython checks them)
+    kept = [str(rr.name) for rr in message.authority]
+    assert len(cut) <= MAX_MESSAGE and message.flags & dns.flags.TC
+    assert 1000 < len(kept) < 5000 and kept == [f"child{i}.tools." for i in range(len(kept))]
+    assert [str(rr.name) for rr in message.additional] == [f"ns1.{name}" for name in kept]
+    assert message.options[0].text == (f"{len(kept)} of 5000 records fit a 65,535-octet message; ask with an "
+                                       f"intent to have them ranked")
+    assert len(pack_reply(_referral_to(5000), MAX_MESSAGE + 1 - 400, tcp=True)) <= MAX_MESSAGE - 399  # any bound
+    udp = dns.message.from_wire(pack_reply(reply, 1232))
+    assert udp.flags & dns.flags.TC and not udp.authority and not udp.additional
+
+
+def test_names_past_the_reach_of_a_pointer_are_written_whole():
+    """dnslib also points at names written past offset 16,383, which 14 bits cannot name; the
+    replies this server packs never do (dnspython refuses such a message, or reads wrong names)."""
+    reply = _referral_to(1000)  # its NS records end past 16 kB; their glue names names written there
+    wire = pack_reply(reply, None)
+    glue = [f"ns1.child{i}.tools." for i in range(1000)]
+    assert [str(rr.name) for rr in dns.message.from_wire(wire).additional] == glue
+    try:  # dnslib's own packing of the same reply: why pack_message exists
+        wrong = [str(rr.name) for rr in dns.message.from_wire(bytes(reply.pack())).additional]
+    except dns.exception.DNSException:
+        wrong = None
+    assert wrong != glue
 
 
 @pytest.fixture(scope="module")

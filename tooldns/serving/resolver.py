@@ -39,7 +39,7 @@ from ..protocol.vector import VECTOR_OPTION_CODE, decode_vector
 from .fastreply import PackedZone
 from .lookup import Kind, Ranked, Result, fits_trimmed, lookup, ranked, trimmed
 from .reply import BADVERS, error_reply, reply_for, request_opt
-from .wire import CLASSIC_UDP_SIZE, SERVER_UDP_SIZE, pack_reply, read_plain_query
+from .wire import CLASSIC_UDP_SIZE, MAX_MESSAGE, SERVER_UDP_SIZE, pack_reply, read_plain_query
 
 try:  # compiled: the query and its intent option read with C integers, to the same results
     from .plainintent import decode_intent  # noqa: F811
@@ -201,7 +201,9 @@ class ZoneResolver(BaseResolver):
             if intent is not None and (BRIEF_OPTION_CODE in options or FIT_OPTION_CODE in options):
                 intent = _with_flags(intent, query.option_data)
             result = ranked(index, route.cursor, query.qtype, intent, vector)
-            wire = packed.pack(data, query, route, result, query.udp_size if udp else 65535) if result else None
+            wire = packed.pack(data, query, route, result, query.udp_size if udp else MAX_MESSAGE) if result else None
+            if wire is not None and wire[2] & 0x02 and not udp:
+                return None  # too long for one message: the full path keeps what fits (wire.pack_reply)
             if wire is not None and wire[2] & 0x02 and udp and intent.fit and result.kind is Kind.ANSWER:
                 fitted = _fit_packed(packed, data, query, route, result)
                 if fitted is not None:

@@ -46,7 +46,7 @@ from dnslib import CLASS, RCODE
 from ..zone.model import RateLimit
 from .ratelimit import SEND, SLIP, RateLimiter, kind_of, slip_reply
 from .reply import error_reply
-from .wire import MalformedRequest, pack_reply, parse_request
+from .wire import MAX_MESSAGE, MalformedRequest, pack_reply, parse_request
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class DNSServer:
             else:
                 reply = self.resolver.resolve(record, _Handler("udp" if udp else "tcp", client, self))
             try:
-                wire = pack_reply(reply, request.udp_size if udp else 65535)
+                wire = pack_reply(reply, request.udp_size if udp else MAX_MESSAGE, tcp=not udp)
             except Exception:
                 log.exception("cannot pack reply")
                 # without the question too: it may be what could not be packed

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 from dnslib import QTYPE, RR, DNSBuffer, DNSError, DNSHeader, DNSLabel, DNSQuestion, DNSRecord, EDNSOption
 from dnslib.buffer import BufferError as DNSBufferError
+from dnslib.label import DNSLabelError
 
-from ..protocol.ede import EDE_OPTION_CODE
+from ..protocol.ede import EDE_OPTION_CODE, encode_ede
 from ..protocol.edns import split_options
 from ..protocol.names import MAX_LABEL, MAX_NAME
 
@@ -277,11 +278,59 @@ def _name_error(questions) -> str | None:
     return None
 
 
-def pack_reply(reply: DNSRecord, max_size: int | None) -> bytes:
-    """Pack *reply*; if *max_size* is given and exceeded, pack the truncated form instead."""
-    wire = bytes(reply.pack())
+#: The largest DNS message: what TCP's two-octet length prefix can say (RFC 1035 4.2.2)
+MAX_MESSAGE = 65535
+#: The farthest offset a compression pointer can name (14 bits, RFC 1035 4.1.4)
+MAX_POINTER = 0x3FFF
+
+
+class _PackBuffer(DNSBuffer):
+    """dnslib's buffer, writing names so that every compression pointer can be written: dnslib
+    also remembers names written past offset 16,383, which 14 bits cannot name, and later points at
+    them with a wrong offset (the glue of a referral to a thousand children over TCP)."""
+
+    def encode_name(self, name) -> None:
+        labels = list((name if isinstance(name, DNSLabel) else DNSLabel(name)).label)
+        if sum(len(label) + 1 for label in labels) > 254:
+            raise DNSLabelError(f"name too long: {DNSLabel(labels)}")
+        while labels:
+            pointer = self.names.get(tuple(labels))
+            if pointer is not None:
+                self.pack("!H", 0xC000 | pointer)
+                return
+            if self.offset <= MAX_POINTER:
+                self.names[tuple(labels)] = self.offset
+            label = labels.pop(0)
+            if len(label) > MAX_LABEL:
+                raise DNSLabelError(f"label too long: {label!r}")
+            self.pack("!B", len(label))
+            self.append(label)
+        self.append(b"\x00")
+
+
+def pack_message(message: DNSRecord) -> bytes:
+    """*message* on the wire, as ``DNSRecord.pack`` writes it but with pointers only to where 14 bits
+    reach (:class:`_PackBuffer`)."""
+    message.set_header_qa()
+    buffer = _PackBuffer()
+    message.header.pack(buffer)
+    for section in (message.questions, message.rr, message.auth, message.ar):
+        for item in section:
+            item.pack(buffer)
+    return bytes(buffer.data)
+
+
+def pack_reply(reply: DNSRecord, max_size: int | None, tcp: bool = False) -> bytes:
+    """Pack *reply*; if *max_size* is given and exceeded, pack the truncated form instead: over UDP
+    the header, question and OPT record (the client retries over TCP), over TCP (*tcp*), where
+    nothing is retried, the most of its leading records that fit (:func:`_cut`)."""
+    wire = pack_message(reply)
     if max_size is None or len(wire) <= max_size:
         return wire
+    if tcp:
+        cut = _cut(reply, max_size, len(wire))
+        if cut is not None:
+            return cut
     truncated = DNSRecord(DNSHeader(id=reply.header.id, bitmap=reply.header.bitmap), questions=list(reply.questions))
     truncated.header.tc = 1
     truncated.header.rcode = reply.header.rcode
@@ -289,4 +338,68 @@ def pack_reply(reply: DNSRecord, max_size: int | None) -> bytes:
         if rr.rtype == QTYPE.OPT:
             # keep the OPT (extended rcode, size) but drop bulky options except EDE
             truncated.add_ar(RR(".", QTYPE.OPT, rr.rclass, rr.ttl, [o for o in rr.rdata if o.code == EDE_OPTION_CODE]))
-    return bytes(truncated.pack())
+    return pack_message(truncated)
+
+
+def _names_of(rr: RR) -> set:
+    """The owner of *rr* and the name its data points at (an NS's server, an SRV's target)."""
+    target = getattr(rr.rdata, "label", None) if rr.rtype == QTYPE.NS else getattr(rr.rdata, "target", None)
+    return {rr.rname} if target is None else {rr.rname, DNSLabel(target)}
+
+
+def _cut(reply: DNSRecord, max_size: int, size: int) -> bytes | None:
+    """A reply too long for one message (a leaf of 10,000 tools asked for all of them, a root of
+    a thousand children without an intent), cut: the first records of its answer (or, in a
+    referral, of its authority section) that fit with the additional records about them (glue,
+    descriptions), TC set and an EDE text saying how many were kept (perhaps none)."""
+    primary = reply.rr if reply.rr else reply.auth
+    opt = next((rr for rr in reply.ar if rr.rtype == QTYPE.OPT), None)
+    extra = [rr for rr in reply.ar if rr.rtype != QTYPE.OPT]
+
+    def packed(n: int) -> bytes | None:
+        kept = primary[:n]
+        names = set().union(*map(_names_of, kept)) if kept else set()
+        out = DNSRecord(DNSHeader(id=reply.header.id, bitmap=reply.header.bitmap), questions=list(reply.questions),
+                        rr=kept if reply.rr else [], auth=list(reply.auth) if reply.rr else kept,
+                        ar=[rr for rr in extra if rr.rname in names])
+        out.header.tc = 1
+        if opt is not None:
+            text = (f"{n} of {len(primary)} records fit a {MAX_MESSAGE:,}-octet message; ask with an intent "
+                    f"to have them ranked")
+            out.add_ar(RR(".", QTYPE.OPT, opt.rclass, opt.ttl,
+                          [o for o in opt.rdata if o.code != EDE_OPTION_CODE] + [EDNSOption(EDE_OPTION_CODE,
+                                                                                          encode_ede(text))]))
+        wire = pack_message(out)
+        return wire if len(wire) <= max_size else None
+
+    # records of one zone are alike in size: the share that fits is within a few records of the
+    # most that fit; gallop from it either way, then halve (a few packings, not log2 of thousands)
+    n = max(0, min(len(primary) - 1, len(primary) * max_size // size))
+    best = packed(n)
+    step = 1
+    if best is not None:  # fits with lo; find a count that does not
+        lo, hi = n, None
+        while hi is None:
+            n = min(lo + step, len(primary) - 1)
+            wire = packed(n) if n > lo else None
+            if wire is None:
+                hi = n if n > lo else lo + 1
+            else:
+                best, lo, step = wire, n, step * 2
+    else:  # does not fit with hi; find a count that does (0 always does: the header, question, OPT)
+        hi, lo = n, None
+        while lo is None:
+            n = max(hi - step, 0)
+            wire = packed(n)
+            if wire is not None or n == 0:
+                best, lo = wire, n
+            else:
+                hi, step = n, step * 2
+    while hi - lo > 1:  # fits with lo records, not with hi
+        n = (lo + hi) // 2
+        wire = packed(n)
+        if wire is not None:
+            best, lo = wire, n
+        else:
+            hi = n
+    return best
