@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tooldns.argtypes import port as port_arg
 from tooldns.protocol import names
 
 from .cli import timeout_arg
@@ -254,7 +255,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio",
                    help="stdio (what desktop agent hosts launch; the default) or streamable-http")
     p.add_argument("--host", default="127.0.0.1", help="address to serve HTTP on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port to serve HTTP on (default 8000)")
+    p.add_argument("--port", type=port_arg, default=8000, help="port to serve HTTP on (default 8000)")
     p.add_argument("--path", default="/mcp", help="HTTP path of the MCP endpoint (default /mcp)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every tool call and error on stderr")
     return p

@@ -17,7 +17,9 @@ arrives.
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import socket
 import time
 from collections import deque
 import selectors
@@ -63,20 +65,45 @@ def _port(text: str, whole: str) -> int:
     return port
 
 
+def _host(host: str, whole: str) -> str:
+    """*host* as an IP address: itself when it is one, else what this machine resolves the name to."""
+    if not host:
+        raise ResolverError(f"bad server {whole!r}: no host; 'HOST:PORT', '[ADDRESS]:PORT' or 'HOST'")
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)
+    except (OSError, UnicodeError) as exc:
+        raise ResolverError(f"bad server {whole!r}: {host!r} is not an IP address, nor a host name this "
+                            f"machine can resolve ({exc})") from None
+    return found[0][4][0]
+
+
 def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple[str, int]:
-    """'HOST:PORT', '[v6]:PORT', 'HOST' or (host, port) -> (host, port)."""
+    """'HOST:PORT', '[v6]:PORT', 'HOST', a bare IPv6 address or (host, port) -> (address, port), a
+    host name resolved once to its first address; :class:`ResolverError` for anything else."""
     if isinstance(text, tuple):
-        return text[0], _port(str(text[1]), str(text))
+        return _host(text[0], str(text)), _port(str(text[1]), str(text))
     text = text.strip()
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
         if rest and not rest.startswith(":"):
             raise ResolverError(f"bad server {text!r}: '[ADDRESS]:PORT' or '[ADDRESS]'")
-        return host, _port(rest[1:], text) if rest else default_port
+        if ":" not in host:
+            raise ResolverError(f"bad server {text!r}: brackets hold an IPv6 address")
+        return _host(host, text), _port(rest[1:], text) if rest else default_port
     if text.count(":") == 1:
         host, port = text.split(":")
-        return host, _port(port, text)
-    return text, default_port
+        return _host(host, text), _port(port, text)
+    if ":" in text:
+        try:
+            return str(ipaddress.IPv6Address(text)), default_port
+        except ValueError:
+            raise ResolverError(f"bad server {text!r}: not an IPv6 address; with a port, an IPv6 address is "
+                                f"written '[ADDRESS]:PORT'") from None
+    return _host(text, text), default_port
 
 
 class _BaseResolver:

@@ -140,9 +140,11 @@ def test_serve_refuses_broken_tree(tmp_path):
 @pytest.mark.parametrize("flag,bad,message", [
     ("--tcp-idle", "inf", "a number of seconds above 0"), ("--tcp-idle", "0", "a number of seconds above 0"),
     ("--summary-refresh", "nan", "a number of seconds above 0"), ("--watch-interval", "-0.5", "0 or more"),
-    ("--workers", "0", "a whole number of at least 1"), ("--workers", "1.5", "a whole number of at least 1")])
+    ("--workers", "0", "a whole number of at least 1"), ("--workers", "1.5", "a whole number of at least 1"),
+    ("--port", "70000", "a port number from 0 to 65535"), ("--port", "-1", "a port number from 0 to 65535"),
+    ("--port", "65536", "a port number from 0 to 65535")])
 def test_serve_refuses_numbers_out_of_range(flag, bad, message, capsys):
-    """Durations must be finite numbers of seconds and counts whole numbers: exit 2 with argparse's
+    """Durations must be finite numbers of seconds, counts and ports whole numbers: exit 2 with argparse's
     message naming the flag, before anything is served."""
     with pytest.raises(SystemExit) as exit_:
         tooldns_main(["serve", str(ZONES), flag, bad])

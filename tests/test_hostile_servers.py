@@ -151,10 +151,13 @@ def test_the_validator_fails_closed_on_records_dnspython_cannot_take():
 
 
 def test_bad_servers_timeouts_and_anchors_are_resolver_errors(tmp_path):
-    for text in ("127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:0", "[::1]x", "[::1]:port"):
+    for text in ("127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:0", "[::1]x", "[::1]:port", "", " ", ":5300",
+                 "127.0.0.1:5354:1", "[127.0.0.1]:53", "[]:53"):
         with pytest.raises(ResolverError, match="bad port|bad server"):
             parse_server(text)
     assert parse_server("[::1]:53") == ("::1", 53) and parse_server("[::1]") == ("::1", 5300)
+    assert parse_server("::1") == ("::1", 5300) and parse_server(("127.0.0.1", 53)) == ("127.0.0.1", 53)
+    assert parse_server("localhost:53")[0] in ("127.0.0.1", "::1")  # a host name: its address, found once
     for bad in ("nan", float("nan"), float("inf"), 1e308, 0, -1, "soon"):
         with pytest.raises(ResolverError, match="a number of seconds above 0"):
             Resolver(timeout=bad)
@@ -165,7 +168,8 @@ def test_bad_servers_timeouts_and_anchors_are_resolver_errors(tmp_path):
     with pytest.raises(ResolverError, match="is not text"):
         load_anchor(str(anchor))
     for args, code, said in ((["--timeout", "nan"], 2, "timeout must be"), (["--timeout", "1e308"], 2, "timeout must be"),
-                             (["--root", "127.0.0.1:99999"], 3, "bad port"), (["--top", "-1"], 2, "at least 1")):
+                             (["--root", "127.0.0.1:99999"], 3, "bad port"),
+                             (["--root", ""], 3, "no host"), (["--root", "127.0.0.1:5354:1"], 3, "not an IPv6 address"), (["--top", "-1"], 2, "at least 1")):
         proc = subprocess.run([sys.executable, "-m", "resolver_client.cli", "weather", *args], capture_output=True,
                               text=True, cwd=REPO, timeout=WAIT_TIMEOUT)
         assert proc.returncode == code and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

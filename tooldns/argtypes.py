@@ -28,3 +28,7 @@ def bounded(convert, least: float, above: bool = False, most: float = math.inf, 
         return value
 
     return parse
+
+
+#: a TCP or UDP port to serve on (0: one the system picks)
+port = bounded(int, 0, most=65535, what="a port number from 0 to 65535")

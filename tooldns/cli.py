@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .argtypes import bounded
+from .argtypes import bounded, port as _port
 from .exceptions import ToolDNSError, ZoneFileError
 
 #: what the server side needs beyond the resolver library (the ``server`` extra)
@@ -376,7 +376,7 @@ def _add_check_and_demo(sub) -> None:
     d = sub.add_parser("demo", help="serve a zone directory, resolve intents, print the results, stop")
     d.add_argument("intent", nargs="*", help="intents to resolve (default: historical weather Hong Kong)")
     d.add_argument("--zones", default="zones", help="the zone directory to serve (default zones, the shipped tree)")
-    d.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to serve it on (default {DEFAULT_PORT})")
+    d.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port to serve it on (default {DEFAULT_PORT})")
     d.add_argument("--k", type=int, default=3, help="children asked for at each step (default 3)")
     d.add_argument("--trace", action="store_true", help="print every hop of each resolution, like dig +trace")
     d.add_argument("--timeout", type=float, default=1.0, help="seconds the resolver waits for each reply (default 1)")
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve every zone file of a directory, one server per name-server address")
     s.add_argument("zonedir", help="a directory of *.yaml zone files (zones/, or what tooldns build wrote)")
-    s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on every zone's address (default {DEFAULT_PORT})")
+    s.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port on every zone's address (default {DEFAULT_PORT})")
     s.add_argument("--answer-cache", type=int, default=4096, metavar="N",
                    help="replies kept per server for repeated identical queries (0: off; default 4096)")
     for add_flags in (_add_scale_flags, _add_limit_flags, _add_report_flags, add_serve_flags):
