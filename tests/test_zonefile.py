@@ -176,11 +176,14 @@ def test_origin_may_not_be_a_cursor():
     ("scorer_options: {nope: 1}", "bm25 does not take these options"),
     ("child_scorer_options: {k1: {a: 1}}", "a value must be a number, text or true/false"),
     ("embed_intents: nope", "unknown embedder 'nope'"),
+    ("scorer: llm\n  scorer_options: {base_url: 'http://256.1.1.1:99999/v1'}", "base_url .* is not a URL"),
+    ("scorer: llm\n  scorer_options: {base_url: 'localhost:8000'}", "not a URL such as http://HOST:PORT/v1"),
+    ("scorer: llm\n  scorer_options: {base_url: 8000}", "base_url must be a URL, not int"),
 ])
 def test_settings_a_scorer_would_refuse_are_refused_with_their_line(setting, message):
     with pytest.raises(ZoneFileError, match=message) as info:
         parse_zone(GOOD + f"settings:\n  {setting}\n", "w.yaml")
-    assert f"w.yaml:{GOOD.count(chr(10)) + 2}:" in str(info.value)
+    assert f"w.yaml:{GOOD.count(chr(10)) + 2 + setting.count(chr(10))}:" in str(info.value)
 
 
 def with_corpus(line: str) -> str:

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import threading
+from urllib.parse import urlsplit
 
 DEFAULT_MODEL = "gpt-4o-mini"
 
@@ -85,6 +86,28 @@ def extract_json(content: str | None, *, object_only: bool = False):
     return data
 
 
+def url_problem(url) -> str | None:
+    """What keeps *url* from being an endpoint's base URL (``http://HOST[:PORT]/PATH``), or None."""
+    if not isinstance(url, str):
+        return f"base_url must be a URL, not {type(url).__name__}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not one
+    except ValueError as exc:
+        return f"base_url {url!r} is not a URL: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"base_url {url!r} is not a URL such as http://HOST:PORT/v1"
+    try:
+        import httpx  # what the openai client parses it with (it brings httpx)
+    except ImportError:
+        return None
+    try:
+        httpx.URL(url)
+    except Exception as exc:  # httpx.InvalidURL and its like
+        return f"base_url {url!r} is not a URL: {exc}"
+    return None
+
+
 def openai_client(*, base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0,
                   max_retries: int = 0):
     """An ``openai.OpenAI`` client for an OpenAI-compatible endpoint (imported here, on first use).
@@ -95,6 +118,9 @@ def openai_client(*, base_url: str | None = None, api_key: str | None = None, ti
     """
     from openai import OpenAI
 
+    url = base_url or os.environ.get("OPENAI_BASE_URL")
+    if url and url_problem(url):
+        raise ValueError(url_problem(url))
     return OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
                   api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
                   timeout=timeout, max_retries=max_retries)

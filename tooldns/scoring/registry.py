@@ -17,6 +17,7 @@ import inspect
 import math
 from typing import Callable, Sequence
 
+from ..chat import url_problem
 from ..exceptions import ScorerError
 from .bm25 import BM25Scorer
 from .hybrid import HybridScorer
@@ -48,6 +49,8 @@ def make_scorer(name: str, docs: Sequence[str], briefs: Sequence[str] | None = N
         return factory(docs, briefs=briefs, vectors=vectors, **options)
     except TypeError as exc:
         raise ScorerError(f"{name}: bad options {sorted(options)}: {exc}") from exc
+    except ValueError as exc:  # an option's value (an endpoint's URL ...)
+        raise ScorerError(f"{name}: {exc}") from exc
 
 
 def option_problem(name: str, options: dict) -> str | None:
@@ -64,6 +67,8 @@ def option_problem(name: str, options: dict) -> str | None:
         signature.bind([], briefs=None, vectors=None, **options)
     except TypeError as exc:
         return f"{name} does not take these options ({exc})"
+    if "base_url" in options and url_problem(options["base_url"]):  # found by tooldns check, not at start
+        return url_problem(options["base_url"])
     for key, value in options.items():  # a number where the scorer takes one (budget_ms, k1 ...)
         default = getattr(signature.parameters.get(key), "default", None)
         if isinstance(default, (int, float)) and not isinstance(default, bool) and (
