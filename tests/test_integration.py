@@ -222,6 +222,45 @@ def test_live_edit_add_change_remove_and_broken(demo_dir, caplog):
         tree.stop()
 
 
+@pytest.mark.parametrize("listen", [False, True])
+def test_a_zone_file_added_while_serving_is_served_without_a_restart(demo_dir, caplog, listen):
+    """A zone file added to the directory is checked and served from the next look: from a new server
+    on its own address, or beside the zones served on one --listen address; a file whose origin is
+    served already, or one that cannot be loaded, is logged and not served, and the others go on."""
+    path = demo_dir / "history.weather.tools.yaml"
+    text = path.read_text()
+    path.unlink()
+    address = re.search(r"address: (\S+)", text).group(1)
+    kwargs = {"listen": [address.rsplit(".", 1)[0] + ".1"]} if listen else {}
+    tree = start_tree(demo_dir, **kwargs)
+    try:
+        served = lambda: tree.tree.addresses.get("history.weather.tools.")  # noqa: E731
+        assert not served()
+        with caplog.at_level(logging.INFO, logger="tooldns.serving.tree"):
+            path.write_text(text)
+            assert wait_until(served), "the added zone file is not served"
+        assert "new zone file: serving history.weather.tools." in caplog.text
+        where = tree.tree.addresses["history.weather.tools."][0]
+        assert where == (kwargs["listen"][0] if listen else address)
+        reply = DNSRecord.parse(DNSRecord.question("history.weather.tools.", "SOA").send(
+            where, tree.tree.port, timeout=REPLY_TIMEOUT))
+        assert reply.header.rcode == RCODE.NOERROR and reply.header.aa
+        assert [str(rr.rname) for rr in reply.rr] == ["history.weather.tools."]  # its own SOA, not a parent's
+        if not listen:  # (on one --listen address, the glue's addresses are not served: a load balancer's are)
+            with resolver_for(tree, cache=False) as r:  # walked to from the root, as any zone
+                assert wait_until(lambda: any(t.name == "Open-Meteo Historical Weather API"
+                                              for t in r.resolve("historical weather archive ERA5", k=3).tools))
+        with caplog.at_level(logging.ERROR, logger="tooldns.serving.tree"):
+            (demo_dir / "again.yaml").write_text(text)
+            (demo_dir / "broken.yaml").write_text("origin: broken.weather.tools.\nbogus: 1\n")
+            assert wait_until(lambda: "broken.yaml:2: unknown key 'bogus'" in caplog.text
+                              and "history.weather.tools. is already served from" in caplog.text)
+        assert len([s for s in tree.tree.stores if s.index.origin == "history.weather.tools."]) == 1
+        assert "broken.weather.tools." not in tree.tree.addresses
+    finally:
+        tree.stop()
+
+
 def test_a_zone_whose_name_servers_move_is_served_where_it_was_and_the_log_says_so(demo_dir, caplog):
     """A reloaded zone whose name server names another address is served on, with the new data, where its
     socket was bound at start (as an authoritative server's listening addresses are its own), and the

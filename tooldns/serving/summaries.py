@@ -200,6 +200,14 @@ class SummaryKeeper:
             store.listeners.append(lambda origin=origin: self._changed(origin))
             self._follow(origin)
 
+    def add(self, store) -> None:
+        """A zone served from now on (a zone file added while running): follow its children, and
+        tell its parent, which may have been asking for it in vain."""
+        origin = store.index.origin
+        self.stores[origin] = store
+        store.listeners.append(lambda: self._changed(origin))
+        self._changed(origin)
+
     async def stop(self) -> None:
         self._running = False
         tasks = [c.task for c in self.children.values() if c.task is not None] + list(self._notifying.values())

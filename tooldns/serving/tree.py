@@ -2,7 +2,8 @@
 
 :class:`Tree` loads every ``*.yaml`` zone file of a directory, starts a :class:`DNSServer` (a UDP
 and a TCP socket) on each address the zones' name servers name, all on one port (so glue A records
-are all a client needs), and polls the files for live edits. Zones whose name servers share an
+are all a client needs), and polls the files for live edits and the directory for new files (each
+served from the next look, on new sockets where its addresses have none). Zones whose name servers share an
 address share its server, which answers each query from the zone it is about
 (:mod:`.multizone`): a tree needs two sockets per address, not per zone. Each zone reloads on its
 own; an edit touches no other zone. A directory with any broken file is refused whole at start,
@@ -180,6 +181,14 @@ class Tree:
                                   follow=summaries)
             stores, summaries = [self.lazy.top], False
         loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
+        #: the files of the directory loaded (None: stores given, or lazy), and what was said of
+        #: files added since, by their modification time (said once until they change)
+        self._paths = {os.fspath(s.path) for s in loaded} if stores is None and self.lazy is None else None
+        self._refused: dict[str, int] = {}
+        self._adding: set[asyncio.Task] = set()
+        self._listing: int | None = self._dir_stamp() if self._paths is not None else None
+        self.signing = signing
+        self.only = None if only is None else {names.normalize(origin) for origin in only}
         #: every zone of the directory (served here or not) -> its name servers: where NOTIFY goes
         self.known_zones = {store.index.origin: store.file_zone.nameservers for store in loaded}
         self.stores = select_zones(loaded, only)
@@ -306,8 +315,13 @@ class Tree:
             self.look()
 
     def look(self) -> None:
-        """One look at the files (in the loop's thread): reload the zones whose files changed and, with
-        lazy loading, take in files added or changed since the last look."""
+        """One look at the files (in the loop's thread): reload the zones whose files changed, and take
+        in files added since the last look (lazily: files changed too)."""
+        if self._paths is not None and (self._refused or self._dir_stamp() != self._listing):
+            try:
+                self._take_in_new_files()
+            except Exception:  # keep watching
+                log.exception("looking for new zone files in %s", self.zonedir)
         for store in self._loaded_stores():
             try:
                 if self.lazy is not None:
@@ -327,6 +341,102 @@ class Tree:
                     if isinstance(server.resolver, MultiZoneResolver):
                         server.resolver.renew()
 
+    def _dir_stamp(self) -> int | None:
+        """When the directory's list of files last changed (a file added, removed or renamed)."""
+        try:
+            return os.stat(self.zonedir).st_mtime_ns
+        except OSError:
+            return None
+
+    def _take_in_new_files(self) -> None:
+        """Serve the zone files added to the directory since the last look, each checked as at start:
+        one that cannot be loaded, names an origin served already, or whose name servers disagree with
+        its parent's glue is logged (once, until the file changes) and not served."""
+        self._listing = self._dir_stamp()
+        files = list(map(os.fspath, zone_files(self.zonedir)))
+        self._refused = {path: stamp for path, stamp in self._refused.items() if path in files}
+        for path in files:
+            if path in self._paths:
+                continue
+            try:
+                stamp = os.stat(path).st_mtime_ns
+            except OSError:
+                continue
+            if self._refused.get(path) == stamp:
+                continue
+            self._refused[path] = stamp  # until served: a file half written is looked at again once changed
+            try:
+                store = ZoneStore(path, signing=self.signing)
+            except ZoneFileError as exc:
+                log.error("%s: new zone file not served:\n%s", path, "\n".join(exc.errors))
+                continue
+            problem = self._new_zone_problem(store)
+            if problem is not None:
+                log.error("%s: new zone file not served: %s", path, problem)
+                store.index.close()
+                continue
+            del self._refused[path]
+            self._paths.add(path)
+            origin = store.index.origin
+            self.known_zones[origin] = store.file_zone.nameservers
+            if self.only is not None and origin not in self.only:
+                store.index.close()  # checked, and known as a zone of the tree: NOTIFY finds its servers
+                continue
+            task = asyncio.get_running_loop().create_task(self._serve_new(store), name=f"serve {origin}")
+            self._adding.add(task)  # held until done: the loop keeps only a weak reference
+            task.add_done_callback(self._adding.discard)
+
+    def _new_zone_problem(self, store: ZoneStore) -> str | None:
+        """Why a zone file added while serving cannot be served, or None."""
+        origin = store.index.origin
+        if origin in self.known_zones:
+            other = next((s.path for s in self.stores if s.index.origin == origin), "another file")
+            return f"origin {origin} is already served from {other}"
+        own = {(ns.name, ns.address) for ns in store.zone.nameservers}
+        for parent in self.stores:
+            delegation = next((c for c in parent.zone.children if c.name == origin), None)
+            if delegation is not None and {(ns.name, ns.address) for ns in delegation.nameservers} != own:
+                return (f"its name servers {sorted(own)} disagree with the glue for {origin} in {parent.path} "
+                        f"{sorted((ns.name, ns.address) for ns in delegation.nameservers)}")
+        return None
+
+    async def _serve_new(self, store: ZoneStore) -> None:
+        """Serve a zone added while running: on each address its name servers name, beside the zones
+        served there already, or from a new server (a UDP and a TCP socket) on the tree's port."""
+        origin = store.index.origin
+        resolver = ZoneResolver(store)
+        if self.summaries is not None:
+            resolver.on_notify = self.summaries.notified
+        self.resolvers[origin] = resolver
+        self.stores.append(store)
+        self.addresses[origin] = []
+        for address in zone_addresses(store, self.listen):
+            zones = self.plan.setdefault(address, [])
+            zones.append(store)
+            server = self.sockets.get(address)
+            if server is None:
+                server = DNSServer(self._resolver(zones), address, self.port, cache_size=self.answer_cache,
+                                   **self._options(len(zones)))
+                server.observe(*(report.recorder(server) for report in (self.metrics, self.query_log) if report))
+                try:
+                    await server.start()
+                except OSError as exc:
+                    log.error("%s: cannot serve it on %s:%d: %s", origin, address, self.port, exc.strerror)
+                    zones.remove(store)
+                    continue
+                self.sockets[address] = server
+            else:
+                old = server.resolver
+                server.resolver = self._resolver(zones)
+                if isinstance(old, MultiZoneResolver):
+                    old.close()
+            self.addresses[origin].append(address)
+            self.servers.append((store, server))
+        if self.summaries is not None:
+            self.summaries.add(store)
+        log.info("%s: new zone file: serving %s (serial %d) on %s", store.path, origin, store.index.zone.soa.serial,
+                 ", ".join(self.addresses[origin]) or "no address")
+
     def _note_moved(self, store: ZoneStore) -> None:
         """Warn when a reloaded zone's name servers name other addresses than those it is served on: the
         sockets are bound at start (as an authoritative server's listening addresses are its own
@@ -337,6 +447,10 @@ class Tree:
                         "to serve the zone there", store.index.origin, ", ".join(named), ", ".join(served))
 
     async def stop(self) -> None:
+        adding = list(self._adding)
+        for task in adding:
+            task.cancel()
+        await asyncio.gather(*adding, return_exceptions=True)
         if self.summaries is not None:
             await self.summaries.stop()
             self.summaries = None
