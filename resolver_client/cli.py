@@ -36,6 +36,8 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 #: a table's column is at most this wide; a longer cell ends in "..."
 CELL = 48
+#: an intent said back ("no tools found for ...") is at most this long
+ECHO = 200
 
 
 def _cell(text: str, width: int) -> str:
@@ -45,7 +47,7 @@ def _cell(text: str, width: int) -> str:
 def format_table(res: Resolution, details: bool = False) -> str:
     """The tools as a table, one a line (with *details*, each tool's description on the line below)."""
     if not res.tools:
-        return f"no tools found for {res.intent!r}"
+        return f"no tools found for {_cell(printable(res.intent), ECHO).rstrip()!r}"
     rows = [("#", "score", "name", "service", "target", "zone", "endpoint")]
     for i, t in enumerate(res.tools, 1):
         score = f"{t.score:.3f}" if t.score is not None else "-"

@@ -31,7 +31,7 @@ from typing import Literal
 from tooldns.argtypes import port as port_arg
 from tooldns.protocol import names
 
-from .cli import timeout_arg
+from .cli import ECHO, timeout_arg
 from .describe import Parameter, ToolInfo, adescribe, tool_name
 from .exceptions import NoServersReachable, ResolverError
 from .modes import DEFAULT_MODE, MODES, check_mode
@@ -177,7 +177,8 @@ def _check_service(service: str) -> str:
 
 
 def _nothing_found(intent: str, service: str, mode: str, res: Resolution) -> str:
-    text = f"no tools found for {intent!r} (service {service}, mode {mode})"
+    shown = intent if len(intent) <= ECHO else intent[:ECHO - 3] + "..."
+    text = f"no tools found for {shown!r} (service {service}, mode {mode})"
     if res.errors:
         return f"{text}; the walk met errors: {'; '.join(res.errors[:3])}"
     tips = ["describe the task in other words"]

@@ -85,7 +85,8 @@ def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple
     """'HOST:PORT', '[v6]:PORT', 'HOST', a bare IPv6 address or (host, port) -> (address, port), a
     host name resolved once to its first address; :class:`ResolverError` for anything else."""
     if isinstance(text, tuple):
-        return _host(text[0], str(text)), _port(str(text[1]), str(text))
+        port = _port(str(text[1]), str(text))
+        return _host(text[0], str(text)), port
     text = text.strip()
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
@@ -93,10 +94,12 @@ def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple
             raise ResolverError(f"bad server {text!r}: '[ADDRESS]:PORT' or '[ADDRESS]'")
         if ":" not in host:
             raise ResolverError(f"bad server {text!r}: brackets hold an IPv6 address")
-        return _host(host, text), _port(rest[1:], text) if rest else default_port
+        port = _port(rest[1:], text) if rest else default_port  # checked first: a host name costs a lookup
+        return _host(host, text), port
     if text.count(":") == 1:
         host, port = text.split(":")
-        return _host(host, text), _port(port, text)
+        port = _port(port, text)
+        return _host(host, text), port
     if ":" in text:
         try:
             return str(ipaddress.IPv6Address(text)), default_port

@@ -163,6 +163,9 @@ def test_resolve_leaves_out_tools_no_word_matched(demo_tree, capsys):
     assert json.loads(capsys.readouterr().out)["tools"] == []
     assert resolve_main(["historical weather xyzzy", *at(demo_tree), "--json"]) == 0
     assert all(t["score"] > 0 for t in json.loads(capsys.readouterr().out)["tools"])
+    assert resolve_main([" ".join(["xyzzy"] * 800), *at(demo_tree)]) == 1  # said back cut, not 4,800 characters
+    said = capsys.readouterr().out.strip()
+    assert said.startswith("no tools found for 'xyzzy xyzzy") and said.endswith("...'") and len(said) < 240
 
 
 def test_resolve_table_shows_details_and_marks_cut_cells(demo_tree, capsys):
