@@ -7,7 +7,10 @@ and reads OPT options itself, strictly.
 
 :func:`pack_reply` packs a reply and, when it exceeds the size the client can take over UDP,
 returns the truncated form: header with TC set, the question and the OPT record kept
-(RFC 6891 7, RFC 2181 9), so that the client retries over TCP.
+(RFC 6891 7, RFC 2181 9), so that the client retries over TCP; over TCP, a reply longer than one
+message keeps the records that fit, TC set, with an EDE text saying how many. Names are written
+with compression pointers only to where 14 bits reach (:func:`pack_message`), which dnslib's own
+packing does not heed.
 
 :func:`read_plain_query` reads the common query (one question of class IN, an OPT record of
 version 0 and no other record) from the bytes alone, for the fast path; it gives up (None) on
