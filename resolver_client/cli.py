@@ -119,6 +119,17 @@ def timeout_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def port_arg(text: str) -> int:
+    """``--port``: a port number from 0 to 65535 (0: one the system picks)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, not {text!r}")
+    return value
+
+
 def _at_least_one(text: str) -> int:
     """``--top``: a whole number of at least 1 (-1 would drop the last tool, as a slice does)."""
     try:

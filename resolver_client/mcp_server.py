@@ -28,10 +28,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tooldns.argtypes import port as port_arg
 from tooldns.protocol import names
 
-from .cli import ECHO, timeout_arg
+from .cli import ECHO, port_arg, timeout_arg
 from .describe import Parameter, ToolInfo, adescribe, tool_name
 from .exceptions import NoServersReachable, ResolverError
 from .modes import DEFAULT_MODE, MODES, check_mode

@@ -172,7 +172,7 @@ def test_without_the_mcp_extra_it_says_what_to_install():
 
 def test_bad_options_are_usage_errors():
     for args, says in ((["--k", "0"], "--k and --leaf-k must be from 1 to 255"), (["--root", "host:port"], "bad port"),
-                       (["--service", "ftp"], "unknown service 'ftp'"),
+                       (["--service", "ftp"], "unknown service 'ftp'"), (["--port", "70000"], "from 0 to 65535"),
                        (["--best-leaf-k", "0"], "--best-leaf-k must be from 1 to 255"),
                        (["--beam", "0"], "--beam must be at least 1"),
                        (["--beam", "3", "--no-beam"], "--beam and --no-beam do not go together")):

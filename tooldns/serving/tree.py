@@ -181,14 +181,7 @@ class Tree:
                                   follow=summaries)
             stores, summaries = [self.lazy.top], False
         loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
-        #: the files of the directory loaded (None: stores given, or lazy), and what was said of
-        #: files added since, by their modification time (said once until they change)
-        self._paths = {os.fspath(s.path) for s in loaded} if stores is None and self.lazy is None else None
-        self._refused: dict[str, int] = {}
-        self._adding: set[asyncio.Task] = set()
-        self._listing: int | None = self._dir_stamp() if self._paths is not None else None
-        self.signing = signing
-        self.only = None if only is None else {names.normalize(origin) for origin in only}
+        self._watch_new_files(loaded if stores is None and self.lazy is None else None, signing, only)
         #: every zone of the directory (served here or not) -> its name servers: where NOTIFY goes
         self.known_zones = {store.index.origin: store.file_zone.nameservers for store in loaded}
         self.stores = select_zones(loaded, only)
@@ -340,6 +333,18 @@ class Tree:
                 for server in self.sockets.values():  # answers cached for the zones changed may be stale
                     if isinstance(server.resolver, MultiZoneResolver):
                         server.resolver.renew()
+
+    def _watch_new_files(self, loaded: list[ZoneStore] | None, signing: Signing | None,
+                         only: Sequence[str] | None) -> None:
+        """What :meth:`look` needs to take in files added to the directory: the files *loaded* from it
+        (None: stores given, or lazy, which lists the directory itself), and what was said of files
+        added since, by their modification time (said once until they change)."""
+        self._paths = {os.fspath(s.path) for s in loaded} if loaded is not None else None
+        self._refused: dict[str, int] = {}
+        self._adding: set[asyncio.Task] = set()
+        self._listing: int | None = self._dir_stamp() if self._paths is not None else None
+        self.signing = signing
+        self.only = None if only is None else {names.normalize(origin) for origin in only}
 
     def _dir_stamp(self) -> int | None:
         """When the directory's list of files last changed (a file added, removed or renamed)."""
