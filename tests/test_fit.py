@@ -163,7 +163,7 @@ def test_the_leaf_on_the_best_path_is_asked_for_more(demo_tree):
 
 
 def test_the_search_for_what_fits_tries_each_count_once_and_finds_the_largest():
-    from tooldns.serving.resolver import _most_that_fit
+    from tooldns.serving.wire import most_that_fit
 
     for tools in range(1, 34):
         for most in range(tools):  # the largest count that fits; 0: none does
@@ -173,5 +173,12 @@ def test_the_search_for_what_fits_tries_each_count_once_and_finds_the_largest():
                 tried.append(n)
                 return f"reply of {n}" if n <= most else None
 
-            assert _most_that_fit(tools, fitting) == (f"reply of {most}" if most else None)
+            assert most_that_fit(tools, fitting) == (f"reply of {most}" if most else None)
             assert len(tried) == len(set(tried)) <= tools.bit_length()
+            for guess in (0, 1, most, most + 1, tools // 2, tools):  # from a guess: the same count, each tried once
+                tried.clear()
+                assert most_that_fit(tools, fitting, guess=guess) == (f"reply of {most}" if most else None)
+                assert len(tried) == len(set(tried))
+    tried = []
+    assert most_that_fit(5000, lambda n: tried.append(n) or (n if n <= 1206 else None), guess=1213) == 1206
+    assert len(tried) <= 6  # a guess a few records off costs a few packings, not log2(5000)

@@ -39,7 +39,7 @@ from ..protocol.vector import VECTOR_OPTION_CODE, decode_vector
 from .fastreply import PackedZone
 from .lookup import Kind, Ranked, Result, fits_trimmed, lookup, ranked, trimmed
 from .reply import BADVERS, error_reply, reply_for, request_opt
-from .wire import CLASSIC_UDP_SIZE, MAX_MESSAGE, SERVER_UDP_SIZE, pack_reply, read_plain_query
+from .wire import CLASSIC_UDP_SIZE, MAX_MESSAGE, SERVER_UDP_SIZE, most_that_fit, pack_reply, read_plain_query
 
 try:  # compiled: the query and its intent option read with C integers, to the same results
     from .plainintent import decode_intent  # noqa: F811
@@ -107,22 +107,6 @@ def _with_flags(intent: Intent, option_data) -> Intent:
     return replace(intent, brief=bool(brief), fit=bool(fit)) if brief or fit else intent
 
 
-def _most_that_fit(tools: int, fitting):
-    """The reply with the most tools below *tools* (all of them did not fit) that fits: *fitting(n)*
-    is the reply with the best n, or None when it does not fit; None when not even one does. A
-    reply's size grows with its tools, so a binary search: a few packings (or signings, for a
-    signed zone) at most, the same n found by both paths."""
-    low, high, best = 0, tools - 1, None  # the answer's count lies in [low, high]
-    while low < high:
-        mid = (low + high + 1) // 2
-        reply = fitting(mid)
-        if reply is not None:
-            low, best = mid, reply
-        else:
-            high = mid - 1
-    return best
-
-
 def _fit_packed(packed: PackedZone, data: bytes, query, route, result: Ranked) -> bytes | None:
     """The reply with the most of *result*'s best tools that fits the client's UDP payload (the fit
     option), or None when not even the best one does (or the fast path cannot pack it)."""
@@ -130,7 +114,7 @@ def _fit_packed(packed: PackedZone, data: bytes, query, route, result: Ranked) -
         wire = packed.pack(data, query, route, result.trimmed(n), query.udp_size)
         return wire if wire is not None and not wire[2] & 0x02 else None
 
-    return _most_that_fit(len(result.chosen), fitting)
+    return most_that_fit(len(result.chosen), fitting)
 
 
 def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> tuple[DNSRecord, bool]:
@@ -150,7 +134,7 @@ def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, 
         smaller = build(trimmed(result, n))
         return smaller if len(pack_reply(smaller, None)) <= size else None
 
-    fitted = _most_that_fit(tools, fitting)
+    fitted = most_that_fit(tools, fitting)
     return (reply, False) if fitted is None else (fitted, True)
 
 

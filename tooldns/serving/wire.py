@@ -375,34 +375,43 @@ def _cut(reply: DNSRecord, max_size: int, size: int) -> bytes | None:
         wire = pack_message(out)
         return wire if len(wire) <= max_size else None
 
-    # records of one zone are alike in size: the share that fits is within a few records of the
-    # most that fit; gallop from it either way, then halve (a few packings, not log2 of thousands)
-    n = max(0, min(len(primary) - 1, len(primary) * max_size // size))
-    best = packed(n)
-    step = 1
-    if best is not None:  # fits with lo; find a count that does not
-        lo, hi = n, None
-        while hi is None:
-            n = min(lo + step, len(primary) - 1)
-            wire = packed(n) if n > lo else None
-            if wire is None:
-                hi = n if n > lo else lo + 1
-            else:
-                best, lo, step = wire, n, step * 2
-    else:  # does not fit with hi; find a count that does (0 always does: the header, question, OPT)
-        hi, lo = n, None
-        while lo is None:
-            n = max(hi - step, 0)
-            wire = packed(n)
-            if wire is not None or n == 0:
-                best, lo = wire, n
-            else:
-                hi, step = n, step * 2
-    while hi - lo > 1:  # fits with lo records, not with hi
-        n = (lo + hi) // 2
-        wire = packed(n)
-        if wire is not None:
-            best, lo = wire, n
+    # records of one zone are alike in size: the share that fits is within a few records of the most
+    best = most_that_fit(len(primary), packed, guess=len(primary) * max_size // size)
+    return best if best is not None else packed(0)
+
+
+def most_that_fit(count: int, fitting, guess: int | None = None):
+    """*fitting(n)* for the largest n below *count* (all *count* did not fit) for which it is not
+    None, or None when not even n = 1 fits. A reply's size grows with n, so a search: binary, from
+    a *guess* near the answer first galloping either way (a few packings, or signings for a signed
+    zone, not log2 of thousands); the same n whatever the path that packs the replies."""
+    low, high, best = 0, count - 1, None  # the answer lies in [low, high]; low fits, or is 0
+    if guess is not None and high >= 1:
+        n, step = min(max(guess, 1), high), 1
+        reply = fitting(n)
+        if reply is not None:  # up from the guess until one does not fit
+            low, best = n, reply
+            while low < high:
+                n = min(low + step, high)
+                reply = fitting(n)
+                if reply is None:
+                    high = n - 1
+                    break
+                low, best, step = n, reply, step * 2
+        else:  # down from the guess until one fits
+            high = n - 1
+            while high >= 1:
+                n = max(high + 1 - step, 1)
+                reply = fitting(n)
+                if reply is not None:
+                    low, best = n, reply
+                    break
+                high, step = n - 1, step * 2
+    while low < high:
+        mid = (low + high + 1) // 2
+        reply = fitting(mid)
+        if reply is not None:
+            low, best = mid, reply
         else:
-            hi = n
+            high = mid - 1
     return best
