@@ -40,14 +40,19 @@ CELL = 48
 ECHO = 200
 
 
+def clipped(text: str, width: int) -> str:
+    """*text*, or its first *width* characters ending in "..." when it is longer."""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def _cell(text: str, width: int) -> str:
-    return (text if len(text) <= width else text[:width - 3] + "...").ljust(width)
+    return clipped(text, width).ljust(width)
 
 
 def format_table(res: Resolution, details: bool = False) -> str:
     """The tools as a table, one a line (with *details*, each tool's description on the line below)."""
     if not res.tools:
-        return f"no tools found for {_cell(printable(res.intent), ECHO).rstrip()!r}"
+        return f"no tools found for {clipped(printable(res.intent), ECHO)!r}"
     rows = [("#", "score", "name", "service", "target", "zone", "endpoint")]
     for i, t in enumerate(res.tools, 1):
         score = f"{t.score:.3f}" if t.score is not None else "-"

@@ -30,7 +30,7 @@ from typing import Literal
 
 from tooldns.protocol import names
 
-from .cli import ECHO, port_arg, timeout_arg
+from .cli import ECHO, clipped, port_arg, timeout_arg
 from .describe import Parameter, ToolInfo, adescribe, tool_name
 from .exceptions import NoServersReachable, ResolverError
 from .modes import DEFAULT_MODE, MODES, check_mode
@@ -176,8 +176,7 @@ def _check_service(service: str) -> str:
 
 
 def _nothing_found(intent: str, service: str, mode: str, res: Resolution) -> str:
-    shown = intent if len(intent) <= ECHO else intent[:ECHO - 3] + "..."
-    text = f"no tools found for {shown!r} (service {service}, mode {mode})"
+    text = f"no tools found for {clipped(intent, ECHO)!r} (service {service}, mode {mode})"
     if res.errors:
         return f"{text}; the walk met errors: {'; '.join(res.errors[:3])}"
     tips = ["describe the task in other words"]

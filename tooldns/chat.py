@@ -119,9 +119,10 @@ def openai_client(*, base_url: str | None = None, api_key: str | None = None, ti
     from openai import OpenAI
 
     url = base_url or os.environ.get("OPENAI_BASE_URL")
-    if url and url_problem(url):
-        raise ValueError(url_problem(url))
-    return OpenAI(base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
+    problem = url_problem(url) if url else None
+    if problem:
+        raise ValueError(problem)
+    return OpenAI(base_url=url,
                   api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
                   timeout=timeout, max_retries=max_retries)
 

@@ -67,8 +67,9 @@ def option_problem(name: str, options: dict) -> str | None:
         signature.bind([], briefs=None, vectors=None, **options)
     except TypeError as exc:
         return f"{name} does not take these options ({exc})"
-    if "base_url" in options and url_problem(options["base_url"]):  # found by tooldns check, not at start
-        return url_problem(options["base_url"])
+    problem = url_problem(options["base_url"]) if "base_url" in options else None
+    if problem:  # found by tooldns check, not at start
+        return problem
     for key, value in options.items():  # a number where the scorer takes one (budget_ms, k1 ...)
         default = getattr(signature.parameters.get(key), "default", None)
         if isinstance(default, (int, float)) and not isinstance(default, bool) and (
