@@ -92,14 +92,18 @@ def load_tree(zonedir: str | os.PathLike, limits: ZoneLimits | None = None, sign
                     warn(f"{s.path}: delegation to {child.name} has no zone file here: served elsewhere, "
                          f"or it will not answer")
                 continue
-            glue = {(ns.name, ns.address) for ns in child.nameservers}
-            own = {(ns.name, ns.address) for ns in cs.zone.nameservers}
+            glue, own = _servers(child.nameservers), _servers(cs.zone.nameservers)
             if glue != own:
                 errors.append(f"{s.path}:1: glue for {child.name} {sorted(glue)} disagrees with the name servers "
                               f"in {cs.path} {sorted(own)}")
     if errors:
         raise ZoneFileError(errors)
     return stores
+
+
+def _servers(nameservers) -> set[tuple[str, str]]:
+    """Name servers as a parent's glue and the child's own records must agree on: (name, address)."""
+    return {(ns.name, ns.address) for ns in nameservers}
 
 
 def select_zones(stores: list[ZoneStore], only: Sequence[str] | None) -> list[ZoneStore]:
@@ -265,9 +269,7 @@ class Tree:
     async def _bind(self) -> None:
         """A server on every address of the plan, all on one port (glue carries addresses only)."""
         for address, stores in self.plan.items():
-            server = DNSServer(self._resolver(stores), address, self.port, cache_size=self.answer_cache,
-                               **self._options(len(stores)))
-            server.observe(*(report.recorder(server) for report in (self.metrics, self.query_log) if report))
+            server = self._server(address, stores)
             try:
                 await server.start()
             except OSError as exc:
@@ -277,6 +279,14 @@ class Tree:
                 raise OSError(exc.errno, f"cannot serve {what} on {address}:{self.port}: {exc.strerror}{hint}") from exc
             self.port = server.port
             self.sockets[address] = server
+
+    def _server(self, address: str, stores: list[ZoneStore]) -> DNSServer:
+        """The server (not started) of the zones *stores* on *address*, reporting to the metrics and
+        the query log."""
+        server = DNSServer(self._resolver(stores), address, self.port, cache_size=self.answer_cache,
+                           **self._options(len(stores)))
+        server.observe(*(report.recorder(server) for report in (self.metrics, self.query_log) if report))
+        return server
 
     def _start_reports(self) -> None:
         """The query log and the metrics collector asked for, before any server answers (imported only
@@ -397,12 +407,12 @@ class Tree:
         if origin in self.known_zones:
             other = next((s.path for s in self.stores if s.index.origin == origin), "another file")
             return f"origin {origin} is already served from {other}"
-        own = {(ns.name, ns.address) for ns in store.zone.nameservers}
+        own = _servers(store.zone.nameservers)
         for parent in self.stores:
             delegation = next((c for c in parent.zone.children if c.name == origin), None)
-            if delegation is not None and {(ns.name, ns.address) for ns in delegation.nameservers} != own:
+            if delegation is not None and _servers(delegation.nameservers) != own:
                 return (f"its name servers {sorted(own)} disagree with the glue for {origin} in {parent.path} "
-                        f"{sorted((ns.name, ns.address) for ns in delegation.nameservers)}")
+                        f"{sorted(_servers(delegation.nameservers))}")
         return None
 
     async def _serve_new(self, store: ZoneStore) -> None:
@@ -420,9 +430,7 @@ class Tree:
             zones.append(store)
             server = self.sockets.get(address)
             if server is None:
-                server = DNSServer(self._resolver(zones), address, self.port, cache_size=self.answer_cache,
-                                   **self._options(len(zones)))
-                server.observe(*(report.recorder(server) for report in (self.metrics, self.query_log) if report))
+                server = self._server(address, zones)
                 try:
                     await server.start()
                 except OSError as exc:
