@@ -164,7 +164,7 @@ class _BaseResolver:
             return None, 0.0  # no model, or one that knows nothing of the intent's language: BM25 alone
         t0 = time.perf_counter()
         try:
-            values = self.embedder.embed_one(intent)
+            values = self.embedder.embed_query(intent)
         except Exception as exc:  # any backend's failure (a dead endpoint, say) is the resolution's
             raise ResolverError(f"cannot embed the intent with {self.embedder.model}: {exc}") from exc
         return encode_vector(self.embedder.model, values), (time.perf_counter() - t0) * 1000

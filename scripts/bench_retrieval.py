@@ -489,7 +489,7 @@ def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows
     texts = [t.embedding_text() for t in tools]
     docs = np.asarray(embedder.embed(texts), dtype=np.float32)
     uncovered = np.array([not embedder.covers(text) for text in texts])
-    intents = np.asarray(embedder.embed([q["query"] for q in queries]), dtype=np.float32)
+    intents = np.asarray(embedder.embed_queries([q["query"] for q in queries]), dtype=np.float32)
     rows: dict[str, list[dict]] = {"dense": [], "hybrid": []}
     for q, good, cosines, lexical in zip(queries, correct, intents @ docs.T, bm25_rows):
         rows["dense"].append(metrics(top_ids(cosines.tolist(), ids, top), good))

@@ -265,7 +265,7 @@ def intent_vector(index: ZoneIndex, intent: str) -> tuple[bytes | None, str]:
                 embedder.model, how = model, f"hash:{dim} standing in for {model}"
     except EmbeddingError as exc:
         raise SystemExit(f"cannot embed the intent for the zone's model {model}: {exc}") from exc
-    return encode_vector(embedder.model, embedder.embed_one(intent)), how
+    return encode_vector(embedder.model, embedder.embed_query(intent)), how
 
 
 def main() -> int:

@@ -12,10 +12,10 @@ import shutil
 import pytest
 
 from tooldns.protocol.summary import CENTROIDS
-from tooldns.building.embed import (centroids_of, default_spec, embed_tree, header_of, read_tree, spec_of,
+from tooldns.building.embed import (centroids_of, default_spec, embed_tree, header_of, read_tree,
                                     subtree_tools, tree_warnings)
 from tooldns.cli import main as tooldns_main
-from tooldns.embedding.registry import make_embedder
+from tooldns.embedding.registry import make_embedder, spec_for_model
 from tooldns.protocol.vector import decode_vector, encode_vector
 from tooldns.serving.tree import load_tree
 from tooldns.zone.zonefile import load_zone, write_zone
@@ -199,9 +199,10 @@ def test_bad_model_and_bad_tree_are_errors(tree, tmp_path, capsys):
 
 
 def test_default_model_is_the_zones_own_when_it_can_be_named():
-    assert spec_of("all-MiniLM-L6-v2") == "minilm" and spec_of("hash-64") == "hash:64"
-    assert spec_of("hash-x") is None and spec_of("bge-small-en-v1.5") is None
-    assert default_spec(read_tree(ZONES)) == ("minilm", None)  # no vectors yet
+    assert spec_for_model("all-MiniLM-L6-v2") == "minilm" and spec_for_model("hash-64") == "hash:64"
+    assert spec_for_model("multilingual-e5-small") == "e5"
+    assert spec_for_model("hash-x") is None and spec_for_model("bge-small-en-v1.5") is None
+    assert default_spec(read_tree(ZONES)) == ("e5", None)  # no vectors yet: the default embedder
 
 
 def test_a_tool_in_a_language_the_model_does_not_cover_gets_no_vector(tmp_path):

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from ..embedding.embedder import Embedder
 from ..embedding.local import model_covers as local_model_covers
+from ..embedding.registry import DEFAULT_SPEC, spec_for_model
 from ..exceptions import EmbeddingError, ZoneFileError
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.hybrid import HybridScorer
@@ -48,9 +49,6 @@ from .build import Embedded
 from .state import write_atomically
 
 HYBRID = "hybrid"
-#: the model names of vectors the embedder registry can make again, and the spec that does
-_REBUILDABLE = {"all-MiniLM-L6-v2": "minilm"}
-DEFAULT_SPEC = "minilm"
 #: the options the hybrid scorer takes (a zone switched to it keeps only these)
 HYBRID_OPTIONS = frozenset(p for p in inspect.signature(HybridScorer.__init__).parameters
                            if p not in ("self", "docs", "briefs", "vectors"))
@@ -152,22 +150,12 @@ def default_spec(files: list[ZoneFile]) -> tuple[str, str | None]:
     if not models:
         return DEFAULT_SPEC, None
     model = models.most_common(1)[0][0]
-    spec = spec_of(model)
+    spec = spec_for_model(model)
     if spec is not None:
         return spec, None
     return DEFAULT_SPEC, (f"the zones' vectors are of {model}, which tooldns embed cannot make again by name; "
                           f"embedding with {DEFAULT_SPEC} replaces them (pass --model local:PATH or "
                           f"--model openai:{model} to keep {model})")
-
-
-def spec_of(model: str) -> str | None:
-    """The embedder spec that makes vectors of *model* again, or None (``hash-64`` -> ``hash:64``)."""
-    if model in _REBUILDABLE:
-        return _REBUILDABLE[model]
-    kind, _, dim = model.partition("-")
-    if kind == "hash" and dim.isdigit() and int(dim) > 0:
-        return f"hash:{dim}"
-    return None
 
 
 # -- what is missing or stale --

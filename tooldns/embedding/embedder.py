@@ -1,9 +1,11 @@
 """The embedder interface: texts in, unit-length vectors out, under a model name that travels.
 
-Every backend (:mod:`.local`, :mod:`.remote`, :mod:`.hashing`) is an :class:`Embedder`: ``model``
-is the name written on the wire and in zone files (``all-MiniLM-L6-v2``), so that a client and a
-zone only compare vectors of the same model; ``dim`` is the vectors' length; ``embed`` returns one
-unit-length vector per text, so the cosine of two vectors is their dot product (:func:`cosine`).
+Every backend (:mod:`.e5`, :mod:`.local`, :mod:`.remote`, :mod:`.hashing`) is an :class:`Embedder`:
+``model`` is the name written on the wire and in zone files (``multilingual-e5-small``), so that a
+client and a zone only compare vectors of the same model; ``dim`` is the vectors' length; ``embed``
+returns one unit-length vector per text searched for (a tool), ``embed_queries`` one per text that
+searches (an intent): the same for symmetric models, with E5's ``query: `` prefix for E5; the cosine
+of two vectors is their dot product (:func:`cosine`).
 
     >>> from tooldns.embedding import make_embedder, cosine
     >>> embedder = make_embedder("hash")
@@ -54,11 +56,21 @@ class Embedder(ABC):
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One unit-length vector of ``dim`` floats per text, in order; EmbeddingError on failure."""
+        """One unit-length vector of ``dim`` floats per text searched for (a tool's text), in order;
+        EmbeddingError on failure."""
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit-length vector per text that searches (an intent): :meth:`embed` unless the model
+        embeds the two sides apart (E5's ``query: `` and ``passage: ``)."""
+        return self.embed(texts)
 
     def embed_one(self, text: str) -> list[float]:
-        """The unit-length vector of one text."""
+        """The unit-length vector of one text searched for."""
         return self.embed([text])[0]
+
+    def embed_query(self, text: str) -> list[float]:
+        """The unit-length vector of one intent."""
+        return self.embed_queries([text])[0]
 
     def covers(self, text: str) -> bool:
         """Whether the model can say something about *text*; every language unless a backend knows

