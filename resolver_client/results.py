@@ -89,6 +89,9 @@ class Stats:
     embed_ms: float = 0.0  # time spent embedding the intent (once per resolution)
     intent_shortened: int = 0  # the intent's length in bytes, when it was cut to fit the option
     trimmed: int = 0  # answers with fewer tools than asked because no more fit one datagram (the fit option)
+    #: answers ranked with a vector the zone made of the intent itself (the query carried none it
+    #: could use): a client without the model still gets hybrid ranking
+    zone_embedded: int = 0
     bogus: int = 0  # DNSSEC: RRsets, delegations or zone keys that failed validation (their data dropped)
 
 

@@ -390,6 +390,8 @@ class Walk:
         if meta is not None and meta.trimmed:
             hop.note = hop.note or "fewer tools than asked: no more fit one datagram"
             self.stats.trimmed += 1
+        if meta is not None and meta.embedded:
+            self.stats.zone_embedded += 1
         if meta is not None and meta.vector_ignored and self.vector and not self._vector_ignored:
             self._vector_ignored = True  # said once: every zone of a BM25 tree would say it
             self.errors.append(f"{q.zone}: the intent's vector was not used (the zone scores no vectors, or "

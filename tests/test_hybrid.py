@@ -223,9 +223,32 @@ def test_a_zone_that_embeds_intents_scores_a_query_without_a_vector(tmp_path):
     assert r.header.rcode == RCODE.NOERROR
     txt = tool_txt(r)
     assert txt and all("cos" in t for t in txt)  # it embedded the intent itself
-    assert not decode_meta(option(r, META_OPTION_CODE)).vector_ignored
+    meta = decode_meta(option(r, META_OPTION_CODE))
+    assert not meta.vector_ignored and meta.embedded  # and says so: the client's stats count it
     sent = ask(resolver, INTENT, [intent_vector(INTENT)])
     assert [(t["name"], t["cos"]) for t in tool_txt(sent)] == [(t["name"], t["cos"]) for t in txt]
+    assert not decode_meta(option(sent, META_OPTION_CODE)).embedded  # the client's own vector ranked it
+
+
+def test_zones_of_one_process_share_one_cache_of_intent_vectors(tmp_path, monkeypatch):
+    """A walk asks several zones of one server process the same intent: the first embeds it for all."""
+    from tooldns.embedding import registry
+    from tooldns.embedding.hashing import HashEmbedder
+
+    class Counting(HashEmbedder):
+        calls = 0
+
+        def embed(self, texts):
+            Counting.calls += 1
+            return super().embed(texts)
+
+    monkeypatch.setitem(registry._shared, "openai:counting", Counting(EMBEDDER.dim, model=EMBEDDER.model))
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first = hybrid_history(tmp_path / "a", embed_intents="openai:counting")
+    second = hybrid_history(tmp_path / "b", embed_intents="openai:counting")
+    for resolver in (first, second, first):
+        assert decode_meta(option(ask(resolver, INTENT), META_OPTION_CODE)).embedded
+    assert Counting.calls == 1
 
 
 def test_a_failing_intent_embedder_falls_back_to_bm25(tmp_path, monkeypatch):

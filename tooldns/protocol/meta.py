@@ -9,7 +9,9 @@ flags: bit 0 FALLBACK (the zone's configured scorer failed and BM25 answered), b
 VECTOR_IGNORED (the query's vector, :mod:`tooldns.protocol.vector`, was of a model this zone does
 not know, or the zone scores no vectors: the zone ranked without it), bit 3 TRIMMED (fewer than K
 tools were returned because no more fit the client's UDP payload; the query asked for that with
-the fit option, :mod:`tooldns.protocol.fit`).
+the fit option, :mod:`tooldns.protocol.fit`), bit 4 EMBEDDED (the query carried no vector the zone
+could use, and the zone embedded the intent text itself and ranked with that vector: a client
+without the model still gets the hybrid ranking).
 cache_ttl is how long a cache keyed on (name, type, intent, K) may keep the answer; the records
 themselves go out with TTL 0 so that no cache unaware of the intent keeps them.
 
@@ -35,6 +37,8 @@ FLAG_PRUNED = 0x02
 FLAG_VECTOR_IGNORED = 0x04
 #: Fewer than K tools came back because no more fit the client's UDP payload (the fit option).
 FLAG_TRIMMED = 0x08
+#: The zone embedded the intent text itself (the query carried no usable vector) and ranked with it.
+FLAG_EMBEDDED = 0x10
 
 _META = struct.Struct("!BBI")
 
@@ -63,6 +67,10 @@ class Meta:
     @property
     def trimmed(self) -> bool:
         return bool(self.flags & FLAG_TRIMMED)
+
+    @property
+    def embedded(self) -> bool:
+        return bool(self.flags & FLAG_EMBEDDED)
 
 
 def encode_meta(flags: int = 0, cache_ttl: int = 0, scorer: str = "") -> bytes:

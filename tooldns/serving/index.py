@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
-from ..embedding.registry import IntentEmbeddings, Paused, shared_embedder
+from ..embedding.registry import Paused, shared_intent_embeddings
 from ..protocol import names
 from ..protocol.summary import encode_summary, summary_name
 from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
@@ -140,7 +140,7 @@ class ZoneIndex:
         #: the embedding model of this zone's vectors (None: it has none)
         self.model, self.dim = next(((s.model, s.dim) for s in scorers if s.model is not None), (None, 0))
         #: intents that arrive without a usable vector are embedded here when the zone says so
-        self.intent_embeddings = (IntentEmbeddings(shared_embedder(zone.settings.embed_intents))
+        self.intent_embeddings = (shared_intent_embeddings(zone.settings.embed_intents)
                                   if zone.settings.embed_intents else None)
         #: replies depend only on the query bytes and this index (so the server may cache them)
         self.cacheable = all(s.cacheable for s in scorers)

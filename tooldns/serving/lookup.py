@@ -39,7 +39,7 @@ from ..protocol import names
 from ..exceptions import NameError_
 from .index import SELF, ZoneIndex
 from ..protocol.intent import Intent
-from ..protocol.meta import FLAG_FALLBACK, FLAG_PRUNED, FLAG_TRIMMED, FLAG_VECTOR_IGNORED
+from ..protocol.meta import FLAG_EMBEDDED, FLAG_FALLBACK, FLAG_PRUNED, FLAG_TRIMMED, FLAG_VECTOR_IGNORED
 from ..protocol.vector import Vector
 from ..protocol.txt import FORMAT
 from ..scoring.scorer import Ranking
@@ -254,19 +254,22 @@ def _delegation(ix: ZoneIndex, child) -> Result:
 
 @dataclass(slots=True, init=False)
 class _Asked:
-    """An intent with the vector this zone ranks it with, and whether the query's own went unused."""
+    """An intent with the vector this zone ranks it with, whether the query's own went unused, whether
+    embedding the intent here failed, and whether the vector was embedded here (the query sent none usable)."""
 
     intent: Intent
     vector: Vector | None
     vector_ignored: bool
     embed_failed: bool
+    embedded: bool
 
-    def __init__(self, intent, vector, vector_ignored, embed_failed) -> None:
+    def __init__(self, intent, vector, vector_ignored, embed_failed, embedded=False) -> None:
         # written here rather than by dataclass (whose __init__ runs interpreted): every search makes one
         self.intent = intent
         self.vector = vector
         self.vector_ignored = vector_ignored
         self.embed_failed = embed_failed
+        self.embedded = embedded
 
     @classmethod
     def of(cls, ix: ZoneIndex, intent: Intent | None, sent: Vector | None) -> "_Asked | None":
@@ -274,13 +277,14 @@ class _Asked:
             return None
         if sent is None and ix.intent_embeddings is None:  # most zones: nothing to embed or compare
             return cls(intent, None, False, False)
-        return cls(intent, *ix.intent_vector(intent.text, sent))
+        vector, ignored, failed = ix.intent_vector(intent.text, sent)
+        return cls(intent, vector, ignored, failed, vector is not None and vector is not sent)
 
 
 def _meta(ttl: int, ranking: Ranking, pruned: bool, asked: _Asked) -> tuple[int, int, str]:
     """The meta option's content for *ranking* of *asked*, cached for *ttl* (the zone's intent_ttl)."""
     flags = ((FLAG_FALLBACK if ranking.fallback or asked.embed_failed else 0) | (FLAG_PRUNED if pruned else 0)
-             | (FLAG_VECTOR_IGNORED if asked.vector_ignored else 0))
+             | (FLAG_VECTOR_IGNORED if asked.vector_ignored else 0) | (FLAG_EMBEDDED if asked.embedded else 0))
     return flags, ttl, ranking.scorer
 
 
