@@ -281,7 +281,8 @@ def test_scorer_options_a_zone_would_refuse_are_refused_by_build(tmp_path, capsy
 
     catalog = tmp_path / "few.json"
     catalog.write_text(json.dumps([{"id": "t0", "name": "Tool", "description": "weather"}]))
-    for options, said in ((["--scorer-option", "budget_ms=abc"], "bm25 does not take"),
+    for options, said in ((["--no-embed", "--scorer-option", "budget_ms=abc"], "bm25 does not take"),
+                          (["--embed", "hash", "--scorer-option", "budget_ms=abc"], "hybrid does not take"),
                           (["--scorer", "llm", "--scorer-option", "budget_ms=NaN"], "must be a finite number")):
         assert main(["build", str(catalog), "--out", str(tmp_path / "z"), *options]) != 0
         assert said in capsys.readouterr().err

@@ -239,12 +239,14 @@ def test_zones_of_two_models_are_warned_and_made_one(tree, capsys):
     other = make_embedder("hash:16")
     tools = tuple(dataclasses.replace(t, vector=encode_vector(other.model, other.embed_one(t.embedding_text())))
                   for t in zone.tools)
-    write_zone(dataclasses.replace(zone, tools=tools), path, header_of(path))
+    centre = encode_vector(other.model, other.embed_one("the zone's centre, of the same model"))
+    write_zone(dataclasses.replace(zone, tools=tools, vector_centre=centre), path, header_of(path))
     warnings = tree_warnings(read_tree(tree), tree)
     assert len(warnings) == 1 and "vectors of 2 models (hash-16: 1 zones, hash-64: " in warnings[0]
     assert tooldns_main(["embed", str(tree)]) == 0  # the model most vectors are of: hash-64
     assert f"tools embedded: {len(tools)} (0 missing, 0 stale, {len(tools)} of another model)" in capsys.readouterr().out
     assert tree_warnings(read_tree(tree), tree) == []
+    assert decode_vector(load_zone(path).vector_centre).model == "hash-64"  # the tree's centre again
 
 
 def test_embed_right_after_build_changes_nothing(tmp_path):

@@ -66,7 +66,7 @@ def test_documents_without_vectors_are_scored_by_bm25_alone():
     assert scores[2] == pytest.approx(lexical[2] / max(lexical))  # no vector: its normalised BM25, nothing else
     assert ranking.parts[2] == (pytest.approx(lexical[2]), None)
     assert ranking.parts[1][1] == pytest.approx(1.0, abs=0.01)
-    assert scores[1] == pytest.approx(0.7 * ranking.parts[1][1], abs=1e-6)  # BM25 0 here, cosine 1
+    assert scores[1] == pytest.approx(0.7, abs=1e-6)  # BM25 0 here, the best cosine: its share whole
 
 
 @pytest.mark.parametrize("query", [quantize("other", [0, 1]), quantize(M, [0, 1, 0])],
@@ -90,10 +90,42 @@ def test_parts_hold_raw_bm25_and_cosine():
     for i, (bm25, cos) in ranking.parts.items():
         assert bm25 == pytest.approx(lexical[i])  # raw, not normalised: comparable across zones
         assert cos == pytest.approx(expected_cos[i], abs=0.02)  # int8 quantisation
-    best = max(lexical)
+    best, best_cos = max(lexical), max(cos for _, cos in ranking.parts.values())
     for i, score in ranking.items:
-        assert score == pytest.approx(0.5 * lexical[i] / best + 0.5 * ranking.parts[i][1])
+        assert score == pytest.approx(0.5 * lexical[i] / best + 0.5 * ranking.parts[i][1] / best_cos)
     assert s.rank("rain", 3, quantize(M, q)).scorer == "hybrid"
+
+
+def test_a_zone_fuses_as_the_client_fuses_the_leaves():
+    """One formula: a leaf's ranking of its tools is the client's fusion (tooldns.protocol.fusion.fuse) of
+    their parts, so that the leaf returns the tools the client would rank first."""
+    from tooldns.protocol.fusion import fuse
+
+    rng = np.random.default_rng(3)
+    docs = [f"rain radar {'forecast ' * (i % 3)}word{i}" for i in range(12)]
+    vectors = [[encode_vector(M, unit(rng.normal(size=8)))] if i % 5 else [] for i in range(12)]
+    s = HybridScorer(docs, vectors=vectors)
+    ranking = s.rank("rain forecast", 12, quantize(M, unit(rng.normal(size=8))))
+    order = [i for i, _ in ranking.items]
+    fused = fuse([ranking.parts[i][0] for i in order], [ranking.parts[i][1] for i in order])
+    assert [score for _, score in ranking.items] == pytest.approx(fused, abs=1e-6)
+
+
+def test_cosines_are_taken_from_the_zones_centre():
+    """With a centre (the catalog's mean tool vector) every cosine is less the intent's cosine with it:
+    the ranking by vectors alone is the same, and 0 is the catalog's average, whatever the model."""
+    centre = encode_vector(M, [0.5, 0.5])
+    vectors = [[vec(0.6, 0.8)], [vec(1, 0)], [vec(0.0, 1.0)]]
+    docs = ["a", "b", "c"]
+    q = unit([0.3, 0.9])
+    plain = HybridScorer(docs, vectors=vectors, alpha=0.0).rank("zzz", 3, quantize(M, q))
+    centred = HybridScorer(docs, vectors=vectors, alpha=0.0, centre=centre).rank("zzz", 3, quantize(M, q))
+    assert [i for i, _ in plain.items] == [i for i, _ in centred.items]
+    offset = float(np.array([0.5, 0.5]) @ q)
+    for i, (_, cos) in centred.parts.items():
+        assert cos == pytest.approx(plain.parts[i][1] - offset, abs=0.01)
+    with pytest.raises(ScorerError, match="several models"):
+        HybridScorer(docs, vectors=vectors, centre=encode_vector("other", [0.5, 0.5]))
 
 
 def test_zones_of_one_or_two_documents_rank_sensibly():
@@ -370,11 +402,16 @@ def test_built_hybrid_tree_resolves_with_vectors(hybrid_tree):
 
 
 def test_built_hybrid_tree_answers_a_query_without_a_vector(hybrid_tree):
-    tree, _ = hybrid_tree
+    """A client without the model still gets hybrid answers: the built zones embed the intent themselves
+    (embed_intents, the build's embedder), and say so."""
+    tree, zonedir = hybrid_tree
+    assert "embed_intents: hash" in (zonedir / "root.yaml").read_text()
+    assert "vector_centre:" in (zonedir / "root.yaml").read_text()
     with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False) as r:  # as dig would ask: no vector
         res = r.resolve("song lyrics for an artist album", k=2)
     assert res.tools and res.tools[0].id.startswith("music_")
-    assert all(t.cosine is None for t in res.tools)
+    assert all(t.cosine is not None for t in res.tools)
+    assert res.stats.zone_embedded == res.stats.queries  # every zone asked embedded the intent
     # and one plain datagram, as dig sends it
     address, port = tree.root()
     q = DNSRecord.question("_any._tcp._tools.", "SRV")

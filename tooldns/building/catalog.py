@@ -4,7 +4,11 @@ Shape (as ``services.en.json`` of the ToolRet benchmark)::
 
     [{"id": "apibank_tool_25", "name": "OpenBankAccount", "description": "...",
       "metadata": {"inputSchema": {"account": {"type": "string", "description": "...", "required": false}},
-                   "url": "apis/open_bank_account.py"}}, ...]
+                   "url": "apis/open_bank_account.py"},
+      "examples": ["open a new account for Ana at the bank"]}, ...]
+
+``examples`` (optional) are intents the tool serves; ``tooldns build`` fits its vector map on them
+(:mod:`.examples`).
 
 A catalog file is read one entry at a time (ijson, when installed): a million tools' JSON is never
 held whole as Python objects, which would need several times the file's size.
@@ -40,6 +44,7 @@ class CatalogTool:
     parameters: list[tuple[str, str, str, bool]] = field(default_factory=list)  # name, type, description, required
     url: str = ""
     names: list[str] = field(default_factory=list)  # every name seen (merged catalogs)
+    examples: list[str] = field(default_factory=list)  # intents the tool serves (merged catalogs: all of them)
 
     def text(self) -> str:
         """What lexical scorers and the tree builder read."""
@@ -70,6 +75,18 @@ def _params(schema, where: str, warnings: list[str]) -> list[tuple[str, str, str
             continue
         required = spec.get("required", name in required_list)
         out.append((str(name), str(spec.get("type", "")), str(spec.get("description", "")), bool(required is True)))
+    return out
+
+
+def _examples(value, where: str, warnings: list[str]) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        warnings.append(f"{where}: 'examples' is not a list of intents; ignored")
+        return []
+    out = [str(x).strip() for x in value if isinstance(x, str) and x.strip()]
+    if len(out) != len(value):
+        warnings.append(f"{where}: {len(value) - len(out)} examples that are not text ignored")
     return out
 
 
@@ -118,7 +135,7 @@ def _parse_entries(entries: Iterable, source: str) -> Catalog:
             name = tid
         meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
         tools.append(CatalogTool(tid, name, desc, _params(meta.get("inputSchema"), where, warnings),
-                                 str(meta.get("url") or ""), [name]))
+                                 str(meta.get("url") or ""), [name], _examples(entry.get("examples"), where, warnings)))
     if errors:
         shown = errors[:50] + ([f"... and {len(errors) - 50} more"] if len(errors) > 50 else [])
         raise BuildError("\n".join(shown))
@@ -189,12 +206,13 @@ def load_catalogs(paths: list[str | os.PathLike]) -> Catalog:
                     old.description = f"{old.description} {tool.description}"
                 if not old.parameters:
                     old.parameters = tool.parameters
+                old.examples.extend(x for x in tool.examples if x not in old.examples)
     for tool in out.tools:
-        _fit(tool, out.warnings)
+        fit_to_limits(tool, out.warnings)
     return out
 
 
-def _fit(tool: CatalogTool, warnings: list[str], limits: ZoneLimits = ZoneLimits()) -> None:
+def fit_to_limits(tool: CatalogTool, warnings: list[str], limits: ZoneLimits = ZoneLimits()) -> None:
     """Cut what a zone file could not hold (the limits ``tooldns check`` and ``tooldns serve`` apply),
     saying so: a built tree is always one the server loads."""
     where = f"tool {tool.id[:80]!r}"
@@ -213,6 +231,11 @@ def _fit(tool: CatalogTool, warnings: list[str], limits: ZoneLimits = ZoneLimits
     if len(tool.parameters) > limits.max_parameters:
         warnings.append(f"{where}: only its first {limits.max_parameters} of {len(tool.parameters)} parameters kept")
         del tool.parameters[limits.max_parameters:]
+    examples = list(dict.fromkeys(clip(x, limits.max_example_bytes) for x in tool.examples))
+    if len(examples) > limits.max_examples:
+        warnings.append(f"{where}: only its first {limits.max_examples} of {len(examples)} example intents kept")
+        del examples[limits.max_examples:]
+    tool.examples = examples
     fitted = [(clip(n, limits.max_text_bytes), clip(t, limits.max_text_bytes), clip(d, limits.max_parameter_bytes), r)
               for n, t, d, r in tool.parameters]
     if fitted != tool.parameters:

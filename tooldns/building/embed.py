@@ -40,12 +40,14 @@ from pathlib import Path
 from ..embedding.embedder import Embedder
 from ..embedding.local import model_covers as local_model_covers
 from ..embedding.registry import DEFAULT_SPEC, spec_for_model
+from ..embedding.vectormap import VectorMap
 from ..exceptions import EmbeddingError, ZoneFileError
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.hybrid import HybridScorer
 from ..zone.model import Delegation, Tool, Zone
 from ..zone.zonefile import dump_zone, load_zone, parse_zone, zone_files, zone_header
-from .build import Embedded
+from .build import Embedded, centre_of
+from .examples import load_map, map_path
 from .state import write_atomically
 
 HYBRID = "hybrid"
@@ -74,6 +76,8 @@ class EmbedReport:
     tools_missing: int = 0
     tools_stale: int = 0
     tools_other_model: int = 0
+    #: tools whose zone's vectors went through another vector map than the tree's (or none): made again
+    tools_remapped: int = 0
     #: tools left without a vector: the model does not cover their language
     tools_not_covered: int = 0
     delegations_updated: int = 0
@@ -83,10 +87,11 @@ class EmbedReport:
 
     @property
     def tools_embedded(self) -> int:
-        return self.tools_missing + self.tools_stale + self.tools_other_model
+        return self.tools_missing + self.tools_stale + self.tools_other_model + self.tools_remapped
 
     def text(self) -> str:
         other = f", {self.tools_other_model} of another model" if self.tools_other_model else ""
+        other += f", {self.tools_remapped} through the tree's vector map" if self.tools_remapped else ""
         lines = [f"{self.directory}: {len(self.zones_changed)} of {self.zones} zones changed (model {self.model})",
                  f"tools embedded: {self.tools_embedded} ({self.tools_missing} missing, {self.tools_stale} stale{other})",
                  f"delegations updated: {self.delegations_updated}"]
@@ -233,6 +238,12 @@ def tree_warnings(files: list[ZoneFile], directory: str | os.PathLike) -> list[s
         if bare:
             out.append(f"{f.path}: {len(bare)} delegations without centroids ({', '.join(bare[:10])}"
                        f"{', ...' if len(bare) > 10 else ''}) {run}")
+    maps = Counter(f.zone.settings.vector_map for f in files if f.zone.settings.vector_map)
+    for digest, zones in sorted(maps.items()):
+        if not map_path(directory, digest).exists():
+            out.append(f"{directory}: {zones} zones' vectors were made through the vector map {digest}, and "
+                       f"{map_path(directory, digest).name} is not here: tooldns embed cannot give new tools the same "
+                       "map (copy it from where the tree was built, or build the tree again)")
     if len(models) > 1:
         zones_of = Counter(m for f in files for m in set(vector_models(f.zone)))
         counts = ", ".join(f"{m}: {n} zones" for m, n in sorted(zones_of.items()))
@@ -246,11 +257,13 @@ def tree_warnings(files: list[ZoneFile], directory: str | os.PathLike) -> list[s
 class _Vectors:
     """Encoded vectors of tool texts under one embedder, embedded in one batch when asked."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, vector_map: VectorMap | None = None) -> None:
         self.embedder = embedder
         self.model = embedder.model
         self.covers = embedder.covers
         self.by_text: dict[str, bytes] = {}
+        #: the map the tree's vectors went through (:mod:`tooldns.embedding.vectormap`), given to new ones too
+        self.vector_map = vector_map
 
     def state(self, tool: Tool) -> str:
         return tool_state(tool, self.model, self.covers)
@@ -262,6 +275,8 @@ class _Vectors:
         vectors = self.embedder.embed(todo)
         if len(vectors) != len(todo):
             raise EmbeddingError(f"{self.model} gave {len(vectors)} vectors for {len(todo)} texts")
+        if self.vector_map is not None:
+            vectors = self.vector_map.apply(vectors).tolist()
         self.by_text.update((t, encode_vector(self.model, v)) for t, v in zip(todo, vectors))
 
     def of(self, tool: Tool) -> bytes:
@@ -343,13 +358,42 @@ def _switch(zone: Zone, scorer: str, report: EmbedReport) -> Zone:
     return dataclasses.replace(zone, settings=dataclasses.replace(s, scorer=scorer, **kept))
 
 
+def _tree_map(files: list[ZoneFile], targets: set[str], directory, model: str,
+              report: EmbedReport) -> VectorMap | None:
+    """The vector map the target zones name (the one most of them name), when it is of *model*: the map
+    new vectors go through; None when they name none, or it is of another model (its vectors are all
+    made again, plainly)."""
+    named = Counter(f.zone.settings.vector_map for f in files if f.zone.origin in targets and f.zone.settings.vector_map)
+    if not named:
+        return None
+    vmap = load_map(directory, named.most_common(1)[0][0])
+    if vmap.model != model:
+        report.warnings.append(f"the zones' vector map {vmap.digest} is of {vmap.model}, not {model}: the vectors "
+                               f"are made again without it (build the tree again to learn a map for {model})")
+        return None
+    return vmap
+
+
+def _tree_centre(zones: dict[str, Zone], targets: set[str], model: str) -> bytes:
+    """The centre every target zone carries: the one they carry when it is of *model*, else the mean of
+    every tool vector of the target zones (as ``tooldns build`` makes it)."""
+    carried = Counter(zones[o].vector_centre for o in targets if zones[o].vector_centre)
+    if carried:
+        centre = carried.most_common(1)[0][0]
+        if decode_vector(centre).model == model:
+            return centre
+    return centre_of([t.vector for o in sorted(targets) for t in zones[o].tools if t.vector])
+
+
 def embed_tree(directory: str | os.PathLike, embedder: Embedder, centroids: int = Embedded.CENTROIDS,
                scorer: str | None = None, progress=lambda s: None) -> EmbedReport:
     """Fill in the missing and stale vectors of the zone files in *directory*, in place (module docstring).
 
     *scorer* ``"hybrid"`` switches every zone to the hybrid scorer (and embeds them all); otherwise
     only zones that score vectors or carry some are touched and scorers are left as they are.
-    Nothing is written unless every changed zone is valid; EmbeddingError when the embedder fails.
+    New vectors go through the vector map the zones name (``vector-map-<digest>.npz`` in *directory*),
+    and every target zone carries the tree's centre. Nothing is written unless every changed zone is
+    valid; EmbeddingError when the embedder fails, BuildError when the zones' map is missing.
     """
     if scorer not in (None, HYBRID):
         raise ValueError(f"embed_tree switches zones to {HYBRID} only, not {scorer!r}")
@@ -359,24 +403,42 @@ def embed_tree(directory: str | os.PathLike, embedder: Embedder, centroids: int 
     report = EmbedReport(str(directory), embedder.model, zones=len(files))
     targets = _targets(files, scorer)
     report.zones_skipped = len(files) - len(targets)
-    vectors = _Vectors(embedder)
+    vmap = _tree_map(files, targets, directory, embedder.model, report)
+    digest = vmap.digest if vmap is not None else ""
+    vectors = _Vectors(embedder, vmap)
+    originals = {f.zone.origin: f.zone for f in files}
+    # a zone whose vectors went through another map (or none where the tree has one) is embedded anew
+    remapped = {f.zone.origin for f in files if f.zone.origin in targets and f.zone.settings.vector_map != digest
+                and uses_vectors(f.zone)}
+    report.tools_remapped = sum(1 for o in remapped for t in originals[o].tools if t.vector)
+    files = [ZoneFile(f.path, _forget_vectors(f.zone), f.header) if f.zone.origin in remapped else f for f in files]
     texts = _texts_to_embed(files, targets, vectors)
-    progress(f"embedding {len(set(filter(vectors.covers, texts)))} texts with {vectors.model}")
+    progress(f"embedding {len(set(filter(vectors.covers, texts)))} texts with {vectors.model}"
+             + (f" through the vector map {digest}" if digest else ""))
     vectors.embed(texts)
     zones = {f.zone.origin: (_embed_tools(f.zone, vectors, report) if f.zone.origin in targets else f.zone)
              for f in files}
+    report.tools_missing -= report.tools_remapped  # forgotten above, and counted as missing by _embed_tools
+    centre = _tree_centre(zones, targets, vectors.model)
     changed = []
     for f in files:
         zone = zones[f.zone.origin]
         if f.zone.origin in targets:
             zone = dataclasses.replace(zone, children=tuple(_delegation(d, zone, zones, vectors, centroids, report)
-                                                            for d in zone.children))
+                                                            for d in zone.children),
+                                       vector_centre=centre,
+                                       settings=dataclasses.replace(zone.settings, vector_map=digest))
             zone = _switch(zone, scorer, report) if scorer else zone
-        if zone != f.zone:
+        if zone != originals[f.zone.origin]:
             changed.append((f, zone))
     _write(changed)
     report.zones_changed = [str(f.path) for f, _ in changed]
     return report
+
+
+def _forget_vectors(zone: Zone) -> Zone:
+    """*zone* with its tools' vectors dropped, so that they are made again (through the tree's map)."""
+    return dataclasses.replace(zone, tools=tuple(dataclasses.replace(t, vector=b"", vector_of="") for t in zone.tools))
 
 
 def _write(changed: list[tuple[ZoneFile, Zone]]) -> None:

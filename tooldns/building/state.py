@@ -45,9 +45,10 @@ SELF = "."
 
 
 def tool_digest(tool: CatalogTool) -> str:
-    """A short digest of what a catalog tool puts in its zone (names, description, parameters, URL):
-    an update rewrites the tool when it differs from the one recorded at the last build or update."""
-    text = repr((tool.names, tool.description, tool.parameters, tool.url))
+    """A short digest of what a catalog tool puts in its zone (names, description, parameters, URL,
+    example intents): an update rewrites the tool when it differs from the one recorded at the last
+    build or update. (A tool without examples digests as before examples existed.)"""
+    text = repr((tool.names, tool.description, tool.parameters, tool.url, *([tool.examples] if tool.examples else [])))
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
 

@@ -470,7 +470,7 @@ class _Update:
                 same_text = tool.vector and tool.vector_of == p.text_digest()
                 tool = dataclasses.replace(tool, name=p.name, target=p.target, port=p.port, description=p.description,
                                            endpoint=p.endpoint, parameters=p.parameters, id=p.id,
-                                           vector=tool.vector if same_text else b"",
+                                           examples=p.examples, vector=tool.vector if same_text else b"",
                                            vector_of=tool.vector_of if same_text else "")
             tools.append(tool)
             labels.add(tool.label)

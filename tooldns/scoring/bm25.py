@@ -441,8 +441,8 @@ class BM25Scorer(Scorer):
     name = "bm25"
 
     def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None, vectors=None, k1: float = 1.5,
-                 b: float = 0.75, stats: CorpusStats | None = None, facet_k1: float = 1.5) -> None:
-        del briefs, vectors  # lexical scoring reads the full documents, and only them
+                 b: float = 0.75, stats: CorpusStats | None = None, facet_k1: float = 1.5, centre: bytes = b"") -> None:
+        del briefs, vectors, centre  # lexical scoring reads the full documents, and only them
         docs = list(docs)
         try:
             #: with facets on every document, what ranks them (:class:`FacetRanker`); otherwise the

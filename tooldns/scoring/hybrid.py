@@ -1,21 +1,25 @@
 """The ``hybrid`` scorer: BM25 and the cosine of intent and document vectors, fused per zone.
 
 Documents are a zone's children (each with a few vectors standing for the tools beneath it,
-centroids made by ``tooldns build --embed``) or its tools (one vector each). The query brings its
-intent text and, when the client embedded it with the zone's model, its vector
-(:mod:`tooldns.protocol.vector`). The fused score of a document is::
+centroids made by ``tooldns build``) or its tools (one vector each). The query brings its intent
+text and, when the client embedded it with the zone's model, its vector
+(:mod:`tooldns.protocol.vector`). A document's cosine is the best over its vectors, less the
+intent's cosine with the zone's *centre* (the mean of the catalog's tool vectors, which every zone
+of a built tree carries, ``vector_centre``): 0 is then the catalog's average, whatever the model
+(multilingual-e5-small gives every pair of texts a cosine near 0.8; all-MiniLM-L6-v2 near 0.1),
+and the per-intent constant changes no ranking by vectors alone. The fused score of a document is
+the formula the client fuses leaves with (:func:`tooldns.protocol.fusion.fuse`)::
 
-    fused = alpha * bm25 / max(bm25 over the zone's documents) + (1 - alpha) * cosine
+    fused = alpha * bm25 / max(bm25) + (1 - alpha) * cosine / max(cosine)
 
-where cosine is the best over the document's vectors. A document without a vector (a tool an
-organisation added by hand, not yet embedded, or one in a language the model does not cover) is
-scored by BM25 alone (``bm25 / max``); when the query has no usable vector, every document is, with
-BM25's own scores (by their best facet when every document has facets), so the zone answers exactly as
-a ``bm25`` zone would; fused with cosines, BM25 scores whole documents. ``alpha`` is 0.3 by default, chosen by
-cross-validation on ToolRet's dev queries (``docs/building.md``). Besides the fused score the
-ranking keeps each document's raw BM25 score and cosine (:attr:`Ranking.parts`), which answers
-carry, so that a client can fuse the tools of several leaves over their union
-(:mod:`tooldns.protocol.fusion`, min-max per query, as a flat hybrid search does).
+over the zone's documents. A document without a vector (a tool an organisation added by hand, not
+yet embedded, or one in a language the model does not cover) is scored by its BM25 part alone; when
+the query has no usable vector, every document is, with BM25's own scores (by their best facet when
+every document has facets), so the zone answers exactly as a ``bm25`` zone would; fused with
+cosines, BM25 scores whole documents. ``alpha`` is the client's fusion weight, 0.4 by default,
+chosen by cross-validation on ToolRet's dev queries (``docs/building.md``). Besides the fused score
+the ranking keeps each document's raw BM25 score and centred cosine (:attr:`Ranking.parts`), which
+answers carry, so that a client can fuse the tools of several leaves over their union.
 
 Cost: one BM25 pass and one small matrix product (a few hundred vectors of 384 int8 values at
 most), so scoring vectors adds microseconds to a referral.
@@ -33,11 +37,14 @@ from typing import Sequence
 import numpy as np
 
 from ..exceptions import ScorerError
+from ..protocol.fusion import DEFAULT_WEIGHT
 from ..protocol.vector import Vector, decode_vector
 from .bm25 import BM25, CorpusStats, FacetRanker
 from .scorer import Ranking, Scorer
 
-DEFAULT_ALPHA = 0.3
+#: BM25's share of a fused score: the client's fusion weight, so that a leaf ranks its tools as the
+#: client ranks the union of the leaves
+DEFAULT_ALPHA = DEFAULT_WEIGHT
 
 
 def one_blas_thread() -> None:
@@ -63,6 +70,17 @@ def as_array(vector: Vector) -> np.ndarray:
     return q / norm if norm > 0 else q
 
 
+def as_values(vector: Vector) -> np.ndarray:
+    """A vector's components as they are (codes times scale), as float32: a centre is not unit."""
+    return np.frombuffer(vector.codes, dtype=np.int8).astype(np.float32) * np.float32(vector.scale)
+
+
+def _scaled(values: np.ndarray) -> np.ndarray:
+    """*values* over their largest (all 0 when none is above 0), as :func:`tooldns.protocol.fusion.fuse` scales."""
+    hi = values.max() if len(values) else 0.0
+    return values / hi if hi > 0 else np.zeros_like(values)
+
+
 class HybridScorer(Scorer):
     """BM25 fused with cosine similarity; deterministic and cheap, so cacheable and non-blocking."""
 
@@ -70,7 +88,8 @@ class HybridScorer(Scorer):
 
     def __init__(self, docs: Sequence[str], briefs: Sequence[str] | None = None,
                  vectors: Sequence[Sequence[bytes]] | None = None, *, k1: float = 1.5, b: float = 0.75,
-                 stats: CorpusStats | None = None, alpha: float = DEFAULT_ALPHA, facet_k1: float = 1.5) -> None:
+                 stats: CorpusStats | None = None, alpha: float = DEFAULT_ALPHA, facet_k1: float = 1.5,
+                 centre: bytes = b"") -> None:
         del briefs
         if not 0.0 <= float(alpha) <= 1.0:
             raise ScorerError(f"hybrid: alpha must be from 0 to 1, got {alpha}")
@@ -91,9 +110,14 @@ class HybridScorer(Scorer):
                 models.add((vector.model, vector.dim))
                 rows.append(as_array(vector))
                 owners.append(i)
+        if centre:
+            centred = decode_vector(centre)
+            models.add((centred.model, centred.dim))
         if len(models) > 1:
             raise ScorerError(f"hybrid: vectors of several models in one zone: {sorted(models)}")
         self.model, self.dim = next(iter(models)) if models else (None, 0)
+        #: the zone's centre (None: cosines as they are): an intent's cosine with it is subtracted from every cosine
+        self.centre = as_values(decode_vector(centre)) if centre else None
         self.matrix = np.vstack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
         self.owners = np.asarray(owners, dtype=np.intp)  # rows come document by document
         self.has_vector = np.zeros(self.n, dtype=bool)
@@ -117,10 +141,13 @@ class HybridScorer(Scorer):
             return Ranking([(int(i), float(lexical[i])) for i in order], scorer=self.name)
         best = lexical.max()
         fused = lexical / best if best > 0 else lexical.copy()
+        q = as_array(vector)
         cosine = np.full(self.n, -1.0)
-        cosine[self._with_rows] = np.maximum.reduceat(self.matrix @ as_array(vector), self._starts)
+        cosine[self._with_rows] = np.maximum.reduceat(self.matrix @ q, self._starts)
+        if self.centre is not None:
+            cosine[self._with_rows] -= float(self.centre @ q)
         hv = self.has_vector
-        fused[hv] = self.alpha * fused[hv] + (1 - self.alpha) * cosine[hv]
+        fused[hv] = self.alpha * fused[hv] + (1 - self.alpha) * _scaled(cosine[hv])
         order = np.argsort(-fused, kind="stable")[:k]
         parts = {int(i): (float(lexical[i]), float(cosine[i]) if hv[i] else None) for i in order}
         return Ranking([(int(i), float(fused[i])) for i in order], scorer=self.name, parts=parts)

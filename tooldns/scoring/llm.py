@@ -103,7 +103,7 @@ class LLMScorer(Scorer):
                  base_url: str | None = None, api_key: str | None = None, budget_ms: float = 800,
                  cache_size: int = 4096, cache_ttl: float = 300, probe_interval: float = 5.0,
                  max_items: int = 60, max_tokens: int = 200, k1: float = 1.5, b: float = 0.75,
-                 stats=None, client=None) -> None:
+                 stats=None, client=None, centre: bytes = b"") -> None:
         self.briefs = [neutralise(t) for t in (briefs if briefs is not None else docs)]
         self.fallback = BM25Scorer(docs, k1=k1, b=b, stats=stats)
         self.budget = budget_ms / 1000.0

@@ -1,7 +1,9 @@
 """Scorers by name: ``make_scorer("bm25", docs)``, and a way to add more.
 
 Built-in: ``bm25`` (:mod:`.bm25`, options ``k1``, ``b``, ``stats``), ``hybrid`` (:mod:`.hybrid`:
-BM25 and cosine fused; ``alpha`` besides BM25's options) and ``llm`` (:mod:`.llm`).
+BM25 and cosine fused; ``alpha`` and ``centre`` besides BM25's options) and ``llm`` (:mod:`.llm`).
+``stats`` (the catalog's BM25 statistics) and ``centre`` (the catalog's mean tool vector) come from
+the zone, not its settings; every built-in scorer takes both.
 A factory is called as ``factory(docs, briefs=..., vectors=..., **options)`` and returns a
 :class:`~tooldns.scoring.scorer.Scorer`; unknown names and bad options raise
 :class:`~tooldns.exceptions.ScorerError` listing what is valid.

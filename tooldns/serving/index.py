@@ -209,6 +209,10 @@ class ZoneIndex:
         # corpus statistics make tool scores comparable across zones; children need no such thing
         if zone.corpus_stats is not None:
             tool_options.setdefault("stats", zone.corpus_stats)
+        # the catalog's mean tool vector: cosines less the intent's with it, for children and tools alike
+        if zone.vector_centre:
+            tool_options.setdefault("centre", zone.vector_centre)
+            child_options.setdefault("centre", zone.vector_centre)
         child_entries: list = list(zone.children)
         child_docs = [c.summary.document() or c.label for c in zone.children]
         child_briefs = [f"{c.label}: {c.summary.display()}" for c in zone.children]

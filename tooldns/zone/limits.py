@@ -53,6 +53,8 @@ class ZoneLimits:
     max_vectors: int = 64
     #: facets of one delegation (``tooldns build`` writes at most 16)
     max_facets: int = 64
+    #: example intents of one tool (what ``tooldns build --examples`` fits its vector map on)
+    max_examples: int = 64
 
     # -- text lengths, in UTF-8 bytes --
     #: a tool's description (its TXT record carries all of it)
@@ -63,6 +65,8 @@ class ZoneLimits:
     max_endpoint_bytes: int = 2048
     #: a parameter's description (the TXT record carries its first 240 characters)
     max_parameter_bytes: int = 2048
+    #: one example intent of a tool (an intent is at most 4,096 bytes on the wire; examples are shorter)
+    max_example_bytes: int = 1024
     #: a summary's description (the zone's own and each delegation's)
     max_summary_bytes: int = 4096
     #: one keyword of a summary

@@ -150,6 +150,10 @@ class Tool:
     #: and the tool is scored by BM25 alone); ``vector_of`` is the digest of the text it was made from
     vector: bytes = b""
     vector_of: str = ""
+    #: example intents this tool serves (written by its operator, or from a query log): never served,
+    #: only read by ``tooldns build`` and ``tooldns embed``, which fit the vector map on them
+    #: (:mod:`tooldns.embedding.vectormap`)
+    examples: tuple[str, ...] = ()
 
     def owner(self, origin: str) -> str:
         """The tool's own DNS name: ``<label>._<service>._<transport>.<origin>``."""
@@ -218,6 +222,10 @@ class Settings:
     #: embedder spec (``minilm``, ``openai:MODEL`` ...) with which the zone embeds intents that
     #: arrive without a vector (dig users, clients without a model); empty: it does not
     embed_intents: str = ""
+    #: the digest of the vector map the zone's tool vectors and centroids were made through
+    #: (``vector-map-<digest>.npz`` beside the zone files, :mod:`tooldns.embedding.vectormap`); empty:
+    #: the model's own vectors
+    vector_map: str = ""
     #: response rate limiting of the zone's UDP replies (``tooldns serve --rate-limit`` overrides it)
     rate_limit: RateLimit = RateLimit()
 
@@ -233,5 +241,9 @@ class Zone:
     tools: tuple[Tool, ...] = ()
     settings: Settings = Settings()
     corpus_stats: CorpusStats | None = None
+    #: the mean of the catalog's tool vectors (the vector option's encoding; empty: none), which a zone
+    #: that scores vectors subtracts the intent's cosine with from every cosine (:mod:`tooldns.scoring.hybrid`):
+    #: every zone of a built tree carries the same, as it carries the catalog's BM25 statistics
+    vector_centre: bytes = b""
     #: where the zone was read from (error messages, logs); not part of what the zone is
     source: str = field(default="", compare=False)

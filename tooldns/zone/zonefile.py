@@ -38,6 +38,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import os
+import re
 from pathlib import Path
 from dataclasses import MISSING, fields
 from typing import Any
@@ -476,9 +477,10 @@ class _Checker:
 
 
 ZONE_KEYS_REQUIRED = {"origin", "soa", "nameservers"}
-ZONE_KEYS_OPTIONAL = {"ttl", "summary", "settings", "children", "tools", "corpus_stats"}
+ZONE_KEYS_OPTIONAL = {"ttl", "summary", "settings", "children", "tools", "corpus_stats", "vector_centre"}
 TOOL_KEYS_REQUIRED = {"label", "name", "service", "target", "port", "description"}
-TOOL_KEYS_OPTIONAL = {"transport", "priority", "weight", "endpoint", "parameters", "id", "vector", "vector_of"}
+TOOL_KEYS_OPTIONAL = {"transport", "priority", "weight", "endpoint", "parameters", "id", "vector", "vector_of",
+                      "examples"}
 
 
 def parse_zone(text: str, where: str = "<zone>", limits: ZoneLimits | None = None) -> Zone:
@@ -515,15 +517,19 @@ def parse_zone(text: str, where: str = "<zone>", limits: ZoneLimits | None = Non
     children = _children(c, top, zone_origin)
     tools = _tools(c, top, zone_origin)
     stats = _corpus_stats(c, top)
+    centre = c.vector(top["vector_centre"], c.lineof(top, "vector_centre"), "vector_centre") \
+        if "vector_centre" in top else b""
     models = sorted({decode_vector(v).model for v in [*(t.vector for t in tools if t.vector),
-                                                      *(v for d in children for v in d.vectors)]})
+                                                      *(v for d in children for v in d.vectors),
+                                                      *([centre] if centre else [])]})
     if len(models) > 1:
         c.err(1, f"vectors of {len(models)} models ({', '.join(models)}) in one zone; a zone scores one model's "
                  "vectors: run tooldns embed to make them all with one")
     if c.errors:
         raise c.failure()
     return Zone(origin=zone_origin, soa=soa, nameservers=own_ns, ttl=ttl, summary=summary,
-                children=children, tools=tools, settings=settings, corpus_stats=stats, source=where)
+                children=children, tools=tools, settings=settings, corpus_stats=stats, vector_centre=centre,
+                source=where)
 
 
 def load_zone(path: str | os.PathLike, limits: ZoneLimits | None = None) -> Zone:
@@ -614,7 +620,7 @@ def _settings(c: _Checker, top: _Map) -> Settings:
         return Settings()
     m = c.mapping(top["settings"], c.lineof(top, "settings"), "settings", set(),
                   {"scorer", "scorer_options", "child_scorer_options", "prune_ratio", "max_k", "intent_ttl",
-                   "embed_intents", "rate_limit"})
+                   "embed_intents", "vector_map", "rate_limit"})
     if m is None:
         return Settings()
     scorer = c.text(m, "scorer", "settings", default=_SETTINGS.scorer)
@@ -643,8 +649,29 @@ def _settings(c: _Checker, top: _Map) -> Settings:
         max_k=c.integer(m, "max_k", "settings", _SETTINGS.max_k, 1, 255),
         intent_ttl=c.integer(m, "intent_ttl", "settings", _SETTINGS.intent_ttl, 0, 86400),
         embed_intents=embed,
+        vector_map=_vector_map(c, m),
         rate_limit=_rate_limit(c, m),
     )
+
+
+def _vector_map(c: _Checker, m: _Map) -> str:
+    digest = c.text(m, "vector_map", "settings", default=_SETTINGS.vector_map, empty_ok=True)
+    if digest and not re.fullmatch(r"[0-9a-f]{12}", digest):
+        c.err(c.lineof(m, "vector_map"), f"vector_map {_show(digest)} is not a map's digest (12 hexadecimal "
+                                         f"digits, as tooldns build writes it)")
+        return ""
+    return digest
+
+
+def _examples(c: _Checker, m: _Map, what: str) -> tuple[str, ...]:
+    out = []
+    for item, line in c.seq(m, "examples", what, limit="max_examples"):
+        if not isinstance(item, str) or not item.strip():
+            c.err(line, f"an example intent of {what} must be text, got {_show(item)}")
+        elif not c.too_long(item, line, f"an example intent of {what}", c.limits.max_example_bytes,
+                            "max_example_bytes"):
+            out.append(item.strip())
+    return tuple(out)
 
 
 def _rate_limit(c: _Checker, m: _Map) -> RateLimit:
@@ -736,6 +763,7 @@ def _tools(c: _Checker, top: _Map, origin: str) -> tuple[Tool, ...]:
             parameters=params, id=c.text(m, "id", what, empty_ok=True),
             vector=c.vector(m["vector"], c.lineof(m, "vector"), f"{what} vector") if "vector" in m else b"",
             vector_of=c.text(m, "vector_of", what, empty_ok=True),
+            examples=_examples(c, m, what),
         )
         if label:
             try:
@@ -834,6 +862,8 @@ def zone_document(zone: Zone) -> dict[str, Any]:
     if zone.corpus_stats is not None:
         st = zone.corpus_stats
         doc["corpus_stats"] = {"n_docs": st.n_docs, "avgdl": st.avgdl, "df": dict(sorted(st.df.items()))}
+    if zone.vector_centre:
+        doc["vector_centre"] = base64.b64encode(zone.vector_centre).decode("ascii")
     return doc
 
 
@@ -934,4 +964,6 @@ def _dump_tool(tool: Tool) -> dict[str, Any]:
         out["vector"] = base64.b64encode(tool.vector).decode("ascii")
     if tool.vector_of:  # written as read, even without its vector (a hand edit may leave it alone)
         out["vector_of"] = tool.vector_of
+    if tool.examples:
+        out["examples"] = list(tool.examples)
     return out
