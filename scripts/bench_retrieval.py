@@ -52,7 +52,7 @@ from scipy.stats import binomtest  # scikit-learn's dependency, in the server ex
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchlib import percentile, start_servers, stop_servers  # noqa: E402
+from benchlib import CachedEmbedder, percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver, ResolverError  # noqa: E402
 from resolver_client.modes import MODES, check_mode  # noqa: E402
 from resolver_client.cli import walk_beam  # noqa: E402
@@ -206,6 +206,15 @@ def parse_args() -> argparse.Namespace:
                    help="embedder (minilm, hash, hash:DIM, local:PATH, openai:MODEL): with --scorer hybrid, of the "
                    "tree and the resolver (default minilm); with any scorer, of the flat dense and hybrid baselines "
                    "(none without it, except with --scorer hybrid)")
+    p.add_argument("--embed-cache", metavar="DIR",
+                   help="keep the embedder's vectors in DIR, so that runs on the same catalog embed each text once "
+                        "(the same vectors: only the time to make them is saved)")
+    p.add_argument("--examples", action="append", metavar="FILE",
+                   help="example intents for the build (tooldns build --examples): a queries file or a mapping of "
+                        "tool id to intents")
+    p.add_argument("--examples-half", choices=("even", "odd", "all"), default="all",
+                   help="only the queries of this half of --examples (a queries file) are examples: fit on one half, "
+                        "score the other with --half (default all)")
     p.add_argument("--fusion", type=float, default=DEFAULT_WEIGHT,
                    help="share of BM25 when the resolver and flat hybrid fuse BM25 and cosine "
                    f"(default {DEFAULT_WEIGHT})")
@@ -249,16 +258,30 @@ def k_values(k: str, ks: str) -> tuple[int | tuple[int, ...], list]:
     return head_k, [head_k] + [k for k in sorted({int(x) for x in ks.split(",") if x}) if k != head_k]
 
 
-def build_tree(args: argparse.Namespace, zonedir: str) -> BuildReport:
+def examples_files(args: argparse.Namespace, zonedir: str) -> list[str]:
+    """The --examples files as the build reads them: each cut to --examples-half (written beside *zonedir*)."""
+    if args.examples_half == "all":
+        return list(args.examples or [])
+    out = []
+    for n, path in enumerate(args.examples or []):
+        kept = [q for q in json.loads(Path(path).read_text(encoding="utf-8")) if in_half(q.get("id"), args.examples_half)]
+        half = Path(zonedir).parent / f"examples-{n}.json"
+        half.write_text(json.dumps(kept, ensure_ascii=False), encoding="utf-8")
+        out.append(str(half))
+    return out
+
+
+def build_tree(args: argparse.Namespace, zonedir: str, embedder=None) -> BuildReport:
     """The tree (the offline one, clustered on the vectors when the zones are hybrid, or --taxonomy)."""
     scorer_options = {}
     if args.scorer == "llm":
         scorer_options = {k: v for k, v in (("model", args.llm_model), ("base_url", args.llm_base_url),
                                             ("budget_ms", args.llm_budget_ms)) if v is not None}
-    embed = args.embed if args.scorer == "hybrid" else None
+    embed = (embedder or args.embed) if args.scorer == "hybrid" else None
     tree_options = {key: getattr(args, key) for key in ("overlap", "max_children", "max_leaf", "max_depth", "seed")
                     if getattr(args, key) is not None}
-    report = build(args.services, zonedir, taxonomy=args.taxonomy, embed=embed, tree_options=tree_options,
+    report = build(args.services, zonedir, taxonomy=args.taxonomy, embed=embed, examples=examples_files(args, zonedir),
+                   tree_options=tree_options,
                    subnet=args.subnet, child_k1=args.child_k1, prune_ratio=args.prune_ratio, scorer=args.scorer,
                    scorer_options=scorer_options,
                    progress=lambda m: print(f"[build] {m}", file=sys.stderr))
@@ -736,13 +759,15 @@ def main() -> int:
     if not queries:
         raise SystemExit("no query with correct tools to run (check --queries, --half and --limit)")
     head_k, ks = k_values(args.k, args.ks)
-    try:  # one embedder for the whole run: the resolver's intents and the flat baselines
+    try:  # one embedder for the whole run: the tree's tools, the resolver's intents and the flat baselines
         embedder = make_embedder(args.embed) if args.embed else None
     except EmbeddingError as exc:
         raise SystemExit(f"--embed {args.embed}: {exc}") from exc
+    if embedder is not None and args.embed_cache:
+        embedder = CachedEmbedder(embedder, args.embed_cache)
     with tempfile.TemporaryDirectory(prefix="tooldns-bench-") as tmp:
         zonedir = str(Path(tmp) / "zones")
-        report = build_tree(args, zonedir)
+        report = build_tree(args, zonedir, embedder)
         catalog = load_catalogs(args.services)
         tree = load_zones(zonedir)
         known = {t.id for t in catalog.tools}

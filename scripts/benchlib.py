@@ -43,6 +43,62 @@ def distinct_intents(base: list[str], count: int, seed: int = 0) -> list[str]:
     return list(texts)
 
 
+class CachedEmbedder:
+    """An embedder whose vectors are kept on disk (*directory*, one ``.npy`` per text and side, named by
+    the SHA-256 of the model, the side and the text): a benchmark that builds the same catalog many
+    times (cross-validation, sweeps) embeds each text once. The vectors are the embedder's own, so
+    every figure is what the embedder alone gives; only the time to make them is saved."""
+
+    def __init__(self, embedder, directory) -> None:
+        self.inner, self.directory = embedder, Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.model, self.dim, self.remote = embedder.model, embedder.dim, getattr(embedder, "remote", False)
+
+    def _path(self, side: str, text: str) -> Path:
+        import hashlib
+
+        key = hashlib.sha256(f"{self.model}\0{side}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+        return self.directory / key[:2] / f"{key}.npy"
+
+    def _cached(self, side: str, texts, embed) -> list[list[float]]:
+        import numpy as np
+
+        texts = list(texts)
+        out: dict[int, list[float]] = {}
+        todo = []
+        for i, text in enumerate(texts):
+            path = self._path(side, text)
+            if path.exists():
+                out[i] = np.load(path).tolist()
+            else:
+                todo.append(i)
+        if todo:
+            for i, vector in zip(todo, embed([texts[i] for i in todo])):
+                path = self._path(side, texts[i])
+                path.parent.mkdir(exist_ok=True)
+                np.save(path, np.asarray(vector, dtype=np.float64))
+                out[i] = list(vector)
+        return [out[i] for i in range(len(texts))]
+
+    def embed(self, texts):
+        return self._cached("passage", texts, self.inner.embed)
+
+    def embed_queries(self, texts):
+        return self._cached("query", texts, self.inner.embed_queries)
+
+    def embed_one(self, text):
+        return self.embed([text])[0]
+
+    def embed_query(self, text):
+        return self.embed_queries([text])[0]
+
+    def covers(self, text) -> bool:
+        return self.inner.covers(text)
+
+    def counters(self):
+        return self.inner.counters()
+
+
 def percentile(values, p: float) -> float:
     """The nearest-rank *p*-th percentile of *values* (0 for none)."""
     values = sorted(values)
