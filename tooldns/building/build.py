@@ -59,6 +59,10 @@ DEFAULT_CHILD_B = 0.75
 #: with K = 5,3,2 it keeps hit rate@10 while scoring about a fifth of the catalog
 DEFAULT_PRUNE_RATIO = 0.25
 DEFAULT_TOOL_K1 = 1.5
+#: BM25's share when a hybrid zone ranks its children (its best facet against its centroids' best
+#: cosine): chosen by cross-validation on ToolRet's dev queries with multilingual-e5-small (root route
+#: recall at K = 6, docs/building.md); tools keep the client's weight, 0.4
+CHILD_ALPHA = 0.6
 
 
 @dataclass
@@ -287,7 +291,8 @@ def _settings(cat: Category, settings: Settings, child_k1: float, child_b: float
     category's children (larger for big children, :func:`~.trees.scaled_k1`)."""
     if cat.child_k1 is None or not cat.children or cat.child_k1 == child_k1:
         return settings
-    return dataclasses.replace(settings, child_scorer_options={"k1": round(cat.child_k1, 3), "b": child_b})
+    return dataclasses.replace(settings, child_scorer_options={**settings.child_scorer_options,
+                                                               "k1": round(cat.child_k1, 3), "b": child_b})
 
 
 def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, origin: str = "tools.",
@@ -318,8 +323,9 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     tool_tokens = [tuple(map(sys.intern, tokenize(t.text()))) for t in proto_tools]
     stats = CorpusStats.from_tokens(tool_tokens)
     scorer = scorer or ("hybrid" if embedded else "bm25")
+    child_options = {"k1": child_k1, "b": child_b, **({"alpha": CHILD_ALPHA} if scorer == "hybrid" else {})}
     settings = Settings(scorer=scorer, scorer_options={"k1": tool_k1, **(scorer_options or {})},
-                        child_scorer_options={"k1": child_k1, "b": child_b}, prune_ratio=prune_ratio,
+                        child_scorer_options=child_options, prune_ratio=prune_ratio,
                         **(_vector_settings(embedded, outdir) if embedded and scorer == "hybrid" else {}))
     centre = embedded.centre() if embedded and scorer == "hybrid" else b""
     layout = _Layout.of(root, origin, subnet)

@@ -480,6 +480,16 @@ class FacetRanker:
         then ranks whole documents)."""
         return cls(docs, k1, b) if all_faceted(docs) else None
 
+    def score_array(self, intent: str):
+        """Every document's best facet score, in document order (a numpy array): what the ``hybrid``
+        scorer fuses with cosines."""
+        import numpy as np
+
+        scores = np.zeros(self.n)
+        for i, score in self.rank(intent, self.n):
+            scores[i] = score
+        return scores
+
     def rank(self, intent: str, k: int) -> list[tuple[int, float]]:
         """The *k* best documents by their best facet's score, ties and documents scoring 0 in
         document order (as :meth:`BM25.rank`)."""

@@ -14,10 +14,11 @@ the formula the client fuses leaves with (:func:`tooldns.protocol.fusion.fuse`):
 
 over the zone's documents. A document without a vector (a tool an organisation added by hand, not
 yet embedded, or one in a language the model does not cover) is scored by its BM25 part alone; when
-the query has no usable vector, every document is, with BM25's own scores (by their best facet when
-every document has facets), so the zone answers exactly as a ``bm25`` zone would; fused with
-cosines, BM25 scores whole documents. ``alpha`` is the client's fusion weight, 0.4 by default,
-chosen by cross-validation on ToolRet's dev queries (``docs/building.md``). Besides the fused score
+the query has no usable vector, every document is, with BM25's own scores, so the zone answers
+exactly as a ``bm25`` zone would. BM25 scores a document by its best facet when every document has
+facets (the children of a built zone), else whole. ``alpha`` is the client's fusion weight, 0.4 by
+default, chosen by cross-validation on ToolRet's dev queries; ``tooldns build`` ranks children with
+0.6 (``docs/building.md``). Besides the fused score
 the ranking keeps each document's raw BM25 score and centred cosine (:attr:`Ranking.parts`), which
 answers carry, so that a client can fuse the tools of several leaves over their union.
 
@@ -134,7 +135,7 @@ class HybridScorer(Scorer):
         fused = self.usable(vector) and len(self.owners)
         if not fused and self.facets is not None:
             return Ranking(self.facets.rank(intent, k), scorer=self.name)
-        lexical = self.lexical.score_array(intent)
+        lexical = (self.facets if self.facets is not None else self.lexical).score_array(intent)
         if not fused:
             # BM25 alone, with its own scores: comparable across zones, as the bm25 scorer's are
             order = np.argsort(-lexical, kind="stable")[:k]
