@@ -14,6 +14,7 @@ dnspython only. One module per concept:
 * :mod:`.ttlcache`: the bounded cache that honours the protocol's lifetimes (both sides use it).
 * :mod:`.hygiene`: zone text made safe to score, to show a model and to print (both sides use it).
 * :mod:`.summary`: the summary a zone publishes for its parent at ``_summary.<origin>`` (TXT, JSON).
+* :mod:`.plan`: the walk a zone recommends to resolvers at ``_walk.<origin>`` (TXT, ``key=value``).
 
     >>> from tooldns.protocol import encode_intent, parse_cursor
     >>> parse_cursor("_mcp._tcp._weather.tools.").zone
