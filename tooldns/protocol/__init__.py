@@ -21,7 +21,7 @@ dnspython only. One module per concept:
     'weather.tools.'
 """
 
-from ..exceptions import IntentError, NameError_, VectorError
+from ..exceptions import IntentError, NameError_, PlanError, VectorError
 from .ede import EDE_OPTION_CODE, decode_ede, encode_ede
 from .intent import INTENT_OPTION_CODE, MAX_INTENT_BYTES, Intent, decode_intent, encode_intent
 from .meta import FLAG_FALLBACK, FLAG_PRUNED, FLAG_VECTOR_IGNORED, META_OPTION_CODE, Meta, decode_meta, encode_meta
@@ -33,7 +33,7 @@ from .vector import VECTOR_OPTION_CODE, Vector, decode_vector, encode_vector, qu
 __all__ = [
     "ANY_SERVICE", "Cursor", "EDE_OPTION_CODE", "FLAG_FALLBACK", "FLAG_PRUNED", "FLAG_VECTOR_IGNORED",
     "INTENT_OPTION_CODE", "Intent", "IntentError", "MAX_INTENT_BYTES", "META_OPTION_CODE", "Meta", "NameError_",
-    "TTLCache", "VECTOR_OPTION_CODE", "Vector", "VectorError", "cursor", "decode_ede", "decode_intent", "decode_meta",
+    "PlanError", "TTLCache", "VECTOR_OPTION_CODE", "Vector", "VectorError", "cursor", "decode_ede", "decode_intent", "decode_meta",
     "decode_pairs", "decode_vector", "encode_ede", "encode_intent", "encode_meta", "encode_pairs", "encode_vector",
     "normalize", "parse_cursor", "quantize",
 ]
