@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import dns.exception
 import dns.flags
 import dns.rcode
+import dns.rdataclass
 import dns.rdatatype
 
 from tooldns.protocol import NameError_, PlanError, names
@@ -84,18 +85,18 @@ def plan_query(root_zone: str, servers: list[tuple[str, int]], dnssec: bool = Fa
 def negative_ttl(resp: Reply) -> float:
     """How long the word that there is no such record may be kept (RFC 2308): the SOA's TTL, at
     most its minimum field; 0 without a SOA."""
-    soa = [r for r in resp.authority if r.rdtype == _SOA]
+    soa = [r for r in resp.authority if r.rdtype == _SOA and r.rdclass == dns.rdataclass.IN]
     if not soa:
         return 0.0
     try:
         return float(min(soa[0].ttl, soa[0].rdata.minimum))
-    except dns.exception.DNSException:  # a SOA dnspython cannot read: nothing to go by
+    except (dns.exception.DNSException, AttributeError):  # a SOA dnspython cannot read: nothing to go by
         return 0.0
 
 
 def take_plan(qname: str, resp: Reply) -> Published:
     """What a checked reply *resp* to the query for *qname* says of the published walk (no DNSSEC)."""
-    records = [r for r in resp.answer if r.rdtype == _TXT and r.name == qname and r.value]
+    records = [r for r in resp.answer if r.rdtype == _TXT and r.rdclass == dns.rdataclass.IN and r.name == qname]
     if resp.rcode != dns.rcode.NOERROR or not records:  # NXDOMAIN, NODATA, or a server without the zone
         return Published(None, min(negative_ttl(resp), MAX_KEEP))
     ttl = min(min(r.ttl for r in records), MAX_KEEP)
@@ -210,7 +211,7 @@ class PlanFetch:
         if self.validator is None:
             return published
         try:
-            if any(r.rdtype == _TXT and r.name == self.qname for r in resp.answer):
+            if any(r.rdtype == _TXT and r.rdclass == dns.rdataclass.IN and r.name == self.qname for r in resp.answer):
                 self.validator.check(self.zone, resp.answer, [(self.qname, _TXT)])
             else:
                 self.validator.deny(self.zone, resp.authority, self.qname, _TXT)

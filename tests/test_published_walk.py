@@ -20,7 +20,10 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import dns.rrset
+import dns.rdata
+import dns.rdataclass
 import pytest
+from hypothesis import given, strategies as st
 
 from tooldns.dnssec.keys import load_keys
 from tooldns.dnssec.manage import keygen_tree
@@ -38,6 +41,7 @@ from resolver_client.validate import read_anchor
 from resolver_client.walk import AUTO_BEAM
 
 from conftest import REPLY_TIMEOUT, free_port, start_tree, wait_until
+from fuzzing import examples
 from test_dnssec import _Tamper
 from test_walk_record import publish_walk, walk_tree
 
@@ -117,6 +121,24 @@ def test_timeouts_errors_and_strangers_move_on_and_tc_moves_to_tcp():
         assert fetch.take(again, None, ConnectionRefusedError("refused")) == []
         assert fetch.result().plan is None and fetch.result().ttl == 0  # asked again next time
         assert "no root name server answered" in fetch.result().error
+
+
+@examples(300)
+@given(st.binary(max_size=200), st.lists(st.binary(max_size=60), min_size=1, max_size=6), st.integers(0, 2**31 - 1))
+def test_whatever_a_root_server_sends_the_fetch_decides_without_raising(noise, strings, ttl):
+    for wire in (noise, lambda q: _reply(q)[:12] + noise):  # anything, and a header that matches before it
+        fetch = PlanFetch("tools.", ROOT[:1])
+        [q] = fetch.start()
+        assert fetch.take(q, wire(q) if callable(wire) else wire) == []  # one server: nothing else to ask
+        assert fetch.result().plan is None
+    fetch = PlanFetch("tools.", ROOT[:1])
+    [q] = fetch.start()
+    answer = dns.rrset.from_rdata("_walk.tools.", ttl, dns.rdata.from_wire(
+        dns.rdataclass.IN, dns.rdatatype.TXT, b"".join(bytes([len(s)]) + s for s in strings), 0,
+        sum(1 + len(s) for s in strings)))
+    fetch.take(q, _reply(q, answer=[answer]))
+    result = fetch.result()
+    assert (result.plan is None) == bool(result.error) and 0 <= result.ttl <= 86400
 
 
 def test_a_fetch_past_its_lifetime_says_so():
