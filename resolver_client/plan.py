@@ -103,7 +103,8 @@ def take_plan(qname: str, resp: Reply) -> Published:
     try:
         return Published(decode_plan_rrset([r.value for r in records]), ttl)
     except PlanError as exc:  # kept for its TTL all the same: asking again would get the same record
-        return Published(None, ttl, f"published walk at {qname} not used: {printable(str(exc))}; built-in settings")
+        why = printable(str(exc)).removeprefix("published walk: ")  # said once, first
+        return Published(None, ttl, f"published walk at {qname} not used: {why}; built-in settings")
 
 
 class PlanFetch:

@@ -324,8 +324,8 @@ def test_a_malformed_record_falls_back_to_built_in_settings_with_an_error(tmp_pa
         proxy.alter = _rewrite_walk(b"tooldns-walk=2", b"k=1")
         later = Resolver(root=root, timeout=REPLY_TIMEOUT, cache=False).resolve(INTENT)
     assert _root_k(res) == 3 and res.tools and res.stats.settings_from == BUILT_IN
-    assert res.errors[0] == ("published walk at _walk.tools. not used: published walk: k='0' is not a whole number "
-                             "from 1 to 255; built-in settings")
+    assert res.errors[0] == ("published walk at _walk.tools. not used: k='0' is not a whole number from 1 to 255; "
+                             "built-in settings")
     assert again.stats.plan_queries == 0 and again.errors == res.errors  # the record is kept, and said again
     assert _root_k(later) == 3 and "format '2' is not '1'" in later.errors[0]
 
