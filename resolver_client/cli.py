@@ -5,6 +5,11 @@
     tooldns-resolve "typhoon warning" --trust hko --trace --root 127.0.0.1:5300
     tooldns-resolve "plan a trip: flights, hotels, weather" --mode get_all
     tooldns-resolve "historical weather Hong Kong" --html walk.html   # a picture of the walk
+    tooldns-resolve "historical weather Hong Kong" --no-published-walk  # the built-in settings, not the tree's
+
+Where --k, --leaf-k, --best-leaf-k, --beam and --embed are not given, the walk the tree publishes
+(``_walk.tools.``, docs/protocol.md section 6b) decides them in the default mode; --trace and --json
+say where each setting came from.
 
 Exit status: 0 tools found, 1 none found, 2 bad usage (or the --html file cannot be written),
 3 resolution failed.
@@ -73,8 +78,26 @@ def format_table(res: Resolution, details: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _setting(name: str, value) -> str:
+    if isinstance(value, (list, tuple)):
+        value = ",".join(map(str, value))
+    return f"{name.replace('_', '-')}={value if value not in (None, '') else 'none'}"
+
+
+def format_settings(res: Resolution) -> str:
+    """What the walk went by and where each setting came from (caller, published, built-in), and
+    who embedded the intent: the first lines of ``--trace``."""
+    s = res.stats
+    parts = [f"{_setting(name, s.settings.get(name))} ({s.sources.get(name, '?')})" for name in s.sources]
+    asked = f"; {s.plan_queries} queries for it" if s.plan_queries else ""
+    out = [f";; walk settings from {s.settings_from}{asked}: {' '.join(parts)}; intent embedded by {s.embedded_by}"]
+    if s.embed_note:
+        out.append(f";;   {s.embed_note}")
+    return "\n".join(map(printable, out))
+
+
 def format_trace(res: Resolution) -> str:
-    out = []
+    out = [format_settings(res)] if res.stats.sources else []
     for n, hop in enumerate(res.trace, 1):
         flags = " (cached)" if hop.cached else ""
         flags += " (fallback scorer)" if hop.fallback else ""
@@ -209,9 +232,17 @@ def add_beam_flags(p: argparse.ArgumentParser) -> None:
     """--beam and --no-beam (``tooldns-resolve`` and ``tooldns mcp``)."""
     p.add_argument("--beam", type=int, default=None,
                    help="ask at most this many zones at each depth below the root, the best by their path's ranks: "
-                        "bounds the walk of a deep tree (default: 6, or the root's K when larger, so a tree of two "
-                        "levels is walked whole)")
+                        "bounds the walk of a deep tree (default: the tree's published beam, else 6, or the root's K "
+                        "when larger, so a tree of two levels is walked whole)")
     p.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
+
+
+def add_published_walk_flag(p: argparse.ArgumentParser) -> None:
+    """--no-published-walk (``tooldns-resolve`` and ``tooldns mcp``)."""
+    p.add_argument("--no-published-walk", action="store_true",
+                   help="do not ask the tree for the walk it publishes (_walk.<root zone>): what the flags leave "
+                        "out is the search mode's built-in setting (by default, the tree's published K, leaf K, "
+                        "best leaf K, beam and model stand there)")
 
 
 def walk_beam(args) -> int | str | None:
@@ -228,12 +259,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="search mode: get_one (the single best tool, fewest queries), get_important (the best few, "
                    "the default) or get_all (wider walks, every relevant tool); --k, --leaf-k and --top override it")
     p.add_argument("--k", default=None, help="children asked for at each step, 1-255, or one per depth: 5,3,2 "
-                   "(the last repeats; default the mode's: 3 for get_important)")
-    p.add_argument("--leaf-k", type=int, default=None, help="tools asked of each leaf (default: the mode's, else the first K)")
+                   "(the last repeats; default: the tree's published K, else the mode's: 3 for get_important)")
+    p.add_argument("--leaf-k", type=int, default=None, help="tools asked of each leaf (default: the tree's published "
+                   "leaf K, else the mode's, else the first K)")
     p.add_argument("--best-leaf-k", type=int, default=None,
                    help="tools asked of the leaf on the best path (each zone's first-ranked child), which may fill "
-                        "the whole result; the others are asked for --leaf-k (default: --leaf-k)")
+                        "the whole result; the others are asked for --leaf-k (default: the tree's published one, "
+                        "else --leaf-k)")
     add_beam_flags(p)
+    add_published_walk_flag(p)
     p.add_argument("--service", default=names.ANY_SERVICE,
                    help=f"service to find: {', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
@@ -245,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
                                                           "them unless asked; --html asks)")
     p.add_argument("--trace", action="store_true", help="show every hop, like dig +trace")
     p.add_argument("--embed", metavar="MODEL", help="embed the intent and send its vector (minilm, local:PATH, "
-                   "openai:MODEL, hash), for trees built with tooldns build --embed")
+                   "openai:MODEL, hash), for trees built with tooldns build --embed (default: the model the tree's "
+                   "published walk names, when it is installed here)")
     p.add_argument("--split", action="store_true", help="also walk each part of an intent that asks for several "
                    "things, and share the results fairly")
     p.add_argument("--html", metavar="FILE", help="also write a picture of the walk to FILE: one self-contained "
@@ -261,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed),
                       details=args.details or bool(args.html), validate=args.validate or args.require_secure,
                       trust_anchor=args.anchor, require_secure=args.require_secure,
-                      best_leaf_k=args.best_leaf_k, beam=walk_beam(args)) as resolver:
+                      best_leaf_k=args.best_leaf_k, beam=walk_beam(args),
+                      published_walk=not args.no_published_walk) as resolver:
             res = resolver.resolve(args.intent, k=ks if ks is None or len(ks) > 1 else ks[0],
                                    service=args.service.lower(), trust=_split(args.trust), exclude=_split(args.exclude),
                                    top=args.top, leaf_k=args.leaf_k, split=args.split, mode=args.mode)

@@ -228,7 +228,7 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .cli import add_beam_flags  # as tooldns-resolve has them
+    from .cli import add_beam_flags, add_published_walk_flag  # as tooldns-resolve has them
 
     p = argparse.ArgumentParser(prog="tooldns mcp", description="Tool discovery for agents as an MCP server: "
                                 "find_tools and describe_tool, backed by a ToolDNS tree.")
@@ -237,12 +237,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default=DEFAULT_MODE, choices=MODES, help="search mode when find_tools names none "
                    f"(default {DEFAULT_MODE})")
     p.add_argument("--k", default=None, help="children asked for at each step when find_tools gives no k, 1-255, or "
-                   "one per depth: 5,3,2 (default: the mode's)")
-    p.add_argument("--leaf-k", type=int, default=None, help="tools asked of each leaf (default: the mode's)")
+                   "one per depth: 5,3,2 (default: the tree's published K, else the mode's)")
+    p.add_argument("--leaf-k", type=int, default=None, help="tools asked of each leaf (default: the tree's published "
+                   "leaf K, else the mode's)")
     p.add_argument("--best-leaf-k", type=int, default=None,
-                   help="tools asked of the leaf on the best path, over TCP past 6 (default: --leaf-k; 10 for "
-                        "hybrid trees, docs/building.md)")
+                   help="tools asked of the leaf on the best path, over TCP past 6 (default: the tree's published "
+                        "one, else --leaf-k; 10 for hybrid trees, docs/building.md)")
     add_beam_flags(p)
+    add_published_walk_flag(p)
     p.add_argument("--service", default=names.ANY_SERVICE, help="service when find_tools names none: "
                    f"{', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append",
@@ -250,7 +252,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
     p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each DNS reply (default 1)")
     p.add_argument("--embed", metavar="MODEL", help="embed intents and send their vectors (minilm, local:PATH, "
-                   "openai:MODEL, hash), for trees built with tooldns build --embed")
+                   "openai:MODEL, hash), for trees built with tooldns build --embed (default: the model the tree's "
+                   "published walk names, when it is installed here)")
     p.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio",
                    help="stdio (what desktop agent hosts launch; the default) or streamable-http")
     p.add_argument("--host", default="127.0.0.1", help="address to serve HTTP on (default 127.0.0.1)")
@@ -266,7 +269,8 @@ def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:
     ks = parse_ks(args, p)
     check_walk_args(args, p)
     resolver = AsyncResolver(root=parse_server(args.root), root_zone=args.root_zone, timeout=args.timeout,
-                             embedder=_embedder(args.embed), best_leaf_k=args.best_leaf_k, beam=walk_beam(args))
+                             embedder=_embedder(args.embed), best_leaf_k=args.best_leaf_k, beam=walk_beam(args),
+                             published_walk=not args.no_published_walk)
     return ToolFinder(resolver, k=ks if ks is None or len(ks) > 1 else ks[0], leaf_k=args.leaf_k,
                       service=args.service, mode=args.mode, trust=_split(args.trust), exclude=_split(args.exclude))
 

@@ -3,7 +3,10 @@
 Both share one base (configuration, cache, the walk) and differ only in how they send a query
 (after httpx's clients). The sync resolver keeps the queries a referral fans out to in flight
 together on non-blocking sockets, the async one as asyncio tasks; both take each reply as it
-arrives.
+arrives. Before its first resolution, and whenever what it learned expires, a resolver asks the
+root servers for the walk the tree publishes (:class:`~resolver_client.plan.PlanFetch`, driven as a
+walk is): its K, leaf K, best leaf K, beam and model then stand where the caller gave none, in the
+default search mode (``published_walk=False``: the built-in settings alone).
 
     >>> from resolver_client import Resolver
     >>> res = Resolver(root="127.0.0.1:5300").resolve("historical weather Hong Kong", k=3)
@@ -33,6 +36,7 @@ from . import transport
 from .cache import ReplyCache
 from .exceptions import ResolverError
 from .modes import GET_IMPORTANT, settings_for
+from .plan import MAX_KEEP, NOT_ASKED, Chosen, PlanFetch, Published, choose
 from .results import Resolution
 from .split import WalkGroup, split_intent
 from .validate import TrustAnchor, Validator, load_anchor
@@ -115,7 +119,8 @@ class _BaseResolver:
                  intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT,
                  validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
                  details: bool = False, fit: bool = True, best_leaf_k: int | None = None,
-                 beam: int | str | None = AUTO_BEAM, lifetime: float | None = None) -> None:
+                 beam: int | str | None = AUTO_BEAM, lifetime: float | None = None,
+                 published_walk: bool = True) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
@@ -153,29 +158,81 @@ class _BaseResolver:
         self.best_leaf_k = best_leaf_k
         #: at most this many zones asked at each depth below the root, the best by their path's ranks
         #: (:attr:`.walk.Walk.beam`): what bounds a walk of a deep tree; None: every ranked child;
-        #: AUTO_BEAM (the default): 6, or the root's K when larger (:func:`.walk.auto_beam`)
+        #: AUTO_BEAM (the default): the published walk's beam, else 6 or the root's K when larger
+        #: (:func:`.walk.auto_beam`)
         if beam is not None and beam != AUTO_BEAM and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
             raise ResolverError(f"beam must be a whole number of at least 1, {AUTO_BEAM!r} or None, not {beam!r}")
         self.beam = beam
+        #: ask the root servers for the walk the tree publishes (``_walk.<root zone>``, docs/protocol.md
+        #: section 6b) and go by it where the caller gave nothing: its K, leaf K, best leaf K and beam in
+        #: the default search mode, its model (when no *embedder* is given) in every mode. Kept for the
+        #: record's TTL (the negative TTL when there is none), whatever *cache* says; validated with
+        #: *validate*. False: the built-in settings alone, and no such query
+        self.published_walk = published_walk
+        self._kept: tuple[float, Published] | None = None  # (monotonic expiry, what was learned)
+        self._models: dict[str, tuple] = {}  # published model -> (embedder or None, why not)
 
-    def _embed(self, intent: str) -> tuple[bytes | None, float]:
-        """The intent's vector option data and the milliseconds embedding it took."""
-        if self.embedder is None or not self.embedder.covers(intent):
-            return None, 0.0  # no model, or one that knows nothing of the intent's language: BM25 alone
+    def _published(self) -> Published | None:
+        """The published walk to go by now: NOT_ASKED when this resolver does not ask, what it learned
+        while that is fresh, or None: the root servers are to be asked (:meth:`_plan_fetch`)."""
+        if not self.published_walk:
+            return NOT_ASKED
+        kept = self._kept
+        if kept is not None and time.monotonic() < kept[0]:
+            return kept[1]
+        return None
+
+    def _plan_fetch(self) -> PlanFetch:
+        """The exchange that asks the root servers for the published walk (validated as the walk is)."""
+        return PlanFetch(self.root_zone, self.root, Validator(self.trust_anchor) if self.trust_anchor is not None else None)
+
+    def _learned(self, fetch: PlanFetch) -> Published:
+        """What *fetch* learned, kept for its TTL (at most a day; nothing after a failure: asked again)."""
+        published = fetch.result()
+        if published.ttl > 0:
+            self._kept = (time.monotonic() + min(published.ttl, MAX_KEEP), published)
+        return published
+
+    def _model_embedder(self, model: str) -> tuple:
+        """An embedder that makes vectors of the published *model* here, built once and lazily, or None
+        and why not (no spec makes that model, its packages are not installed, it does not load)."""
+        if model in self._models:
+            return self._models[model]
+        try:  # the embedding package, stdlib alone at import, is loaded only for a tree that names a model
+            from tooldns.embedding.registry import installed, shared_embedder, spec_for_model
+        except ImportError as exc:
+            return self._models.setdefault(model, (None, f"{model}: tooldns.embedding cannot be imported ({exc})"))
+        spec = spec_for_model(model)
+        if spec is None:
+            found = (None, f"{model}: no embedder here makes vectors of that model")
+        elif not installed(spec):
+            found = (None, f"{model}: the packages of embedder {spec!r} are not installed here")
+        else:
+            try:
+                found = (shared_embedder(spec), "")
+            except Exception as exc:  # EmbeddingError, or what a backend raises while loading
+                found = (None, f"{model}: embedder {spec!r} cannot be loaded ({exc})")
+        return self._models.setdefault(model, found)
+
+    def _embed(self, intent: str, embedder, mine: bool) -> tuple[bytes | None, float, str]:
+        """The intent's vector option data, the milliseconds embedding it took, and why there is none
+        when embedding failed. The caller's own embedder (*mine*) failing fails the resolution; one of
+        the published model only costs the vector."""
+        if embedder is None or not embedder.covers(intent):
+            return None, 0.0, ""  # no model, or one that knows nothing of the intent's language: BM25 alone
         t0 = time.perf_counter()
         try:
-            values = self.embedder.embed_query(intent)
+            values = embedder.embed_query(intent)
         except Exception as exc:  # any backend's failure (a dead endpoint, say) is the resolution's
-            raise ResolverError(f"cannot embed the intent with {self.embedder.model}: {exc}") from exc
-        return encode_vector(self.embedder.model, values), (time.perf_counter() - t0) * 1000
+            if mine:
+                raise ResolverError(f"cannot embed the intent with {embedder.model}: {exc}") from exc
+            return None, 0.0, f"cannot embed the intent with {embedder.model} ({exc}); no vector sent"
+        return encode_vector(embedder.model, values), (time.perf_counter() - t0) * 1000, ""
 
-    def _beam(self, k) -> int | None:
-        """The beam of a walk at K *k*: the one given, or for AUTO_BEAM :func:`.walk.auto_beam`'s."""
-        return auto_beam(k) if self.beam == AUTO_BEAM else self.beam
-
-    def _walk(self, intent: str, k: int, service: str, trust, exclude, leaf_k=None) -> Walk:
-        vector, ms = self._embed(intent)
-        walk = Walk(intent=intent, k=k, leaf_k=leaf_k, best_leaf_k=self.best_leaf_k, beam=self._beam(k), root=self.root,
+    def _walk(self, intent: str, k, service: str, trust, exclude, leaf_k, chosen: Chosen, embedder) -> Walk:
+        vector, ms, note = self._embed(intent, embedder, mine=embedder is self.embedder)
+        beam = auto_beam(k) if chosen.beam == AUTO_BEAM else chosen.beam
+        walk = Walk(intent=intent, k=k, leaf_k=leaf_k, best_leaf_k=chosen.best_leaf_k, beam=beam, root=self.root,
                     service=service,
                     root_zone=self.root_zone,
                     trust=list(trust) if trust is not None else None,
@@ -185,26 +242,54 @@ class _BaseResolver:
                     require_secure=self.require_secure,
                     validator=Validator(self.trust_anchor) if self.trust_anchor is not None else None)
         walk.stats.embed_ms = ms
+        if note:
+            walk.errors.append(note)
+            walk.stats.embed_note = note
         return walk
 
-    def _plan(self, intent: str, k, service: str, trust, exclude, leaf_k, split: bool) -> Walk | WalkGroup:
+    def _walks(self, intent: str, chosen: Chosen, service: str, trust, exclude, split: bool,
+               embedder) -> Walk | WalkGroup:
         """The walk for *intent*; with *split*, a walk of the whole and one (K = 1) of each part it asks for."""
-        whole = self._walk(intent, k, service, trust, exclude, leaf_k)
+        whole = self._walk(intent, chosen.k, service, trust, exclude, chosen.leaf_k, chosen, embedder)
         parts = split_intent(intent) if split else []
         if not parts:
             return whole
-        return WalkGroup([whole, *(self._walk(p, 1, service, trust, exclude, leaf_k or whole.leaf_k) for p in parts)])
+        return WalkGroup([whole, *(self._walk(p, 1, service, trust, exclude, chosen.leaf_k or whole.leaf_k, chosen,
+                                              embedder) for p in parts)])
 
-    def _plan_mode(self, intent: str, k, service: str, trust, exclude, top, leaf_k, split: bool,
-                   mode: str) -> tuple[Walk | WalkGroup, int | None]:
-        """The walk for *intent* in search mode *mode*, and how many tools to return; what the
-        caller gave explicitly (*k*, *leaf_k*, *top*) wins over the mode's settings."""
+    def _walk_for(self, intent: str, k, service: str, trust, exclude, top, leaf_k, split: bool, mode: str,
+                  published: Published, fetch: PlanFetch | None) -> tuple[Walk | WalkGroup, int | None]:
+        """The walk for *intent* in search mode *mode*, and how many tools to return: each setting the
+        caller's (*k*, *leaf_k*, *top*, and the resolver's own options), else the *published* walk's,
+        else the mode's (:func:`.plan.choose`); *fetch*: the exchange that learned it for this resolution."""
         settings = settings_for(mode)
-        walk = self._plan(intent, settings.k if k is None else k, service, trust, exclude,
-                          settings.leaf_k if leaf_k is None else leaf_k, split)
-        for one in getattr(walk, "walks", [walk]):  # a split intent's parts keep the floor too
+        chosen = choose(settings, published.plan, k=k, leaf_k=leaf_k, best_leaf_k=self.best_leaf_k, beam=self.beam,
+                        embedder=self.embedder)
+        embedder, note = (self.embedder, "") if chosen.model is None else self._model_embedder(chosen.model)
+        walk = self._walks(intent, chosen, service, trust, exclude, split, embedder)
+        walks = getattr(walk, "walks", [walk])
+        for one in walks:  # a split intent's parts keep the floor too
             one.floor = settings.floor
+        self._account(walks[0], chosen, published, fetch, embedder, note)
         return walk, settings.top if top is None else top
+
+    @staticmethod
+    def _account(whole: Walk, chosen: Chosen, published: Published, fetch: PlanFetch | None, embedder,
+                 note: str) -> None:
+        """Put in *whole*'s stats and errors what learning the published walk cost and said, and what
+        the walk goes by and where each setting came from."""
+        stats = whole.stats
+        if fetch is not None:
+            for name in ("queries", "cache_hits", "bytes_sent", "bytes_received", "packets", "tcp_retries", "timeouts"):
+                setattr(stats, name, getattr(stats, name) + getattr(fetch.stats, name))
+            stats.plan_queries = fetch.stats.queries
+        if published.error:
+            whole.errors.insert(0, published.error)
+        stats.settings_from, stats.sources = chosen.settings_from, dict(chosen.sources)
+        ks = tuple(whole.k) if isinstance(whole.k, (tuple, list)) else (whole.k,)
+        stats.settings = {"k": list(ks), "leaf_k": whole.leaf_k, "best_leaf_k": whole.best_leaf_k, "beam": whole.beam,
+                          "model": embedder.model if embedder is not None else chosen.model or ""}
+        stats.embed_note = stats.embed_note or (f"published model {note}; no vector sent" if note else "")
 
     def _cached(self, q: Query):
         """A parsed reply for *q* from the cache, or None."""
@@ -235,12 +320,28 @@ class Resolver(_BaseResolver):
         *mode* (:mod:`.modes`) picks *k*, *leaf_k*, *top* and a relevance floor together:
         ``get_one`` (the best tool, K = 1), ``get_important`` (K = 3, the default) or ``get_all``
         (wider walks, every tool above the floor). A *k*, *leaf_k* or *top* given explicitly
-        overrides the mode's own; an unknown mode raises :class:`ResolverError`."""
+        overrides the mode's own; an unknown mode raises :class:`ResolverError`. Where neither the
+        caller nor the mode's name decides (K, leaf K, best leaf K and beam in the default mode, the
+        model in every mode), the walk the tree publishes does, when the resolver asks for it
+        (``published_walk``; :mod:`.plan`)."""
         t0 = time.perf_counter()
-        walk, top = self._plan_mode(intent, k, service, trust, exclude, top, leaf_k, split, mode)
+        deadline = t0 + self.lifetime
+        settings_for(mode)  # an unknown mode is refused before anything is sent
+        published, fetch = self._published(), None
+        if published is None:
+            fetch = self._plan_fetch()
+            self._drive(fetch, deadline)
+            published = self._learned(fetch)
+        walk, top = self._walk_for(intent, k, service, trust, exclude, top, leaf_k, split, mode, published, fetch)
+        self._drive(walk, deadline)
+        walk.stats.ms = (time.perf_counter() - t0) * 1000
+        return walk.result(top)
+
+    def _drive(self, walk, deadline: float) -> None:
+        """Send what *walk* (a :class:`Walk`, a :class:`WalkGroup` or a :class:`PlanFetch`) asks, all at
+        once, and hand it each outcome as it arrives, until it asks nothing more or *deadline* passes."""
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}  # socket -> (query, start time)
-        deadline = t0 + self.lifetime
         with selectors.DefaultSelector() as selector:
             try:
                 while ready or inflight:
@@ -271,8 +372,6 @@ class Resolver(_BaseResolver):
             finally:
                 for sock in inflight:
                     sock.close()
-        walk.stats.ms = (time.perf_counter() - t0) * 1000
-        return walk.result(top)
 
     def _collect(self, walk: Walk, selector, inflight: dict, deadline: float) -> list[Query]:
         """Wait for the next replies (or the next timeout, or the *deadline*); hand each outcome to the walk."""
@@ -336,14 +435,27 @@ class AsyncResolver(_BaseResolver):
     async def resolve(self, intent: str, k: int | tuple[int, ...] | None = None, service: str = ANY_SERVICE, *,
                       trust=None, exclude=None, top: int | None = None, leaf_k: int | None = None, split: bool = False,
                       mode: str = GET_IMPORTANT) -> Resolution:
-        """As :meth:`Resolver.resolve` (*mode*, and explicit *k*, *leaf_k*, *top* overriding it, alike)."""
+        """As :meth:`Resolver.resolve` (*mode*, explicit *k*, *leaf_k*, *top* overriding it, and the
+        published walk, alike)."""
+        t0 = time.perf_counter()
+        deadline = t0 + self.lifetime
+        settings_for(mode)  # an unknown mode is refused before anything is sent
+        published, fetch = self._published(), None
+        if published is None:
+            fetch = self._plan_fetch()
+            await self._drive(fetch, deadline)
+            published = self._learned(fetch)
+        walk, top = self._walk_for(intent, k, service, trust, exclude, top, leaf_k, split, mode, published, fetch)
+        await self._drive(walk, deadline)
+        walk.stats.ms = (time.perf_counter() - t0) * 1000
+        return walk.result(top)
+
+    async def _drive(self, walk, deadline: float) -> None:
+        """As :meth:`Resolver._drive`, each query an asyncio task."""
         import asyncio  # loaded by the async shell alone: the sync one and the CLI start without it
 
-        t0 = time.perf_counter()
-        walk, top = self._plan_mode(intent, k, service, trust, exclude, top, leaf_k, split, mode)
         ready: deque[Query] = deque(walk.start())
         inflight: dict = {}
-        deadline = t0 + self.lifetime
         while ready or inflight:
             if time.perf_counter() >= deadline:  # the lifetime is over: what is in flight is dropped
                 for task in inflight:
@@ -366,5 +478,3 @@ class AsyncResolver(_BaseResolver):
                     wire, err, ms = task.result()
                     ready.extend(walk.take(q, wire, err, ms))
                     self._remember(q)
-        walk.stats.ms = (time.perf_counter() - t0) * 1000
-        return walk.result(top)

@@ -93,6 +93,21 @@ class Stats:
     #: could use): a client without the model still gets hybrid ranking
     zone_embedded: int = 0
     bogus: int = 0  # DNSSEC: RRsets, delegations or zone keys that failed validation (their data dropped)
+    #: messages sent to learn the walk the tree publishes (``_walk.<root zone>``, :mod:`.plan`), counted in
+    #: ``queries`` too; 0 when what the resolver learned before was still fresh, or it did not ask
+    plan_queries: int = 0
+    #: where the walk's settings came from, taken together: "published" (the tree's published walk set
+    #: any of them), "caller" (the caller set some, the tree none), "built-in" (the search mode's own)
+    settings_from: str = "built-in"
+    #: each setting the walk went by (k, leaf_k, best_leaf_k, beam, model: "" for none) ...
+    settings: dict = field(default_factory=dict)
+    #: ... and where it came from: "caller", "published" or "built-in"
+    sources: dict = field(default_factory=dict)
+    #: who embedded the intent: "client" (this resolver sent a vector), "zones" (zones embedded the text
+    #: themselves, ``zone_embedded``), "none" (every zone ranked by words alone)
+    embedded_by: str = "none"
+    #: why the model the settings name was not run here ("" when it was, or none was named)
+    embed_note: str = ""
 
 
 @dataclass

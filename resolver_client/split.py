@@ -85,9 +85,15 @@ class WalkGroup:
             except ResolverError as exc:  # a part that found nothing behind a dead zone: the others stand
                 part_errors.append(f"part {walk.intent!r}: {exc}")
         for f in fields(Stats):
-            if f.name not in ("ms", "intent_shortened"):
+            value = getattr(whole.stats, f.name)
+            if f.name == "ms":  # the driver's
+                continue
+            if f.name == "intent_shortened" or not isinstance(value, (int, float)):
+                setattr(self.stats, f.name, value)  # the whole intent's: what the parts were walked by
+            else:
                 setattr(self.stats, f.name, sum(getattr(r.stats, f.name) for r in results))
-        self.stats.intent_shortened = whole.stats.intent_shortened
+        if self.stats.embedded_by == "none" and self.stats.zone_embedded:
+            self.stats.embedded_by = "zones"
         return Resolution(whole.intent, whole.k, whole.service, merge_fair([r.tools for r in results], top),
                           self.stats, [h for r in results for h in r.trace],
                           [e for r in results for e in r.errors] + part_errors)

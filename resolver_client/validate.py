@@ -12,7 +12,11 @@ every reply here. :class:`Validator` keeps the chain of trust from one anchor do
   and no proof, a signature that fails, a DS matching no key) is ``bogus``;
 * a zone's answers (SRV, the CNAME of a leaf's cursor name, each tool's TXT) are secure when signed
   by its secure keys; so are the ranking TXT records of its referrals (the parent signs them: a
-  ToolDNS extension, ``docs/dnssec.md``).
+  ToolDNS extension, ``docs/dnssec.md``);
+* that a name has no RRset of a type (the published walk, :mod:`.plan`, when a zone publishes none)
+  is proven by an NSEC signed by the zone's secure keys: owned by the name without the type in its
+  bitmap (the compact denial ToolDNS servers give, RFC 9824), or owned by a name before it whose
+  next name comes after it (RFC 4035).
 
 Anchors are read from text in zone-file form, as ``dig DNSKEY tools. +norec`` or ``tooldns dnssec
 show`` print them: ``tools. 3600 IN DNSKEY 257 3 15 <key>`` or ``tools. IN DS 12345 15 2 <digest>``
@@ -220,6 +224,25 @@ class Validator:
         except _UNREADABLE as exc:  # fail closed: what cannot be checked is not secure
             raise Bogus(f"records dnspython cannot take ({exc})") from None
 
+    def deny(self, zone: str, section, name: str, rdtype: int) -> None:
+        """Check that *section* (a negative reply's authority) proves that *name* has no *rdtype* RRset,
+        with *zone*'s keys (see the module docstring); nothing to do for an insecure zone; Bogus otherwise."""
+        z = self.zones.get(zone)
+        if z is None or z.status == INSECURE:
+            return
+        if z.status != SECURE:
+            raise Bogus(z.reason or f"the keys of {zone} are not known")
+        try:
+            data, sigs = rrsets(section)
+            target = dns.name.from_text(name)
+            for (owner, rtype), rrset in data.items():
+                if rtype == _NSEC and _proves(rrset, target, rdtype):
+                    self._validate(rrset, sigs.get((owner, _NSEC)), z.keys, f"the NSEC of {owner}")
+                    return
+        except _UNREADABLE as exc:  # fail closed, as check() does
+            raise Bogus(f"records dnspython cannot take ({exc})") from None
+        raise Bogus(f"no NSEC proves that {name} has no {dns.rdatatype.to_text(rdtype)} record")
+
     def delegate(self, parent: str, child: str, authority) -> str:
         """The referral from *parent* to *child* (its authority section): what it proves of the child's
         DS; remembered for the child's keys, and returned (SECURE, INSECURE or BOGUS)."""
@@ -261,6 +284,18 @@ def _matches(zone: str, key, ds) -> bool:
         return dns.dnssec.make_ds(zone, key, ds.digest_type) == ds
     except (dns.dnssec.UnsupportedAlgorithm, dns.exception.DNSException, ValueError):
         return False
+
+
+def _proves(nsec, name: dns.name.Name, rdtype: int) -> bool:
+    """Whether NSEC RRset *nsec* says that *name* has no *rdtype*: owned by *name* without the type in
+    its bitmap, or owned by a name before *name* whose next name is after it (dnspython compares
+    names in DNSSEC's canonical order; the zone's last NSEC wraps round to its apex)."""
+    owner, following = nsec.name, nsec[0].next
+    if owner == name:
+        return not _has(nsec[0].windows, rdtype)
+    if owner < following:
+        return owner < name < following
+    return name > owner or name < following
 
 
 def _has(windows, rdtype: int) -> bool:

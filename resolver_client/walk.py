@@ -746,6 +746,7 @@ class Walk:
         if top is not None:
             tools = tools[:top]
         self.stats.nodes_visited = len(self._zones)
+        self.stats.embedded_by = "client" if self.vector else "zones" if self.stats.zone_embedded else "none"
         if self.limited and not tools:
             raise LimitExceeded("; ".join(self.errors))
         if self.unreachable and not tools:  # not "nothing matches": the answer may be behind a dead zone

@@ -194,6 +194,8 @@ class _Page:
                   ("answers trimmed to fit a datagram", s.trimmed)) if value]
         if s.embed_ms:
             facts.append(("embedding", _ms(s.embed_ms)))
+        if s.sources:  # the tree's published walk, the caller's options, or the search mode's own
+            facts.append(("walk settings", _t(s.settings_from)))
         chips = "".join(f'<span class="fact"><b>{v}</b> {name}</span>' for name, v in facts)
         out = [f'<header><p class="kicker">ToolDNS resolution</p><h1 class="intent">“{_t(res.intent)}”</h1>'
                f'<div class="facts">{chips}</div>']

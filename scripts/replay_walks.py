@@ -69,7 +69,10 @@ def collect(args) -> list[Recorded]:
     proc, root = start_servers(args.zones, args.port, extra=shlex.split(args.serve_args))
     try:
         out = []
-        with Resolver(root=root, cache=False, timeout=10, max_queries=4096, beam=None) as resolver:  # unbounded
+        # unbounded, and the settings given alone: a tree's published walk (best leaf K, say) would make
+        # a walk the replays below do not model, and its query is none of the walk's
+        with Resolver(root=root, cache=False, timeout=10, max_queries=4096, beam=None,
+                      published_walk=False) as resolver:
             for q in json.load(open(args.queries, encoding="utf-8"))[:args.count]:
                 res = resolver.resolve(q["query"], k=args.k, leaf_k=args.leaf_k, top=10)
                 out.append(record(res, {str(c["id"]) for c in q.get("correct_tools", [])}))

@@ -1,9 +1,9 @@
 """Property tests of the pure codecs of :mod:`tooldns.protocol`: round trips and hostile bytes.
 
-For each codec (intent, vector, meta and EDE options, TXT pairs, names and cursors): what is
+For each codec (intent, vector, meta and EDE options, TXT pairs, names and cursors, the published walk): what is
 encoded from valid values decodes to the same values, what decodes encodes back to the same
 bytes, and decoding any bytes at all either succeeds or raises the codec's own error
-(:class:`IntentError`, :class:`VectorError`, :class:`NameError_`), never ``IndexError``,
+(:class:`IntentError`, :class:`VectorError`, :class:`NameError_`, :class:`PlanError`), never ``IndexError``,
 ``struct.error``, ``UnicodeDecodeError`` and the like. The client's reply parser, which reads what
 any server on the network sends, is held to the same rule with dnspython's ``FormError``.
 
@@ -26,10 +26,11 @@ from hypothesis import assume, example, given, strategies as st
 
 from fuzzing import examples
 from resolver_client.message import Srv, parse_reply, read_name
-from tooldns.exceptions import IntentError, NameError_, VectorError
+from tooldns.exceptions import IntentError, NameError_, PlanError, VectorError
 from tooldns.protocol.ede import decode_ede, encode_ede
 from tooldns.protocol.intent import MAX_INTENT_BYTES, Intent, decode_intent, encode_intent, shorten_intent
 from tooldns.protocol.meta import Meta, decode_meta, encode_meta
+from tooldns.protocol.plan import WalkPlan, decode_plan, encode_plan
 from tooldns.protocol.names import MAX_LABEL, MAX_NAME, Cursor, SERVICES, TRANSPORTS, cursor, normalize, parse_cursor
 from tooldns.protocol.txt import decode_pairs, encode_pairs
 from tooldns.protocol.vector import MAX_DIM, MAX_MODEL, Vector, decode_vector, encode_vector, quantize
@@ -450,3 +451,32 @@ def test_the_reply_parser_decodes_and_refuses_as_dnspython_does(wire):
         assert [(r.name, r.rdtype, r.ttl) for r in got] == [w[:3] for w in want]
         for record, (_, _, _, rdata) in zip(got, want):
             assert record.rdata == rdata and record.value == _expected_value(rdata)
+
+
+# -- the published walk (``_walk.<origin>`` TXT) --
+
+def _plans():
+    models = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=64)
+    optional = lambda most: st.none() | st.integers(1, most)  # noqa: E731
+    return st.builds(WalkPlan, st.lists(st.integers(1, 255), min_size=1, max_size=8).map(tuple), optional(255),
+                     optional(255), optional(65535), st.none() | models)
+
+
+@examples(300)
+@given(_plans())
+def test_a_published_walk_round_trips(plan):
+    strings = encode_plan(plan)
+    assert all(len(s) <= 255 for s in strings) and strings[0] == b"tooldns-walk=1"
+    assert decode_plan(strings) == plan
+
+
+@examples(500)
+@given(st.lists(st.one_of(st.binary(max_size=40), st.sampled_from([b"tooldns-walk=1", b"k=6", b"k=", b"k=6,3",
+                                                                   b"beam=0", b"model=\xff", b"leaf-k=99999999"])),
+                max_size=8))
+def test_a_published_walk_decodes_or_says_why(strings):
+    try:
+        plan = decode_plan(strings)
+    except PlanError:
+        return
+    assert decode_plan(encode_plan(plan)) == plan  # whatever it accepts is a walk it could have written

@@ -8,7 +8,7 @@ import pytest
 
 from tooldns.building.build import build
 from tooldns.zone import dump_zone, load_zone, parse_zone
-from tooldns.zone.model import SOA, NameServer, Parameter, Settings, Summary, Tool, Zone
+from tooldns.zone.model import SOA, NameServer, Parameter, Settings, Summary, Tool, WalkPlan, Zone
 
 from conftest import ZONES
 from test_build import synthetic_catalog
@@ -62,3 +62,15 @@ def test_defaults_are_left_out_so_a_dump_reads_like_a_hand_written_file():
     text = dump_zone(zone)
     for key in ("refresh:", "transport:", "priority:", "prune_ratio:", "settings:"):
         assert key not in text
+
+
+@pytest.mark.parametrize("walk", [WalkPlan(k=(6,)), WalkPlan(k=(5, 3, 2), leaf_k=6, best_leaf_k=10, beam=6,
+                                                           model="multilingual-e5-small"),
+                                  WalkPlan(k=1, model="123"), WalkPlan(k=(255,) * 8, beam=65535, model="true")])
+def test_a_published_walk_round_trips_exactly(walk):
+    from dataclasses import replace
+
+    zone = replace(load_zone(ZONES / "tools.yaml"), walk=walk)
+    text = assert_round_trip(zone)
+    assert "\nwalk:\n" in text and text.index("walk:") < text.index("children:")  # after settings, before children
+    assert dump_zone(replace(zone, walk=None)).count("walk:") == 0

@@ -278,3 +278,58 @@ def test_a_broken_child_file_is_reported_as_broken_not_as_missing(tmp_path, capl
         leaf.unlink()
         load_tree(tmp_path / "z")
     assert "delegation to history.weather.tools. has no zone file here" in caplog.text
+
+
+WALK = textwrap.dedent("""\
+    walk:
+      k: [5, 3, 2]
+      leaf_k: 6
+      best_leaf_k: 10
+      beam: 6
+      model: multilingual-e5-small
+""")
+
+
+def test_a_published_walk_is_read():
+    from tooldns.zone import WalkPlan
+
+    z = parse_zone(GOOD + WALK, "w.yaml")
+    assert z.walk == WalkPlan(k=(5, 3, 2), leaf_k=6, best_leaf_k=10, beam=6, model="multilingual-e5-small")
+    assert parse_zone(GOOD + "walk: {k: 6}\n", "w.yaml").walk == WalkPlan(k=(6,))
+    assert parse_zone(GOOD, "w.yaml").walk is None
+
+
+@pytest.mark.parametrize("old, new, line, fragment", [
+    ("  k: [5, 3, 2]", "  k: [5, 0, 2]", 2, "walk 'k' 0 is out of range; each K must be a whole number from 1 to 255"),
+    ("  k: [5, 3, 2]", "  k: 256", 2, "walk 'k' 256 is out of range"),
+    ("  k: [5, 3, 2]", "  k: [1, 1, 1, 1, 1, 1, 1, 1, 1]", 2, "walk 'k' names 9 depths"),
+    ("  k: [5, 3, 2]", "  k: []", 2, "walk 'k' names 0 depths"),
+    ("  k: [5, 3, 2]", "  k: '5,3,2'", 2, "walk 'k' must be a whole number from 1 to 255, or a list"),
+    ("  k: [5, 3, 2]", "  k: true", 2, "walk 'k' must be"),
+    ("  k: [5, 3, 2]", "  k:\n  - 5\n  - three", 4, "walk 'k' 'three' is out of range"),
+    ("  leaf_k: 6", "  leaf_k: 0", 3, "walk 'leaf_k' must be a whole number from 1 to 255, got 0"),
+    ("  best_leaf_k: 10", "  best_leaf_k: 300", 4, "walk 'best_leaf_k' must be a whole number from 1 to 255"),
+    ("  beam: 6", "  beam: 0", 5, "walk 'beam' must be a whole number from 1 to 65535, got 0"),
+    ("  beam: 6", "  beam: 2.5", 5, "walk 'beam' must be a whole number"),
+    ("  model: multilingual-e5-small", "  model: two words", 6, "walk model name 'two words' has U+0020"),
+    ("  model: multilingual-e5-small", "  model: '" + "m" * 65 + "'", 6, "model name is 65 bytes; it must be 1 to 64"),
+    ("  model: multilingual-e5-small", "  model: modèle", 6, "has U+00E8"),
+    ("  model: multilingual-e5-small", "  model: ''", 6, "walk 'model' is empty"),
+    ("  beam: 6", "  beam: 6\n  colour: red", 6, "unknown key 'colour' in walk; allowed: beam, best_leaf_k, k, leaf_k, model"),
+    ("  k: [5, 3, 2]\n", "", 2, "walk is missing 'k'"),
+    ("walk:\n  k: [5, 3, 2]", "walk: 6\nx:\n  k: [5, 3, 2]", 1, "walk must be a mapping"),
+])
+def test_each_bad_walk_value_is_reported_at_its_line(old, new, line, fragment):
+    text = GOOD + WALK.replace(old, new)
+    errs = errors_of(text)
+    at = GOOD.count("\n") + line  # lines counted from walk:'s, which is 1
+    assert any(e.startswith(f"w.yaml:{at}: ") and fragment in e for e in errs), errs
+
+
+def test_tooldns_check_accepts_a_zone_with_a_walk(tmp_path, capsys):
+    from tooldns.cli import main as tooldns_main
+
+    path = tmp_path / "weather.tools.yaml"
+    path.write_text(GOOD + WALK, encoding="utf-8")
+    assert tooldns_main(["check", str(path)]) == 0
+    assert "ok" in capsys.readouterr().out

@@ -10,6 +10,7 @@
     │                      weights, the embedding endpoint failed)
     ├── BuildError         a tool catalog cannot be turned into a zone tree
     ├── SummaryError       a child's published summary is malformed, too large or not its own
+    ├── PlanError          a walk a zone publishes (``_walk.<origin>``) is malformed or out of range
     ├── DNSSECError        a zone's signing keys cannot be made, read or trusted (a private key
     │                      others may read, a key file that is not one)
     └── ServeError         the zones cannot be served here: too few open files allowed, or a
@@ -64,6 +65,10 @@ class BuildError(ToolDNSError):
 
 class SummaryError(ToolDNSError):
     """The published summary is not acceptable."""
+
+
+class PlanError(ToolDNSError):
+    """The published walk is malformed."""
 
 
 class ServeError(ToolDNSError, OSError):

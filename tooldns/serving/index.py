@@ -19,6 +19,7 @@ from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
 from ..embedding.registry import Paused, shared_intent_embeddings
 from ..protocol import names
+from ..protocol.plan import encode_plan, plan_name
 from ..protocol.summary import encode_summary, summary_name
 from ..protocol.txt import MAX_RANKED_TEXT, encode_pairs
 from ..protocol.vector import Vector, quantize
@@ -160,7 +161,7 @@ class ZoneIndex:
             n = names.parent(n)
 
     def _index_apex(self) -> None:
-        """SOA, NS and the addresses of in-zone name servers."""
+        """SOA, NS, the addresses of in-zone name servers, and the walk the zone publishes."""
         zone, ttl, soa = self.zone, self.ttl, self.zone.soa
         self.soa_rr = RR(zone.origin, QTYPE.SOA, ttl=ttl,
                          rdata=SOA(soa.mname, soa.rname, (soa.serial, soa.refresh, soa.retry, soa.expire, soa.minimum)))
@@ -173,6 +174,11 @@ class ZoneIndex:
         for ns in zone.nameservers:
             if names.is_subdomain(ns.name, zone.origin) and not self._below_child(ns.name):
                 self._add(address_rr(ns.name, ns.address, ttl))
+        # the same for every intent, so it keeps the zone's TTL; a record among the zone's names like
+        # the SOA (answered to TXT and ANY, NODATA to other types, signed, in NSEC bitmaps); a zone
+        # without a walk has no such name (NXDOMAIN)
+        if zone.walk is not None:
+            self._add(RR(plan_name(zone.origin), QTYPE.TXT, ttl=ttl, rdata=TXT(encode_plan(zone.walk))))
 
     def _index_children(self) -> None:
         """Delegations: NS and glue, intent-independent, so they keep the zone's TTL."""

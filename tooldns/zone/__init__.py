@@ -10,8 +10,8 @@ reach, so that none can exhaust a server).
 """
 
 from .limits import ZoneLimits
-from .model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
+from .model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, WalkPlan, Zone
 from .zonefile import dump_zone, load_zone, parse_zone
 
-__all__ = ["Delegation", "NameServer", "Parameter", "SOA", "Settings", "Summary", "Tool", "Zone", "ZoneLimits",
-           "dump_zone", "load_zone", "parse_zone"]
+__all__ = ["Delegation", "NameServer", "Parameter", "SOA", "Settings", "Summary", "Tool", "WalkPlan", "Zone",
+           "ZoneLimits", "dump_zone", "load_zone", "parse_zone"]

@@ -2,7 +2,8 @@
 
 A zone has an origin, SOA data, its own name servers, a summary its parent scores, delegations
 to child zones (functional domains such as ``history.weather.tools.`` or organisations such as
-``hku.weather.tools.``) and tools. :mod:`tooldns.zone.zonefile` reads and writes these as YAML;
+``hku.weather.tools.``), tools, and optionally the walk it recommends to resolvers
+(:class:`~tooldns.protocol.plan.WalkPlan`, served at ``_walk.<origin>``). :mod:`tooldns.zone.zonefile` reads and writes these as YAML;
 :mod:`tooldns.serving.index` indexes them for answering. The defaults here are the only ones: a
 zone file that leaves a key out gets the default of the field it fills.
 
@@ -18,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..protocol.hygiene import cap_repeats
+from ..protocol.plan import WalkPlan
 from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import Tokenized, tokenize
 
@@ -247,3 +249,7 @@ class Zone:
     vector_centre: bytes = b""
     #: where the zone was read from (error messages, logs); not part of what the zone is
     source: str = field(default="", compare=False)
+    #: the walk this zone recommends to resolvers (``walk:`` in zone files), served as TXT at
+    #: ``_walk.<origin>`` (docs/protocol.md, section 6b); None: it publishes none. In practice the
+    #: root's, written by ``tooldns build``
+    walk: WalkPlan | None = None

@@ -46,9 +46,10 @@ from typing import Any
 import yaml
 
 from ..protocol import names
+from ..protocol.plan import MAX_BEAM, MAX_DEPTHS, MAX_K, WalkPlan, model_problem
 from ..protocol.vector import MAX_DIM, MAX_MODEL, decode_vector
 from ..scoring.bm25 import CorpusStats
-from ..exceptions import NameError_, VectorError, ZoneFileError
+from ..exceptions import NameError_, PlanError, VectorError, ZoneFileError
 from ..embedding.registry import spec_problem
 from ..scoring.registry import option_problem, scorer_names
 from . import emit
@@ -477,7 +478,8 @@ class _Checker:
 
 
 ZONE_KEYS_REQUIRED = {"origin", "soa", "nameservers"}
-ZONE_KEYS_OPTIONAL = {"ttl", "summary", "settings", "children", "tools", "corpus_stats", "vector_centre"}
+ZONE_KEYS_OPTIONAL = {"ttl", "summary", "settings", "walk", "children", "tools", "corpus_stats", "vector_centre"}
+WALK_KEYS_OPTIONAL = {"leaf_k", "best_leaf_k", "beam", "model"}
 TOOL_KEYS_REQUIRED = {"label", "name", "service", "target", "port", "description"}
 TOOL_KEYS_OPTIONAL = {"transport", "priority", "weight", "endpoint", "parameters", "id", "vector", "vector_of",
                       "examples"}
@@ -514,6 +516,7 @@ def parse_zone(text: str, where: str = "<zone>", limits: ZoneLimits | None = Non
     own_ns = c.nameservers(top, "the zone", None) if "nameservers" in top else ()
     summary = c.summary(top["summary"], c.lineof(top, "summary"), "summary") if "summary" in top else Summary()
     settings = _settings(c, top)
+    walk = _walk(c, top)
     children = _children(c, top, zone_origin)
     tools = _tools(c, top, zone_origin)
     stats = _corpus_stats(c, top)
@@ -529,7 +532,7 @@ def parse_zone(text: str, where: str = "<zone>", limits: ZoneLimits | None = Non
         raise c.failure()
     return Zone(origin=zone_origin, soa=soa, nameservers=own_ns, ttl=ttl, summary=summary,
                 children=children, tools=tools, settings=settings, corpus_stats=stats, vector_centre=centre,
-                source=where)
+                source=where, walk=walk)
 
 
 def load_zone(path: str | os.PathLike, limits: ZoneLimits | None = None) -> Zone:
@@ -672,6 +675,58 @@ def _examples(c: _Checker, m: _Map, what: str) -> tuple[str, ...]:
                             "max_example_bytes"):
             out.append(item.strip())
     return tuple(out)
+
+
+def _walk(c: _Checker, top: _Map) -> WalkPlan | None:
+    """The ``walk:`` the zone publishes at ``_walk.<origin>`` (:mod:`tooldns.protocol.plan`): K per depth
+    (a number, or a list of one per depth, the last repeating) and optionally ``leaf_k``,
+    ``best_leaf_k``, ``beam`` and ``model``; None when the zone has none (or after an error)."""
+    if "walk" not in top:
+        return None
+    m = c.mapping(top["walk"], c.lineof(top, "walk"), "walk", {"k"}, WALK_KEYS_OPTIONAL)
+    if m is None or "k" not in m:
+        return None
+    ks = _walk_k(c, m)
+    leaf_k = c.integer(m, "leaf_k", "walk", None, 1, MAX_K)
+    best_leaf_k = c.integer(m, "best_leaf_k", "walk", None, 1, MAX_K)
+    beam = c.integer(m, "beam", "walk", None, 1, MAX_BEAM)
+    model = None
+    if "model" in m:
+        model = c.text(m, "model", "walk") or None
+        problem = model_problem(model) if model is not None else None
+        if problem:  # the vector option's rule: the model is named as the vectors name it
+            c.err(c.lineof(m, "model"), f"walk {problem}")
+            model = None
+    if ks is None:
+        return None
+    try:
+        return WalkPlan(ks, leaf_k, best_leaf_k, beam, model)
+    except PlanError as exc:  # each value was checked at its line above: not expected
+        c.err(c.lineof(top, "walk"), f"walk: {exc}")
+        return None
+
+
+def _walk_k(c: _Checker, m: _Map) -> tuple[int, ...] | None:
+    """A walk's ``k``: one K (``k: 6``) or one per depth (``k: [5, 3, 2]``); None after an error."""
+    value, line = m["k"], c.lineof(m, "k")
+    allowed = f"a whole number from 1 to {MAX_K}, or a list of 1 to {MAX_DEPTHS} of them (K per depth, the last repeating)"
+    if isinstance(value, int) and not isinstance(value, bool):
+        items = [(value, line)]
+    elif isinstance(value, _Seq):
+        items = list(zip(value, value.item_lines))
+        if not 1 <= len(items) <= MAX_DEPTHS:
+            c.err(line, f"walk 'k' names {len(items)} depths; it must be {allowed}")
+            return None
+    else:
+        c.err(line, f"walk 'k' must be {allowed}, got {_show(value)}")
+        return None
+    ks = []
+    for item, item_line in items:
+        if isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= MAX_K:
+            c.err(item_line, f"walk 'k' {_show(item)} is out of range; each K must be a whole number from 1 to {MAX_K}")
+            return None
+        ks.append(item)
+    return tuple(ks)
 
 
 def _rate_limit(c: _Checker, m: _Map) -> RateLimit:
@@ -855,6 +910,8 @@ def zone_document(zone: Zone) -> dict[str, Any]:
     settings = _dump_settings(zone.settings)
     if settings:
         doc["settings"] = settings
+    if zone.walk is not None:
+        doc["walk"] = _dump_walk(zone.walk)
     if zone.children:
         doc["children"] = [_dump_child(c) for c in zone.children]
     if zone.tools:
@@ -931,6 +988,15 @@ def _dump_settings(settings: Settings) -> dict[str, Any]:
         rate_limit, default = out["rate_limit"], _SETTINGS.rate_limit
         out["rate_limit"] = {f.name: list(value) if isinstance(value, tuple) else value for f in fields(rate_limit)
                              if (value := getattr(rate_limit, f.name)) != getattr(default, f.name)}
+    return out
+
+
+def _dump_walk(walk: WalkPlan) -> dict[str, Any]:
+    """A walk as ``walk:`` reads it: one K as a number, several as a list; only the settings given."""
+    out: dict[str, Any] = {"k": walk.k[0] if len(walk.k) == 1 else list(walk.k)}
+    for key in ("leaf_k", "best_leaf_k", "beam", "model"):
+        if getattr(walk, key) is not None:
+            out[key] = getattr(walk, key)
     return out
 
 
