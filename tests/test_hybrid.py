@@ -411,7 +411,8 @@ def test_built_hybrid_tree_answers_a_query_without_a_vector(hybrid_tree):
         res = r.resolve("song lyrics for an artist album", k=2)
     assert res.tools and res.tools[0].id.startswith("music_")
     assert all(t.cosine is not None for t in res.tools)
-    assert res.stats.zone_embedded == res.stats.queries  # every zone asked embedded the intent
+    assert res.stats.embedded_by == "zones"
+    assert res.stats.zone_embedded == res.stats.queries - res.stats.plan_queries  # every zone asked embedded it
     # and one plain datagram, as dig sends it
     address, port = tree.root()
     q = DNSRecord.question("_any._tcp._tools.", "SRV")
