@@ -401,13 +401,29 @@ def test_built_hybrid_tree_resolves_with_vectors(hybrid_tree):
     assert scores == sorted(scores, reverse=True)
 
 
+def test_a_built_tree_publishes_its_walk_and_a_resolver_told_nothing_walks_it(hybrid_tree):
+    """tooldns build writes the walk it chose into the root zone; a resolver given no option asks for it,
+    walks with its K and leaf K, and embeds the intent with the model it names (the hash embedder here)."""
+    from tooldns.building.build import HYBRID_WALK
+
+    tree, zonedir = hybrid_tree
+    walk = load_zone(zonedir / "root.yaml").walk
+    assert walk is not None and walk.k == HYBRID_WALK["k"] and walk.model == "hash-64"
+    with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
+        res = r.resolve("song lyrics for an artist album")
+    assert res.stats.settings_from == "published" and res.stats.embedded_by == "client"
+    asked = [h.k for h in res.trace if h.k]
+    assert asked and asked[0] == HYBRID_WALK["k"][0]  # the root was asked for the published K
+    assert res.tools and res.tools[0].id.startswith("music_") and res.tools[0].cosine is not None
+
+
 def test_built_hybrid_tree_answers_a_query_without_a_vector(hybrid_tree):
     """A client without the model still gets hybrid answers: the built zones embed the intent themselves
     (embed_intents, the build's embedder), and say so."""
     tree, zonedir = hybrid_tree
     assert "embed_intents: hash" in (zonedir / "root.yaml").read_text()
     assert "vector_centre:" in (zonedir / "root.yaml").read_text()
-    with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False) as r:  # as dig would ask: no vector
+    with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False, published_walk=False) as r:  # as dig: no vector
         res = r.resolve("song lyrics for an artist album", k=2)
     assert res.tools and res.tools[0].id.startswith("music_")
     assert all(t.cosine is not None for t in res.tools)

@@ -40,6 +40,7 @@ from ..scoring.registry import option_problem
 from ..argtypes import bounded
 from ..exceptions import BuildError, EmbeddingError, NameError_
 from ..protocol import names
+from ..protocol.plan import WalkPlan
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.bm25 import MAX_FACET_TOOLS, CorpusStats, facets_of
@@ -63,6 +64,12 @@ DEFAULT_TOOL_K1 = 1.5
 #: cosine): chosen by cross-validation on ToolRet's dev queries with multilingual-e5-small (root route
 #: recall at K = 6, docs/building.md); tools keep the client's weight, 0.4
 CHILD_ALPHA = 0.6
+#: the walk a built tree publishes in its root zone (``walk:``, served at ``_walk.<origin>``): what
+#: resolvers do when told nothing. Chosen by cross-validation on ToolRet's dev queries (docs/building.md):
+#: a hybrid tree at K = 6 with 6 tools a leaf matched flat hybrid search, all over UDP (10 tools of the
+#: best leaf, over TCP, found no more); a BM25 tree at K = 7
+HYBRID_WALK = {"k": (6,), "leaf_k": 6}
+BM25_WALK = {"k": (7,), "leaf_k": 6}
 
 
 @dataclass
@@ -345,6 +352,8 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
             mapping[tool.id].append(tool.owner(zone_origin))
         zone = _zone(cat, zone_origin, layout, tools, tool_tokens, _settings(cat, settings, child_k1, child_b),
                      _zone_stats(stats, indices, tool_tokens) if tools else None, embedded, centre)
+        if cat is root:  # what resolvers do when told nothing
+            zone = dataclasses.replace(zone, walk=published_walk(scorer, embedded))
         write_zone(zone, outdir / state.zones[zone_origin].file, header)  # root.yaml, else <origin>yaml
         if zone.children:
             state.write_terms(outdir, zone_origin, _child_terms(zone))
@@ -369,6 +378,14 @@ def _vector_settings(embedded: "Embedded", outdir: Path) -> dict:
         save_map(outdir, embedded.vector_map)
         out["vector_map"] = embedded.vector_map.digest
     return out
+
+
+def published_walk(scorer: str, embedded: "Embedded | None") -> WalkPlan | None:
+    """The walk a built tree's root publishes: :data:`HYBRID_WALK` (with the vectors' model, which
+    resolvers embed intents with when they can) or :data:`BM25_WALK`; none for LLM-scored zones."""
+    if scorer == "hybrid" and embedded is not None:
+        return WalkPlan(**HYBRID_WALK, model=embedded.model)
+    return WalkPlan(**BM25_WALK) if scorer in ("bm25", "hybrid") else None
 
 
 def _zone_stats(stats: CorpusStats, indices: list[int], tool_tokens: list[list[str]]) -> CorpusStats:

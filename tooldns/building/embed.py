@@ -427,7 +427,9 @@ def embed_tree(directory: str | os.PathLike, embedder: Embedder, centroids: int 
             zone = dataclasses.replace(zone, children=tuple(_delegation(d, zone, zones, vectors, centroids, report)
                                                             for d in zone.children),
                                        vector_centre=centre,
-                                       settings=dataclasses.replace(zone.settings, vector_map=digest))
+                                       settings=dataclasses.replace(zone.settings, vector_map=digest),
+                                       # the walk it publishes names the model resolvers embed intents with
+                                       walk=dataclasses.replace(zone.walk, model=vectors.model) if zone.walk else None)
             zone = _switch(zone, scorer, report) if scorer else zone
         if zone != originals[f.zone.origin]:
             changed.append((f, zone))
