@@ -216,8 +216,9 @@ def parse_args() -> argparse.Namespace:
                    "installed)")
     p.add_argument("--no-embed", action="store_true", help="no embedder: BM25 zones and flat BM25 alone")
     p.add_argument("--embed-cache", metavar="DIR",
-                   help="keep the embedder's vectors in DIR, so that runs on the same catalog embed each text once "
-                        "(the same vectors: only the time to make them is saved)")
+                   help="keep the embedder's vectors of tools and example intents in DIR, so that runs on the same "
+                        "catalog embed each text once (the same vectors: only the time to build is saved; the "
+                        "resolver embeds every intent as a user's does)")
     p.add_argument("--examples", action="append", metavar="FILE",
                    help="example intents for the build (tooldns build --examples): a queries file or a mapping of "
                         "tool id to intents")
@@ -483,9 +484,8 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         endpoints = [(address, root[1]) for address in tree.servers]
         # An LLM-scored zone may spend its whole budget before it answers.
         timeout = args.timeout if args.scorer != "llm" else max(args.timeout, args.llm_budget_ms / 1000 * 3)
-        # told nothing, the resolver embeds intents with the model the tree's walk names, as a user's does;
-        # with --embed-cache it is handed the cached embedder (the same vectors, made once)
-        vectors = embedder if args.scorer == "hybrid" and args.embed_cache else None
+        # told nothing, the resolver embeds intents with the model the tree's walk names, as a user's does
+        vectors = None
         with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion,
                       fit=not args.no_fit, best_leaf_k=args.best_leaf_k,
                       beam=walk_beam(args)) as resolver:

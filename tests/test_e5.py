@@ -47,6 +47,13 @@ def test_it_ranks_chinese_tools_for_chinese_and_english_intents(e5, intent):
     assert cosine(q, weather) > cosine(q, slack)
 
 
+def test_texts_are_embedded_as_their_words(e5):
+    """The model's tokenizer keeps line breaks: an intent ending in one (as many of ToolRet's do) got
+    another vector than its words."""
+    assert e5.embed_query("weather in Paris.\n") == e5.embed_query("weather  in Paris.")
+    assert e5.embed(["a tool\nthat forecasts"]) == e5.embed(["a tool that forecasts"])
+
+
 def test_a_batch_larger_than_one_engine_call_keeps_its_order(e5, monkeypatch):
     from tooldns.embedding import e5 as module
 

@@ -15,7 +15,8 @@ from tooldns.building.catalog import load_catalogs
 from tooldns.building.embed import embed_tree, read_tree, tree_warnings
 from tooldns.building.examples import add_examples, load_map, map_path, read_examples
 from tooldns.embedding import make_embedder
-from tooldns.embedding.vectormap import VectorMap, fit
+from tooldns.embedding import vectormap
+from tooldns.embedding.vectormap import VectorMap, fit, fit_held_out
 from tooldns.exceptions import BuildError, EmbeddingError
 from tooldns.protocol.vector import decode_vector
 from tooldns.scoring.hybrid import as_array
@@ -76,6 +77,28 @@ def test_large_catalogs_fit_on_batches_and_samples_of_tools():
     tools, intents, targets, hidden = synthetic(seed=2, tools=60)
     vmap = fit("m", tools, intents, targets, steps=200, batch=32, negatives=20, seed=4)
     assert hit_rate(vmap.apply(tools), hidden, np.arange(60)) > hit_rate(tools, hidden, np.arange(60)) + 0.2
+
+
+def test_the_number_of_steps_is_chosen_on_held_out_examples(monkeypatch):
+    """A share of the intents is held out, the map fitted on the rest is scored on them as it learns,
+    and the best number of steps is fitted again on every example; too few held out: the default."""
+    tools, intents, targets, hidden = synthetic(seed=5, tools=60, per_tool=4)
+    texts = [f"intent {i}" for i in range(len(targets))]
+    chosen = []
+    real_fit = vectormap.fit
+
+    def spy(*args, **kwargs):
+        chosen.append(kwargs.get("steps"))
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(vectormap, "fit", spy)
+    vmap = fit_held_out("m", tools, intents, targets, texts, max_steps=120, every=10)
+    assert chosen[0] == 120 and chosen[1] in range(10, 121, 10)  # scored as it learnt; then the best, on all
+    assert vmap.examples == len(targets)
+    assert hit_rate(vmap.apply(tools), hidden, np.arange(60)) > hit_rate(tools, hidden, np.arange(60)) + 0.2
+    chosen.clear()
+    fit_held_out("m", tools, intents[:10], targets[:10], texts[:10])
+    assert chosen == [vectormap.STEPS]  # two held out at most: not worth choosing on
 
 
 @pytest.mark.parametrize("args, said", [

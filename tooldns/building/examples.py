@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 from ..embedding.embedder import Embedder
-from ..embedding.vectormap import VectorMap, fit
+from ..embedding.vectormap import VectorMap, fit_held_out
 from ..exceptions import BuildError, EmbeddingError
 from .catalog import Catalog, fit_to_limits
 
@@ -100,7 +100,8 @@ def fit_map(embedder: Embedder, tool_vectors, covered: list[bool], examples: lis
         raise BuildError(f"cannot embed the example intents: {exc}") from exc
     row = {x: n for n, x in enumerate(texts)}
     progress(f"fitting the vector map on {len(pairs)} examples")
-    return fit(embedder.model, tool_vectors, [vectors[row[x]] for x, _ in pairs], [i for _, i in pairs])
+    return fit_held_out(embedder.model, tool_vectors, [vectors[row[x]] for x, _ in pairs], [i for _, i in pairs],
+                        [x for x, _ in pairs])
 
 
 def map_path(directory: str | os.PathLike, digest: str) -> Path:
