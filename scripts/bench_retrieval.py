@@ -95,6 +95,8 @@ class Tree:
     #: everything each zone compares an intent with when visited, by origin (:func:`compared`): an
     #: intent without a vector, and one with (a hybrid zone then compares vectors too)
     units: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: catalog ids of the tools that carry example intents (tooldns build --examples)
+    with_examples: set[str] = field(default_factory=set)
 
     def depth(self, zone: str) -> int:
         """Depth of *zone* below the origin (the origin: 0)."""
@@ -125,6 +127,8 @@ class Run:
     seconds: float
     #: the figures of each search mode run (--modes), by mode
     modes: dict = field(default_factory=dict)
+    #: the tree the run built (which tools carry example intents, for :func:`by_examples`)
+    tree: Tree = field(default_factory=lambda: Tree("tools.", {}, []))
 
     @property
     def head(self) -> dict:
@@ -320,7 +324,7 @@ def compared(candidates, vectors: bool) -> int:
 
 def load_zones(zonedir: str) -> Tree:
     """What each zone scores when visited, every zone server, and which zones hold each catalog tool."""
-    sizes, servers, units = {}, [], {}
+    sizes, servers, units, with_examples = {}, [], {}, set()
     for store in load_tree(zonedir):
         servers.append(store.zone.nameservers[0].address)
         z = store.zone
@@ -330,7 +334,9 @@ def load_zones(zonedir: str) -> Tree:
         child = ix.child_candidates or None
         tools = max(ix.tool_candidates.values(), key=lambda c: len(c.entries), default=None)
         units[z.origin.lower()] = tuple(compared(child if z.children else tools, v) for v in (False, True))
-    tree = Tree(min(sizes, key=lambda o: len(o.rstrip(".").split("."))), sizes, servers, units=units)
+        with_examples.update(t.id for t in z.tools if t.examples)
+    tree = Tree(min(sizes, key=lambda o: len(o.rstrip(".").split("."))), sizes, servers, units=units,
+                with_examples=with_examples)
     mapping = json.loads((Path(zonedir) / "catalog-map.json").read_text(encoding="utf-8"))
     for tool_id, owners in mapping.items():
         for owner in owners:
@@ -551,6 +557,22 @@ def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows
     return rows
 
 
+def by_examples(run: Run) -> dict[str, dict] | None:
+    """Hit rate@10 of the tree and of each flat baseline on the queries whose correct tools carry example
+    intents in the tree (``seen``) and on the others (``unseen``); None without examples. The flat
+    baselines use the model's own vectors: what the examples bring shows in the tree's column."""
+    if not run.tree.with_examples:
+        return None
+    groups = {"seen": [], "unseen": []}
+    for i, q in enumerate(run.queries):
+        seen = any(c["id"] in run.tree.with_examples for c in q["correct_tools"])
+        groups["seen" if seen else "unseen"].append(i)
+    sources = {"dns": run.head["per_query"], **{f"flat_{name}": rows for name, rows in run.flat_rows.items()}}
+    return {key: {"n": len(idx), **{name: statistics.mean(rows[i]["hr@10"] for i in idx) if idx else None
+                                    for name, rows in sources.items()}}
+            for key, idx in groups.items()}
+
+
 def recall_by_correct(run: Run) -> dict[str, dict]:
     """Recall@10 of the tree (head K) and of each flat baseline, by number of correct tools (1, 2, 3+);
     None for a group without queries."""
@@ -600,6 +622,7 @@ def result_json(run: Run) -> dict:
         "failures": head["failures"], "correct_ids_not_in_catalog": run.missing,
         **{f"flat_{name}": {k: means[k] for k in HEADLINE_METRICS} for name, means in run.flat.items()},
         "recall_by_correct": recall_by_correct(run),
+        "by_examples": by_examples(run),
         "versus_flat": versus_flat(run),
         "versus_flat_p": {name: mcnemar_p(c["dns_only"], c["flat_only"]) for name, c in versus_flat(run).items()},
         "sweep": {k_text(k): {**{key: value for key, value in v.items() if key != "per_query"}, "k": k_text(k)}
@@ -733,8 +756,25 @@ def markdown_modes(run: Run) -> list[str]:
     return lines
 
 
+def markdown_examples(run: Run) -> list[str]:
+    groups = by_examples(run)
+    if groups is None:
+        return []
+    names = [name for name in groups["seen"] if name != "n"]
+    lines = ["## Tools with and without example intents", "",
+             f"Hit rate@10 on the queries whose correct tool carries example intents in the tree ({len(run.tree.with_examples)} "
+             "tools), and on the others; the flat baselines use the model's own vectors.", "",
+             "| queries | n | " + " | ".join("resolution over DNS" if n == "dns" else FLAT_NAMES[n[5:]] for n in names) + " |",
+             "| --- | --- |" + " --- |" * len(names)]
+    for key, row in groups.items():
+        lines.append(f"| {key} | {row['n']} | " + " | ".join("-" if row[n] is None else f"{row[n]:.3f}" for n in names)
+                     + " |")
+    return lines + [""]
+
+
 def markdown_report(run: Run) -> str:
-    lines = markdown_headline(run) + [""] + markdown_routing(run) + [""] + markdown_sweep(run) + markdown_modes(run)
+    lines = (markdown_headline(run) + [""] + markdown_routing(run) + [""] + markdown_examples(run)
+             + markdown_sweep(run) + markdown_modes(run))
     lines += ["", f"Whole run (build included): {run.seconds:.0f} s."]
     return "\n".join(lines) + "\n"
 
@@ -804,7 +844,7 @@ def main() -> int:
         sweep, modes = sweep_k(args, zonedir, tree, ks, queries, len(catalog.tools), embedder)
     flat_rows = flat_baselines(catalog, queries, args.top, embedder, args.fusion)
     run = Run(args, queries, len(catalog.tools), report, missing, head_k, sweep, flat_rows,
-              seconds=time.perf_counter() - t_start, modes=modes)
+              seconds=time.perf_counter() - t_start, modes=modes, tree=tree)
     markdown = markdown_report(run)
     print(markdown)
     if args.json:

@@ -74,6 +74,7 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     for group in by_correct.values():
         assert set(group) == {"n", "dns", "flat_bm25", "flat_dense", "flat_hybrid"}
         assert all(v is None if group["n"] == 0 else 0 <= v <= 1 for k, v in group.items() if k != "n")
+    assert hybrid["by_examples"] is None  # no example intents: no split
     assert set(hybrid["versus_flat"]) == {"flat_bm25", "flat_dense", "flat_hybrid"}
     assert all(sum(c.values()) == 3 for c in hybrid["versus_flat"].values())
     assert "flat hybrid" in (tmp_path / "h.md").read_text()
@@ -98,6 +99,12 @@ def test_bench_retrieval_with_no_option_measures_the_product_defaults(tmp_path):
     assert walk["k"] == list(HYBRID_WALK["k"]) and walk["model"] == "multilingual-e5-small"
     assert {"flat_bm25", "flat_dense", "flat_hybrid"} <= set(result) and result["failures"] == 0
     assert "settings from: published" in (tmp_path / "d.md").read_text()
+    # example intents of q1's tool, fitted by the build: the queries split into seen and unseen tools
+    (tmp_path / "e.json").write_text(json.dumps({"music_3": ["lyrics of a song by a singer", "who sang this song"]}))
+    taught = run_bench(tmp_path, "x.json", "--embed", "hash", "--examples", str(tmp_path / "e.json"))
+    assert taught["examples"] == [str(tmp_path / "e.json")]
+    assert {k: v["n"] for k, v in taught["by_examples"].items()} == {"seen": 1, "unseen": 1}
+    assert "## Tools with and without example intents" in (tmp_path / "x.md").read_text()
 
 
 @pytest.mark.skipif(not (DATA / "services.en.json").exists(), reason=f"benchmark data not found at {DATA}")
