@@ -319,7 +319,7 @@ def test_replay_bounds_rank_safe_walks_find_what_flat_bm25_finds(tmp_path):
                 "correct_tools": [{"id": catalog[i]["id"]}]} for i in range(0, 240, 6)]
     (tmp_path / "q.json").write_text(json.dumps(queries))
     built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
-                            str(tmp_path / "tree"), "--max-children", "40", "--max-leaf", "10"],
+                            str(tmp_path / "tree"), "--max-children", "40", "--max-leaf", "10", "--no-embed"],
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-2000:]
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "replay_bounds.py"), str(tmp_path / "tree"),

@@ -59,6 +59,9 @@ def test_a_paraphrase_with_no_shared_word_finds_its_tool(dense_tree):
         res = resolver.resolve("what will the singer perform on stage next month", k=2, leaf_k=4)
     assert res.tools and res.tools[0].id == "m2", [(t.id, t.score) for t in res.tools]
     assert res.tools[0].cosine is not None and res.stats.embed_ms > 0
-    with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False) as resolver:  # no model: BM25 alone
+    # a client without the model (nor the tree's published walk, which would have it embed): the zones embed
+    # the intent themselves (embed_intents, the build's embedder), and the paraphrase is found all the same
+    with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False, published_walk=False) as resolver:
         plain = resolver.resolve("what will the singer perform on stage next month", k=2, leaf_k=4)
-    assert all(t.cosine is None for t in plain.tools)
+    assert plain.stats.embedded_by == "zones" and plain.stats.embed_ms == 0
+    assert plain.tools and plain.tools[0].id == "m2" and plain.tools[0].cosine is not None
