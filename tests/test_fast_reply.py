@@ -40,7 +40,7 @@ from tooldns.protocol.fit import FIT_OPTION_CODE
 from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector
 from tooldns.serving.index import ZoneIndex
 from tooldns.serving.resolver import StaticSource, ZoneResolver
-from tooldns.serving.server import DNSServer, _Handler
+from tooldns.serving.server import DNSServer, Served, _Handler
 from tooldns.serving.tree import load_tree
 from tooldns.serving.wire import pack_reply, parse_request
 from tooldns.zone.zonefile import load_zone
@@ -269,12 +269,21 @@ def test_the_fast_path_declines_what_it_does_not_answer(data):
     assert ZoneResolver(StaticSource(ix)).fast_answer(data, True) is None
 
 
-class _FullPathOnly:
+class _FullPathOnly(Served):
     """The same resolver without its fast path: what DNSServer.handle answered before it had one."""
 
     def __init__(self, resolver: ZoneResolver) -> None:
-        self.source = resolver.source
-        self.resolve = resolver.resolve
+        self.resolver = resolver
+
+    def resolve(self, request, handler):
+        return self.resolver.resolve(request, handler)
+
+    def fast_answer(self, data: bytes, udp: bool) -> None:
+        return None
+
+    @property
+    def serving(self):
+        return self.resolver.serving
 
 
 def _odd_messages() -> list[bytes]:

@@ -20,13 +20,13 @@ everything else, which :meth:`resolve` then answers.
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
 import dns.name
 from dnslib import CLASS, OPCODE, QTYPE, RCODE, RR, TXT, DNSRecord
-from dnslib.server import BaseResolver
 
 from ..exceptions import IntentError
 from ..protocol import names
@@ -37,23 +37,28 @@ from .fast import FastPath
 from .lookup import Kind, Result, fits_trimmed, lookup, trimmed
 from .options import decoded, option_data, with_flags
 from .reply import BADVERS, error_reply, reply_for, request_opt
+from .server import Served, Serving
 from .wire import CLASSIC_UDP_SIZE, SERVER_UDP_SIZE, most_that_fit, pack_reply
 
 log = logging.getLogger(__name__)
 
 
 class IndexSource(Protocol):
-    """Anything that holds the current index of a zone (a :class:`tooldns.serving.store.ZoneStore`)."""
+    """Anything that holds the current index of a zone (a :class:`tooldns.serving.store.ZoneStore`),
+    and calls its *listeners* (no arguments) after each reload that swapped it."""
 
     @property
     def index(self) -> ZoneIndex: ...
 
+    listeners: list
+
 
 class StaticSource:
-    """A fixed index, for tests and embedding."""
+    """A fixed index, for tests and embedding (swapped by hand: nothing to hear)."""
 
     def __init__(self, index: ZoneIndex) -> None:
         self.index = index
+        self.listeners: list = []
 
 
 #: class ANY (RFC 1035 QCLASS 255; dnslib names it '*')
@@ -95,7 +100,7 @@ def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, 
     return (reply, False) if fitted is None else (fitted, True)
 
 
-class ZoneResolver(BaseResolver):
+class ZoneResolver(Served):
     """Answers queries for one zone. Counters: ``stats`` (queries, by rcode, errors)."""
 
     def __init__(self, source: IndexSource, intent_code: int = INTENT_OPTION_CODE) -> None:
@@ -105,6 +110,7 @@ class ZoneResolver(BaseResolver):
         self.stats = {"queries": 0, "servfail": 0, "formerr": 0, "trimmed": 0}
         #: the fast path (:mod:`tooldns.serving.fast`), counting its replies in :attr:`stats`
         self.fast = FastPath(source, intent_code, self.stats)
+        self._serving: tuple[weakref.ref, Serving] | None = None  # per index
         #: what hears a NOTIFY for one of this zone's children: (zone, child, client address) -> rcode
         #: (:meth:`tooldns.serving.summaries.SummaryKeeper.notified`); None: NOTIFY is not implemented
         self.on_notify = None
@@ -122,6 +128,19 @@ class ZoneResolver(BaseResolver):
         """The fast path's reply to query bytes *data* (:meth:`tooldns.serving.fast.FastPath.answer`),
         or None: :meth:`resolve` answers it."""
         return self.fast.answer(data, udp)
+
+    @property
+    def serving(self) -> Serving:
+        """What the server reads of the zone's current index (a reload makes a new one, and a new
+        :class:`~tooldns.serving.server.Serving` with it)."""
+        index = self.source.index
+        held = self._serving
+        if held is None or held[0]() is not index:
+            signer = index.signer
+            held = self._serving = (weakref.ref(index), Serving(
+                index.cacheable, index.blocking, index.zone.settings.rate_limit,
+                None if signer is None else signer.refresh))
+        return held[1]
 
     def counters(self) -> dict[str, int]:
         """This server's counters plus those of its zone's scorers (LLM calls and tokens ...)."""
