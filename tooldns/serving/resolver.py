@@ -36,7 +36,7 @@ from ..protocol.vector import VECTOR_OPTION_CODE, decode_vector
 from .fast import FastPath
 from .lookup import Kind, Result, fits_trimmed, lookup, trimmed
 from .options import decoded, option_data, with_flags
-from .reply import BADVERS, error_reply, reply_for, request_opt
+from .reply import BADVERS, error_reply, notify_reply, reply_for, request_opt
 from .server import Served, Serving
 from .wire import CLASSIC_UDP_SIZE, SERVER_UDP_SIZE, most_that_fit, pack_reply
 
@@ -174,10 +174,7 @@ class ZoneResolver(Served):
                                                        "name servers")
         if rcode != RCODE.NOERROR:
             return error_reply(request, rcode, f"{child} is not a child zone of {self.source.index.origin}")
-        # the opcode stays NOTIFY; RA clear and the OPT record kept, as every reply of this server
-        reply = error_reply(request, RCODE.NOERROR)
-        reply.header.aa = 1
-        return reply
+        return notify_reply(request)
 
     def _fitted(self, request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> DNSRecord:
         """*build(result)*, or its form trimmed to fit the client's datagram (:func:`_fitted`), counted."""

@@ -42,10 +42,10 @@ from dnslib import CNAME, QTYPE, RR, DNSBuffer, DNSLabel
 from ...exceptions import NameError_
 from ...protocol import names
 from ...protocol.budget import Budget, Store
-from ...protocol.meta import META_OPTION_CODE, encode_meta
 from ..index import ZoneIndex
 from ..lookup import Kind, Ranked, candidate_records, rank_strings, score_strings, search_at
-from ..wire import SERVER_UDP_SIZE, PlainQuery
+from ..reply import TC, header_flags, opt_wire
+from ..wire import PlainQuery
 
 #: a name ready to pack: for each label from the left, (the octets of the name from that label on,
 #: which is what compression compares, and the label's length octet and octets)
@@ -57,7 +57,6 @@ Record = tuple[Name, bytes, "Name | None"]
 _U16 = struct.Struct("!H")
 _HEAD = struct.Struct("!HHI")  # type, class, TTL
 _FLAGS_COUNTS = struct.Struct("!HHHHH")
-_QR, _AA, _TC, _RD, _CD = 0x8000, 0x0400, 0x0200, 0x0100, 0x0010
 #: the last offset a compression pointer can reach (14 bits)
 _MAX_POINTER = 0x3FFF
 _TXT_HEAD = _HEAD.pack(QTYPE.TXT, 1, 0)  # ranking TXT records: class IN, TTL 0 (they depend on the intent)
@@ -401,19 +400,20 @@ class PackedZone:
         octets; None when a chosen entry cannot be packed here (the full path then answers)."""
         end = query.question_end
         out = bytearray(data[:end])  # the query's header (rewritten below) and question
+        qname = data[12:end - 4]
         if ranked.kind is Kind.REFERRAL:
-            counts, flags = self._referral(out, data[12:end - 4], route, ranked), _QR
+            counts = self._referral(out, qname, route, ranked)
         else:
-            counts, flags = self._answer(out, data[12:end - 4], route, ranked), _QR | _AA
+            counts = self._answer(out, qname, route, ranked)
         if counts is None:
             return None
-        flags |= (_RD if query.rd else 0) | (data[3] & _CD)  # RD and CD copied (RFC 4035 3.1.6)
+        flags = header_flags(data[2] << 8 | data[3], ranked.kind)  # flags as the full path sets them
         out += self._opt_record(ranked.meta)
         _FLAGS_COUNTS.pack_into(out, 2, flags, 1, counts[0], counts[1], counts[2] + 1)
         if len(out) <= max_size:
             return bytes(out)
         # header with TC set, the question and the OPT record without its options (as wire.pack_reply)
-        return data[:2] + _FLAGS_COUNTS.pack(flags | _TC, 1, 0, 0, 1) + data[12:end] + self._opt_record(None)
+        return data[:2] + _FLAGS_COUNTS.pack(flags | TC, 1, 0, 0, 1) + data[12:end] + self._opt_record(None)
 
     def _referral(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
         """Authority: the chosen candidates' NS records. Additional: per candidate its ranking TXT
@@ -561,14 +561,11 @@ class PackedZone:
         return bytes(out[start:]), seen, None if at is None else _U16.pack(0xC000 | at)
 
     def _opt_record(self, meta: tuple[int, int, str] | None) -> bytes:
-        """The reply's OPT record (UDP size 1232, version 0, extended rcode 0), with the meta option."""
+        """The reply's OPT record with the meta option (:func:`tooldns.serving.reply.opt_wire`), kept
+        per meta: flags and scorer names make a handful of values."""
         opt = self._opt.get(meta)
         if opt is None:
-            options = b""
-            if meta is not None:
-                data = encode_meta(*meta)
-                options = struct.pack("!HH", META_OPTION_CODE, len(data)) + data
-            opt = b"\0" + struct.pack("!HHIH", QTYPE.OPT, SERVER_UDP_SIZE, 0, len(options)) + options
-            if len(self._opt) < 64:  # flags and scorer names: a handful of values
+            opt = opt_wire(meta)
+            if len(self._opt) < 64:
                 self._opt[meta] = opt
         return opt
