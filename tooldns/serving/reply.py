@@ -36,7 +36,9 @@ _RCODE = {
     Kind.NXDOMAIN: RCODE.NXDOMAIN,
     Kind.REFUSED: RCODE.REFUSED,
 }
-_AA = {Kind.ANSWER: 1, Kind.NODATA: 1, Kind.NXDOMAIN: 1, Kind.REFERRAL: 0, Kind.REFUSED: 0}
+#: the kinds of result this zone answers with authority (AA); not a referral, REFUSED or an error.
+#: A tuple: ``in`` compares by identity, where a dict would hash the enum in Python on every reply
+_AUTHORITATIVE = (Kind.ANSWER, Kind.NODATA, Kind.NXDOMAIN)
 
 #: the header's flag bits (RFC 1035 4.1.1; CD: RFC 4035 3.1.6), in its 16-bit flags word
 QR, AA, TC, RD, CD = 0x8000, 0x0400, 0x0200, 0x0100, 0x0010
@@ -48,7 +50,7 @@ def header_flags(query_flags: int, kind: Kind | None = None) -> int:
     """The flags word (rcode 0) of the reply to a query whose flags word is *query_flags*, carrying a
     result of *kind* (None: no result, an error): QR set; the opcode, RD and CD copied; AA as the
     kind says; RA, TC, AD and Z clear."""
-    return QR | query_flags & (_OPCODE | RD | CD) | (AA if kind is not None and _AA[kind] else 0)
+    return QR | query_flags & (_OPCODE | RD | CD) | (AA if kind in _AUTHORITATIVE else 0)
 
 
 def opt_ttl(rcode: int, dnssec: bool = False) -> int:

@@ -347,7 +347,9 @@ class PackedZone:
     compiled writers (:mod:`.cpack`), or None for the Python ones alone."""
 
     def __init__(self, ix: ZoneIndex, writers=None) -> None:
-        self.writers = writers
+        #: the compiled writers of a referral and of an answer (:mod:`.cpack`), or None
+        self.c_referral = writers.referral if writers is not None else None
+        self.c_answer = writers.answer if writers is not None else None
         self.routes = self._routes(ix)
         self.children = {id(e): _Candidate(ix, e) for e in (ix.child_candidates.entries if ix.child_candidates else ())}
         #: the entries a referral's indexes point into (:attr:`tooldns.serving.lookup.Ranked.entries`), and
@@ -428,11 +430,10 @@ class PackedZone:
             pieces = [self.children.get(id(ranked.entries[i])) for i, _ in chosen]
             if None in pieces:
                 return None
-        if self.writers is not None and qname == route.key:
+        if self.c_referral is not None and qname == route.key:
             first, wires = pieces[0].first(route, self.zone), [piece.wire for piece in pieces]
             if first is not None and None not in wires:
-                counts = self.writers.referral(out, first, wires, chosen if type(chosen) is list else list(chosen),
-                                               _RANK_HEADS)
+                counts = self.c_referral(out, first, wires, chosen if type(chosen) is list else list(chosen), _RANK_HEADS)
                 if counts is not None:
                     return counts
         return self._packed_referral(out, qname, route, chosen, pieces)
@@ -475,7 +476,7 @@ class PackedZone:
         block, known, owner = head
         if owner is None:  # the SRV records' owner lies where no pointer reaches
             return None
-        if self.writers is not None and qname == route.key and not ranked.parts:
+        if self.c_answer is not None and qname == route.key and not ranked.parts:
             if route.tool_entries is not ranked.entries:
                 route.tool_wires, route.tool_entries = self._tool_wires(ranked.entries, known), ranked.entries
             wires = route.tool_wires
@@ -483,7 +484,7 @@ class PackedZone:
             if None not in chosen:
                 start = len(out)
                 out += block
-                if self.writers.answer(out, owner, chosen, ranked.chosen, _RANK_HEADS, ranked.brief) is not None:
+                if self.c_answer(out, owner, chosen, ranked.chosen, _RANK_HEADS, ranked.brief) is not None:
                     return (route.cname is not None) + len(chosen), 0, len(chosen)
                 del out[start:]
         return self._packed_answer(out, block, known, owner, route, ranked)
