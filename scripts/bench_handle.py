@@ -6,7 +6,7 @@ query, and prints the median microseconds per call over several repeats for:
 
 * a repeated query (served from the packet cache);
 * distinct intents (every query parsed, scored and packed: the fast path of
-  :mod:`tooldns.serving.fastreply` for these intent searches), by default --intent numbered
+  :mod:`tooldns.serving.fast` for these intent searches), by default --intent numbered
   ("historical weather Hong Kong 17"), with --intents the texts of a JSON list of {"query": ...}
   (ToolRet's dev queries are longer: about 230 characters, 40 words);
 * distinct intents with a vector option, when the zone scores vectors (hybrid zones).

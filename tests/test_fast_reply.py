@@ -40,7 +40,7 @@ from tooldns.protocol.fit import FIT_OPTION_CODE
 from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector
 from tooldns.serving.index import ZoneIndex
 from tooldns.serving.resolver import StaticSource, ZoneResolver
-from tooldns.serving.server import DNSServer, _Handler
+from tooldns.serving.server import DNSServer, Served, _Handler
 from tooldns.serving.tree import load_tree
 from tooldns.serving.wire import pack_reply, parse_request
 from tooldns.zone.zonefile import load_zone
@@ -269,12 +269,21 @@ def test_the_fast_path_declines_what_it_does_not_answer(data):
     assert ZoneResolver(StaticSource(ix)).fast_answer(data, True) is None
 
 
-class _FullPathOnly:
+class _FullPathOnly(Served):
     """The same resolver without its fast path: what DNSServer.handle answered before it had one."""
 
     def __init__(self, resolver: ZoneResolver) -> None:
-        self.source = resolver.source
-        self.resolve = resolver.resolve
+        self.resolver = resolver
+
+    def resolve(self, request, handler):
+        return self.resolver.resolve(request, handler)
+
+    def fast_answer(self, data: bytes, udp: bool) -> None:
+        return None
+
+    @property
+    def serving(self):
+        return self.resolver.serving
 
 
 def _odd_messages() -> list[bytes]:
@@ -410,48 +419,57 @@ def test_a_reloaded_zone_is_answered_from_its_own_pieces(built):
     assert gone() is None
 
 
-def test_which_candidates_are_packed_from_templates(built):
-    """A child's authority block is a template when its names share no suffix with another candidate's
-    but the zone's (and lie in the zone): every child of the shipped root; in the odd zone, alpha only
-    (beta and gamma share ns.beta.odd.tools., "self" has a name server outside the zone)."""
-    from tooldns.serving.fastreply import PackedZone
+def test_which_candidates_the_compiled_writer_places_anywhere(built):
+    """A child can be written anywhere in a referral from pieces packed once (compiled) when its names
+    share no suffix with another candidate's but the zone's (and lie in the zone): every child of the
+    shipped root; in the odd zone, alpha only (beta and gamma share ns.beta.odd.tools., "self" has a
+    name server outside the zone)."""
+    from tooldns.serving.fast.pack import PackedZone
 
     root = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
-    assert all(c.later is not None for c in PackedZone(root).children.values())
+    assert all(c.alone for c in PackedZone(root).children.values())
     (odd,) = _indexes(built / "odd")
     packed = PackedZone(odd)
-    templated = {c.owner[0][0] for c in packed.children.values() if c.later is not None}
-    assert templated == {b"\x05alpha\x03odd\x05tools\x00"}
+    alone = {c.owner[0][0] for c in packed.children.values() if c.alone}
+    assert alone == {b"\x05alpha\x03odd\x05tools\x00"}
 
 
-def test_a_template_as_a_number_moves_its_pointers_in_one_step():
-    """A block's compression pointers, some to offsets in the block and some to the zone's name,
-    written for any place by one sum (fastreply._template) as by patching each in place."""
-    from tooldns.serving.fastreply import _U16, _template
+def test_a_block_moves_its_pointers_by_its_place_and_the_zone_names():
+    """A candidate's block, its compression pointers to offsets in the block and to the zone's name
+    written relative (fast.pack._moves), is the block as packed in place once the fields it lists
+    move by the block's offset and by the zone name's: what the compiled writer adds."""
+    from array import array
+
+    from tooldns.serving.fast.pack import _U16, _moves
 
     block = bytes(range(1, 41))
     pointers = [(0, 6), (10, -1), (20, 0), (38, 30)]
-    number, relative, to_zone, length = _template(block, pointers)
+    patched, relative, to_zone = _moves(block, pointers)
     for at, zone in ((0, 0), (45, 12), (700, 31), (0x3FFF - 40, 0x3FFF)):
-        patched = bytearray(block)
+        moved = bytearray(patched)
+        for fields, by in ((relative, at), (to_zone, zone)):
+            for where in array("H", fields):
+                _U16.pack_into(moved, where, _U16.unpack_from(moved, where)[0] + by)
+        expected = bytearray(block)
         for where, target in pointers:
-            _U16.pack_into(patched, where, 0xC000 | (zone if target < 0 else at + target))
-        assert (number + at * relative + zone * to_zone).to_bytes(length, "big") == patched
+            _U16.pack_into(expected, where, 0xC000 | (zone if target < 0 else at + target))
+        assert moved == expected
 
 
-def test_a_first_referral_to_new_children_is_written_from_their_templates(monkeypatch):
-    """A referral to a list of children never referred to before (the common case at a zone of many
-    children) is written from the children's templates, not record by record, when the question is
-    in lower case; in mixed case, record by record. Both are the reference bytes."""
-    from tooldns.serving.fastreply import PackedZone
+def test_referrals_are_written_in_c_in_lower_case_and_record_by_record_otherwise(monkeypatch):
+    """Compiled, a referral under a question in lower case is written whole in C; in mixed case, and
+    always from source, record by record by the Python writer. Both are the reference bytes."""
+    from tooldns.serving.fast import COMPILED
+    from tooldns.serving.fast.pack import PackedZone
 
     ways = []
-    for way in ("_templated", "_packed_referral"):
-        def spy(self, out, *args, _real=getattr(PackedZone, way), _way=way):
-            counts = _real(self, out, *args)
-            ways.append((_way, bytes(out[12:30]).startswith(b"\x04_any"), counts is not None))
-            return counts
-        monkeypatch.setattr(PackedZone, way, spy)
+    real = PackedZone._packed_referral
+
+    def spy(self, out, qname, *args):
+        ways.append(qname.startswith(b"\x04_any"))
+        return real(self, out, qname, *args)
+
+    monkeypatch.setattr(PackedZone, "_packed_referral", spy)
     root = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
     resolver = ZoneResolver(StaticSource(root))
     for n, intent in enumerate(INTENTS):
@@ -459,44 +477,5 @@ def test_a_first_referral_to_new_children_is_written_from_their_templates(monkey
             data = _query(name, "SRV", intent, 3 + n % 5, 1232, False)
             fast = resolver.fast_answer(data, True)
             assert fast is not None and fast == _reference(resolver, data, True)
-    lower = [w for w in ways if w[1]]
-    assert lower and all(w == ("_templated", True, True) for w in lower)  # every first referral, in one step
-    mixed = [w for w in ways if not w[1]]
-    assert mixed and all(w == ("_packed_referral", False, True) for w in mixed)
-
-
-def test_referral_layouts_serve_other_scores_and_stay_within_budget(monkeypatch):
-    """A referral's layout (everything but its scores) is made on the second referral to the same
-    children in the same order under the same question name (the first is written from the children's
-    templates, or record by record) and packs later ones with their own scores; past the process's
-    budget every zone's layouts are forgotten and made again. Compiled, a question in lower case is
-    written whole in C every time, and keeps no layout. Every reply stays the reference bytes."""
-    from tooldns.serving import fastreply
-
-    root = next(ix for ix in _indexes(ZONES) if ix.origin == "tools.")
-    resolver = ZoneResolver(StaticSource(root))
-    mixed = "_aNy._tcp._TOOLS."
-
-    def ask(intent: str, name: str = mixed, k: int = 1) -> bytes:
-        data = _query(name, "SRV", intent, k, 1232, False)
-        fast = resolver.fast_answer(data, True)
-        assert fast is not None and fast == _reference(resolver, data, True)
-        return fast
-
-    replies = [ask(intent) for intent in ("weather rain", "weather rain forecast typhoon storm history rain",
-                                          "rain weather forecast")]
-    layouts = resolver._packed[1]._layouts
-    (key, layout), = layouts.items()  # the same child each time, with another score
-    assert key[1] == (0,) and len(layout) == 3 and layout[2] == (0, 1, 2)
-    assert all(b"weather" in r for r in replies) and len(set(replies)) == 3
-    ask("weather rain", name="_ANY._tcp._tools.")  # another question name: its own layout
-    assert len(layouts) == 2
-    for _ in range(2):
-        ask("weather rain", name="_any._tcp._tools.")
-    assert len(layouts) == (2 if fastreply.put_referral is not None else 3)
-    monkeypatch.setattr(fastreply.LAYOUTS, "limit", 3)
-    monkeypatch.setattr(fastreply.LAYOUTS, "spent", len(layouts))
-    for intent in INTENTS:
-        for k in (1, 2, 3, 5, 1, 2):
-            ask(intent, k=k)
-            assert len(layouts) <= 3
+    assert ways.count(False) == len(INTENTS)  # every mixed-case question, record by record
+    assert ways.count(True) == (0 if COMPILED else len(INTENTS))

@@ -19,9 +19,9 @@ from dnslib import EDNS0, DNSRecord, EDNSOption
 from resolver_client import Resolver
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 from tooldns.serving.index import ZoneIndex
-from tooldns.serving.multizone import MultiZoneResolver, ZoneGroup, question_name
+from tooldns.serving.multizone import MultiZoneResolver, question_name
 from tooldns.serving.resolver import StaticSource, ZoneResolver
-from tooldns.serving.server import DNSServer
+from tooldns.serving.server import DNSServer, Served
 from tooldns.serving.store import ZoneStore
 from tooldns.serving.tree import TreeThread
 from tooldns.zone.zonefile import load_zone
@@ -98,10 +98,10 @@ def test_group_answers_stats_and_malformed_itself(group):
     assert DNSRecord.parse(DNSServer(group, "127.0.0.1", 0).handle(bytes(two.pack()), True)).header.rcode == 1  # FORMERR
 
 
-def test_the_group_reads_like_an_index_to_the_server(group):
-    assert isinstance(group.source.index, ZoneGroup)
-    assert group.source.index.zone.origin == "tools." and group.source.index.cacheable
-    assert not group.source.index.blocking
+def test_the_server_reads_the_group_through_its_contract(group):
+    serving = group.serving
+    assert isinstance(group, Served) and serving.cacheable and not serving.blocking and serving.refresh is None
+    assert serving.rate_limit is group.top.source.index.zone.settings.rate_limit  # the topmost zone's
 
 
 def test_question_name_reads_plain_names_only():
@@ -121,11 +121,11 @@ def test_a_reload_renews_the_group_and_empties_the_answer_cache(tmp_path):
     query = _query("_any._tcp._weather.tools.", intent="historical weather records")
     before = server.handle(query, True)
     assert server.handle(query, True) == before and server.stats["cache_hits"] == 1
-    first = group.source.index
+    first = group.serving
     path = tmp_path / "weather.tools.yaml"
     path.write_text(path.read_text(encoding="utf-8").replace("label: history", "label: past"), encoding="utf-8")
     assert stores[1].check() == "reloaded"
-    assert group.source.index is not first
+    assert group.serving is not first
     after = server.handle(query, True)
     assert b"\x04past" in after and b"\x04past" not in before
     group.close()

@@ -1,4 +1,4 @@
-"""The intent option decoded in C (tooldns.serving.plainintent) decodes every option as the Python
+"""The intent option decoded in C (tooldns.serving.fast.cquery) decodes every option as the Python
 decoding does (tooldns.protocol.intent.decode_intent), which the server's resolver uses from source: the same Intent, or the same IntentError
 with the same text, for plain options, hostile ones and random bytes alike.
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings, strategies as st
 from tooldns.exceptions import IntentError
 from tooldns.protocol import intent
 
-plainintent = pytest.importorskip("tooldns.serving.plainintent", exc_type=ImportError,
-                                  reason="tooldns.serving.plainintent runs compiled only (TOOLDNS_PURE, or no Cython)")
+cquery = pytest.importorskip("tooldns.serving.fast.cquery", exc_type=ImportError,
+                                  reason="tooldns.serving.fast.cquery runs compiled only (TOOLDNS_PURE, or no Cython)")
 
 
 def _outcome(decode, data):
@@ -26,7 +26,7 @@ def _outcome(decode, data):
 
 
 def _alike(data) -> None:
-    assert _outcome(plainintent.decode_intent, data) == _outcome(intent.decode_intent, data), data
+    assert _outcome(cquery.decode_intent, data) == _outcome(intent.decode_intent, data), data
 
 
 def _option(payload: bytes, k: int = 3, version: int = 0, length: int | None = None) -> bytes:
@@ -34,9 +34,9 @@ def _option(payload: bytes, k: int = 3, version: int = 0, length: int | None = N
 
 
 def test_the_server_decodes_intents_in_c():
-    from tooldns.serving import resolver
+    from tooldns.serving.fast import path
 
-    assert resolver.decode_intent is plainintent.decode_intent
+    assert path.decode_intent is cquery.decode_intent
 
 
 @pytest.mark.parametrize("data", [

@@ -1,4 +1,4 @@
-"""The plain query read with C integers (tooldns.serving.plainquery) reads every message as the Python
+"""The plain query read with C integers (tooldns.serving.fast.cquery) reads every message as the Python
 reading does (tooldns.serving.wire.read_plain_query): the same PlainQuery, or None, for hostile
 messages of every category of scripts/fuzzpackets.py, random bytes and well-formed queries alike.
 
@@ -15,8 +15,8 @@ from hypothesis import given, settings, strategies as st
 
 from tooldns.serving import wire
 
-plainquery = pytest.importorskip("tooldns.serving.plainquery", exc_type=ImportError,
-                                 reason="tooldns.serving.plainquery runs compiled only (TOOLDNS_PURE, or no Cython)")
+cquery = pytest.importorskip("tooldns.serving.fast.cquery", exc_type=ImportError,
+                                 reason="tooldns.serving.fast.cquery runs compiled only (TOOLDNS_PURE, or no Cython)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from fuzzpackets import CATEGORIES, Target, make_packet  # noqa: E402
@@ -29,13 +29,13 @@ def _seen(query):
 
 
 def _alike(data: bytes) -> None:
-    assert _seen(plainquery.read_plain_query(data)) == _seen(wire.read_plain_query(data)), data.hex()
+    assert _seen(cquery.read_plain_query(data)) == _seen(wire.read_plain_query(data)), data.hex()
 
 
 def test_the_server_reads_queries_in_c():
-    from tooldns.serving import resolver
+    from tooldns.serving.fast import path
 
-    assert resolver.read_plain_query is plainquery.read_plain_query
+    assert path.read_plain_query is cquery.read_plain_query
 
 
 @pytest.mark.parametrize("category", sorted(CATEGORIES))

@@ -37,20 +37,20 @@ MODULES = (
     "tooldns.protocol.txt", "tooldns.protocol.vector",
     "tooldns.scoring.bm25", "tooldns.scoring.sums", "tooldns.scoring.scorer", "tooldns.scoring.tokenize",
     "tooldns.scoring.wordtable",
-    "tooldns.serving.blocks", "tooldns.serving.fastreply", "tooldns.serving.index", "tooldns.serving.lookup",
-    "tooldns.serving.multizone", "tooldns.serving.plainintent", "tooldns.serving.plainquery",
-    "tooldns.serving.ratelimit", "tooldns.serving.reply", "tooldns.serving.resolver", "tooldns.serving.server",
-    "tooldns.serving.wire",
+    "tooldns.serving.fast.cpack", "tooldns.serving.fast.cquery", "tooldns.serving.fast.pack",
+    "tooldns.serving.fast.path", "tooldns.serving.index", "tooldns.serving.lookup", "tooldns.serving.multizone",
+    "tooldns.serving.options", "tooldns.serving.ratelimit", "tooldns.serving.reply", "tooldns.serving.resolver",
+    "tooldns.serving.server", "tooldns.serving.wire",
 )
 
-#: modules that run compiled only: imported from their source they raise ImportError, and what calls
-#: them does the same work its own way (:mod:`tooldns.scoring.sums`: C loops, or numpy;
-#: :mod:`tooldns.serving.blocks`: a copy and a few additions, or sums of big numbers, and whole
-#: referrals and answers, or Python loops;
-#: :mod:`tooldns.scoring.wordtable`: words looked up in C, or a dict; :mod:`tooldns.serving.plainquery`
-#: and :mod:`tooldns.serving.plainintent`: a query and its intent read with C integers, or Python's)
-COMPILED_ONLY = ("tooldns.scoring.sums", "tooldns.scoring.wordtable", "tooldns.serving.blocks",
-                 "tooldns.serving.plainintent", "tooldns.serving.plainquery")
+#: modules that run compiled only: imported from their source they raise ImportError, and the one
+#: module that chooses them runs the Python references instead: :mod:`tooldns.scoring.bm25` for the
+#: scorer's (:mod:`tooldns.scoring.sums`: C loops, or numpy; :mod:`tooldns.scoring.wordtable`: words
+#: looked up in C, or a dict), :mod:`tooldns.serving.fast.path` for the fast path's
+#: (:mod:`tooldns.serving.fast.cquery`: a query and its intent read with C integers, or Python's;
+#: :mod:`tooldns.serving.fast.cpack`: whole referrals and answers written in C, or record by record)
+COMPILED_ONLY = ("tooldns.scoring.sums", "tooldns.scoring.wordtable", "tooldns.serving.fast.cpack",
+                 "tooldns.serving.fast.cquery")
 
 #: what a compiled module's stamp is named: its extension file's name and this
 STAMP_SUFFIX = ".source-sha256"

@@ -1,8 +1,8 @@
 """A budget that caches of one kind share across a process: once it is spent, all of them are emptied at once.
 
 Hot paths keep what they work out per zone in plain dicts and arrays, which cost nothing to read:
-a word's posting lists (:mod:`tooldns.scoring.bm25`), a term's weights as a dense row, a referral's
-layout (:mod:`tooldns.serving.fastreply`). What every zone of a process keeps of one kind is bounded
+a word's posting lists (:mod:`tooldns.scoring.bm25`), a term's weights as a dense row, the pieces of
+packed names (:mod:`tooldns.serving.fast.pack`). What every zone of a process keeps of one kind is bounded
 by one :class:`Budget`: each store joins it, counts what it keeps, and when the budget is spent
 every store is emptied, to fill again with what queries then need. Nothing is paid on a read, as
 an LRU would (:class:`~tooldns.protocol.ttlcache.TTLCache`, with its lock and clock, is for replies

@@ -40,14 +40,13 @@ from ..protocol.summary import MAX_FACETS
 from .scorer import Ranking, Scorer
 from .tokenize import Tokenized, as_ascii, ascii_words, tokenize, word_terms
 
-try:  # many postings summed and the best picked in C loops, when the package is compiled
+try:  # compiled: the scorer's twins in C, chosen here once: many postings summed and the best picked
+    # in C loops (.sums), an index's words looked up from a query's octets (.wordtable)
     from .sums import best_sums, owner_numbers
-except ImportError:  # from source: numpy adds them (the same sums, the same order, the same ties)
-    best_sums = owner_numbers = None
-try:  # an index's words looked up from a query's octets in C, when the package is compiled
     from .wordtable import WordTable
-except ImportError:  # from source: a dict of words and a set of the dead ones
-    WordTable = None
+except ImportError:  # from source: numpy adds the postings (the same sums, the same order, the same
+    # ties), and a dict holds the words and a set the dead ones
+    best_sums = owner_numbers = WordTable = None
 
 
 #: above this many postings for one query, :meth:`BM25.rank` adds them in C (:mod:`.sums`) or, running

@@ -1,9 +1,10 @@
 """Serving zones over DNS: decide, build the reply, put it on the wire.
 
 :mod:`.index` (a zone indexed once), :mod:`.lookup` (the result: answer, referral, NXDOMAIN,
-NODATA, refused), :mod:`.reply` (the message built from a result), :mod:`.fastreply` (intent
-searches packed from bytes encoded once per zone), :mod:`.wire` (strict request parsing,
-truncation), :mod:`.resolver` (dnslib's one-method contract, the safety net), :mod:`.multizone`
+NODATA, refused), :mod:`.reply` (the message built from a result), :mod:`.fast` (the fast path: intent
+searches answered from the datagram's bytes, packed from bytes encoded once per zone),
+:mod:`.options` (a query's EDNS options, read alike on both paths), :mod:`.wire` (strict request
+parsing, truncation), :mod:`.resolver` (dnslib's one-method contract, the safety net), :mod:`.multizone`
 (several zones behind one server), :mod:`.server` (asyncio UDP and TCP, with per-client TCP
 limits), :mod:`.ratelimit` (BIND-style response rate limiting of UDP replies), :mod:`.store` (live
 reload), :mod:`.tree` (every zone of a directory, one server per address, as ``tooldns serve``

@@ -140,6 +140,10 @@ class Unloadable(BaseResolver):
         return error_reply(request, RCODE.SERVFAIL, f"zone {self.origin} cannot be loaded from its file "
                                                     f"{os.path.basename(self.path)}; see the server's log")
 
+    def fast_answer(self, data: bytes, udp: bool) -> None:
+        """No fast path: every query is answered by :meth:`resolve`."""
+        return None
+
     def counters(self) -> dict[str, int]:
         """Nothing counted: the zone never answered."""
         return {}

@@ -19,7 +19,7 @@ Anything whose presence, order or content depends on the intent is sent with TTL
 
 An intent search (a cursor or expanded name of this zone, with an intent) is decided in two steps:
 :func:`ranked` chooses the children or tools (a :class:`Ranked`: indexes, scores, meta) and
-:func:`lookup` turns that into records; the fast path (:mod:`tooldns.serving.fastreply`) packs the
+:func:`lookup` turns that into records; the fast path (:mod:`tooldns.serving.fast`) packs the
 same :class:`Ranked` from bytes encoded once per zone, so both paths answer from one decision.
 
     >>> lookup(ix, "_mcp._tcp._weather.tools.", QTYPE.SRV, Intent("rain history", 2)).kind

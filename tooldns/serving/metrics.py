@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from .. import __version__
+from .multizone import MultiZoneResolver
 from .observe import MEMO_SIZE, ZoneOf, qtype_of, question_end, rcode_name, rcode_of, type_name
 
 #: CoreDNS's port for its ``prometheus`` plugin
@@ -367,8 +368,8 @@ _SCORER_DOCS = {
 
 def _zones_of(rec: ServerRecorder) -> list[str]:
     """The zones a server answers for, so that each has its cache-hit series from the start."""
-    members = getattr(rec.server.resolver, "members", None)
-    return list(members) if members is not None else [rec.zone_of.top]
+    resolver = rec.server.resolver
+    return list(resolver.members) if isinstance(resolver, MultiZoneResolver) else [rec.zone_of.top]
 
 
 def _add(into: dict, key: tuple, n: int) -> None:

@@ -19,9 +19,10 @@ refuses it. The group itself answers
 one question. The choice costs one dictionary look-up per label of the name, whatever the number
 of zones.
 
-What the server reads of the "index" it answers from (:class:`ZoneGroup`): replies are cached only
-when every zone's are cacheable, answered off the event loop when any zone's scorer may block, and
-rate limited with the topmost zone's ``rate_limit`` setting (one account table per server, as BIND
+What the server reads of the group (:attr:`MultiZoneResolver.serving`, made anew whenever a zone
+reloads): replies are cached only when every zone's are cacheable, and no longer than the
+shortest-lived signatures; answered off the event loop when any zone's scorer may block; and rate
+limited with the topmost zone's ``rate_limit`` setting (one account table per server, as BIND
 keeps per server).
 
     >>> resolver = MultiZoneResolver([ZoneResolver(store) for store in stores])
@@ -33,37 +34,13 @@ from __future__ import annotations
 import logging
 
 from dnslib import CLASS, OPCODE, QTYPE, DNSRecord
-from dnslib.server import BaseResolver
 
 from ..exceptions import NameError_
 from ..protocol import names
-from .index import ZoneIndex
 from .resolver import STATS_NAME, ZoneResolver
+from .server import Served, Serving
 
 log = logging.getLogger(__name__)
-
-
-class ZoneGroup:
-    """What a :class:`DNSServer` reads of the index of a server that hosts several zones: whether
-    replies may be cached (all zones say so), whether a query may block (some zone's scorer may),
-    and ``zone``, the topmost zone, whose settings (the rate limit) apply to the server. A new group
-    is made whenever a zone reloads, which empties the server's answer cache."""
-
-    signer = None  # the group signs nothing itself: each zone's resolver signs its own replies
-
-    def __init__(self, indexes: list[ZoneIndex], top: ZoneIndex, keep: bool = True) -> None:
-        """The flags of *indexes*; *keep* False keeps only the top one and the signers (zones loaded
-        lazily: a group must not keep a dropped zone's index alive)."""
-        self.indexes = indexes if keep else [top]
-        self.zone = top.zone
-        self.origin = top.origin
-        self.cacheable = all(ix.cacheable for ix in indexes)
-        self.blocking = any(ix.blocking for ix in indexes)
-        #: the zones' signers: how long a signed reply may stay in the packet cache
-        self.signers = [ix.signer for ix in indexes if getattr(ix, "signer", None) is not None]
-
-    def scorers(self) -> list:
-        return [scorer for ix in self.indexes for scorer in ix.scorers()]
 
 
 def _depth(origin: str) -> int:
@@ -91,19 +68,19 @@ class _Own(ZoneResolver):
     without exactly one question (FORMERR, NOTIMP ... as any zone's resolver would answer them)."""
 
     def __init__(self, group: "MultiZoneResolver") -> None:
-        super().__init__(group, group.top.intent_code)  # source: the group, whose index is a ZoneGroup
+        super().__init__(group.top.source, group.top.intent_code)  # its stats reply names the topmost zone
         self.group = group
 
     def counters(self) -> dict[str, int]:
         return self.group.counters()
 
 
-class MultiZoneResolver(BaseResolver):
+class MultiZoneResolver(Served):
     """Answers queries for several zones, each through its own :class:`ZoneResolver` (and counters).
 
-    ``source.index`` is a :class:`ZoneGroup`; ``members`` maps each origin to its zone's resolver;
-    ``top`` is the topmost zone's. With *lazy* (:class:`~.lazy.LazyZones`), the zones of its
-    directory are members too, each loaded when a query is first about it.
+    ``members`` maps each origin to its zone's resolver; ``top`` is the topmost zone's. With *lazy*
+    (:class:`~.lazy.LazyZones`), the zones of its directory are members too, each loaded when a
+    query is first about it.
     """
 
     def __init__(self, resolvers: list[ZoneResolver], lazy=None) -> None:
@@ -117,7 +94,7 @@ class MultiZoneResolver(BaseResolver):
             self.members[origin] = resolver
         self.top = min(resolvers, key=lambda r: (_depth(r.source.index.origin), r.source.index.origin))
         self.lazy = lazy
-        self.index = self._group()
+        self._serving = self._made()
         self._own = _Own(self)
         for resolver in resolvers:
             self._hear(resolver, True)
@@ -126,17 +103,15 @@ class MultiZoneResolver(BaseResolver):
 
     def _hear(self, resolver: ZoneResolver, on: bool) -> None:
         """Hear of *resolver*'s zone reloading (*on*), or stop."""
-        listeners = getattr(resolver.source, "listeners", None)
-        if listeners is None:
-            return
+        listeners = resolver.source.listeners
         if on:
             listeners.append(self.renew)
         elif self.renew in listeners:
             listeners.remove(self.renew)
 
     def _loaded(self, resolver: ZoneResolver, loaded: bool, changed: bool = False) -> None:
-        """A lazy zone was loaded or dropped: hear of its reloads, or stop. A new group (which empties
-        the server's answer cache) only when the group's answers may have changed: a zone loaded
+        """A lazy zone was loaded or dropped: hear of its reloads, or stop. A new :attr:`serving` (which
+        empties the server's answer cache) only when the group's answers may have changed: a zone loaded
         from a file that changed since it was dropped, or one that the group's flags must count (its
         replies not cacheable, a scorer that may block, a signer). Answers cached for a zone stay
         right while it is dropped and loaded again from the same file: a tree of many zones loads
@@ -153,17 +128,21 @@ class MultiZoneResolver(BaseResolver):
         return [*self.members.values(), *list(self.lazy.loaded.values())]
 
     @property
-    def source(self) -> "MultiZoneResolver":
-        """What a :class:`DNSServer` reads the index from (``source.index``): this group."""
-        return self
+    def serving(self) -> Serving:
+        """What the server reads of the group: cacheable when every zone is, blocking when any zone
+        may, the topmost zone's rate limit, the shortest refresh of the zones' signatures."""
+        return self._serving
 
-    def _group(self) -> ZoneGroup:
-        return ZoneGroup([r.source.index for r in self._all()], self.top.source.index, keep=self.lazy is None)
+    def _made(self) -> Serving:
+        indexes = [r.source.index for r in self._all()]
+        refresh = [ix.signer.refresh for ix in indexes if ix.signer is not None]
+        return Serving(all(ix.cacheable for ix in indexes), any(ix.blocking for ix in indexes),
+                       self.top.source.index.zone.settings.rate_limit, min(refresh) if refresh else None)
 
     def renew(self) -> None:
-        """A new group, so that the server's answer cache starts afresh: a zone reloaded, or a lazy
-        zone's file changed while it was not loaded."""
-        self.index = self._group()
+        """A new :attr:`serving`, so that the server's answer cache starts afresh: a zone reloaded, or
+        a lazy zone's file changed while it was not loaded."""
+        self._serving = self._made()
 
     def close(self) -> None:
         """Stop hearing of reloads."""
@@ -203,7 +182,7 @@ class MultiZoneResolver(BaseResolver):
             return next((m for m in self._all()
                          if any(c.name == name for c in m.source.index.zone.children)), self.top)
         member = self.member_for(name)
-        if q.qtype == QTYPE.DS and member is not self.top and getattr(member, "source", None) is not None \
+        if q.qtype == QTYPE.DS and member is not self.top and isinstance(member, ZoneResolver) \
                 and member.source.index.origin == name:
             return self.member_for(names.parent(name))  # a DS lives at the parent's side of the cut
         return member
@@ -222,8 +201,7 @@ class MultiZoneResolver(BaseResolver):
         name = question_name(data)
         if name is None:
             return None
-        fast = getattr(self.member_for(name), "fast_answer", None)
-        return fast(data, udp) if fast is not None else None
+        return self.member_for(name).fast_answer(data, udp)
 
     def counters(self) -> dict[str, int]:
         """Every zone's counters summed, plus the queries the group answered itself and ``zones``."""

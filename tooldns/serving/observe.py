@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 
-from .multizone import question_name
+from .multizone import MultiZoneResolver, question_name
 from .wire import skip_name
 
 #: names of the types a metric label shows; every other type is counted as ``other`` there, so
@@ -132,8 +132,9 @@ class ZoneOf:
     Call it with the query bytes and :func:`question_end`."""
 
     def __init__(self, resolver) -> None:
-        self._member_for = getattr(resolver, "member_for", None)
-        top = getattr(resolver, "top", resolver) if self._member_for is not None else resolver
+        several = isinstance(resolver, MultiZoneResolver)
+        self._member_for = resolver.member_for if several else None
+        top = resolver.top if several else resolver
         #: the zone that answers queries without a readable name (the only zone, or the topmost)
         self.top: str = top.source.index.origin  # a reload never changes a zone's origin
         self._memo: dict[bytes, str] = {}

@@ -6,11 +6,11 @@ It checks the query (opcode, question count, EDNS version, the intent option), a
 becomes FORMERR with an Extended DNS Error text, any unexpected exception becomes SERVFAIL
 (dnslib's own server would send nothing and leave the client to time out).
 
-Beside that contract, :meth:`ZoneResolver.fast_answer` answers the hot queries (intent searches:
-a ranked referral or a ranked answer) from the query's bytes to the reply's bytes, with the same
-decision (:func:`tooldns.serving.lookup.ranked`) and the same bytes as :meth:`resolve`, packed from
-pieces encoded once per zone (:mod:`tooldns.serving.fastreply`); it declines (None) everything
-else, which :meth:`resolve` then answers.
+Beside that contract, :meth:`ZoneResolver.fast_answer` is the door to the fast path
+(:mod:`tooldns.serving.fast`): the hot queries (intent searches: a ranked referral or a ranked
+answer) from the query's bytes to the reply's bytes, with the same decision
+(:func:`tooldns.serving.lookup.ranked`) and the same bytes as :meth:`resolve`; it declines (None)
+everything else, which :meth:`resolve` then answers.
 
     >>> resolver = ZoneResolver(StaticSource(ZoneIndex(load_zone("zones/tools.yaml"))))
     >>> reply = resolver.resolve(DNSRecord.parse(query_bytes), None)
@@ -21,47 +21,44 @@ from __future__ import annotations
 
 import logging
 import weakref
-from functools import partial
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 import dns.name
 from dnslib import CLASS, OPCODE, QTYPE, RCODE, RR, TXT, DNSRecord
-from dnslib.server import BaseResolver
 
 from ..exceptions import IntentError
 from ..protocol import names
 from .index import ZoneIndex
 from ..protocol.intent import INTENT_OPTION_CODE, Intent, decode_intent
-from ..protocol.brief import BRIEF_OPTION_CODE, decode_brief
-from ..protocol.fit import FIT_OPTION_CODE, decode_fit
 from ..protocol.vector import VECTOR_OPTION_CODE, decode_vector
-from .fastreply import PackedZone
-from .lookup import Kind, Ranked, Result, fits_trimmed, lookup, ranked, trimmed
-from .reply import BADVERS, error_reply, reply_for, request_opt
-from .wire import CLASSIC_UDP_SIZE, MAX_MESSAGE, SERVER_UDP_SIZE, most_that_fit, pack_reply, read_plain_query
-
-try:  # compiled: the query and its intent option read with C integers, to the same results
-    from .plainintent import decode_intent  # noqa: F811
-    from .plainquery import read_plain_query  # noqa: F811
-except ImportError:  # from source: wire's and the intent codec's own
-    pass
+from .fast import FastPath
+from .lookup import Kind, Result, fits_trimmed, lookup, trimmed
+from .options import decoded, option_data, with_flags
+from .reply import BADVERS, error_reply, notify_reply, reply_for, request_opt
+from .server import Served, Serving
+from .wire import CLASSIC_UDP_SIZE, SERVER_UDP_SIZE, most_that_fit, pack_reply
 
 log = logging.getLogger(__name__)
 
 
 class IndexSource(Protocol):
-    """Anything that holds the current index of a zone (a :class:`tooldns.serving.store.ZoneStore`)."""
+    """Anything that holds the current index of a zone (a :class:`tooldns.serving.store.ZoneStore`),
+    and calls its *listeners* (no arguments) after each reload that swapped it."""
 
     @property
     def index(self) -> ZoneIndex: ...
 
+    listeners: list
+
 
 class StaticSource:
-    """A fixed index, for tests and embedding."""
+    """A fixed index, for tests and embedding (swapped by hand: nothing to hear)."""
 
     def __init__(self, index: ZoneIndex) -> None:
         self.index = index
+        self.listeners: list = []
 
 
 #: class ANY (RFC 1035 QCLASS 255; dnslib names it '*')
@@ -76,51 +73,16 @@ def _said(result: Result, odd: str | None) -> Result:
     return result if odd is None or result.kind not in (Kind.NXDOMAIN, Kind.REFUSED) else replace(result, ede=odd)
 
 
-def _option_data(opt, code: int) -> list[bytes]:
-    """The data of every option *code* of a query's OPT record (dnslib's), in order."""
-    return [o.data for o in opt.rdata if o.code == code] if opt is not None else []
-
-
 def _option(opt, code: int, decode, what: str):
     """The decoded option *code* of a query's OPT record, None without one; IntentError saying
     what is wrong with it (a FORMERR for the client)."""
-    return _decoded(_option_data(opt, code), code, decode, what)
-
-
-def _decoded(datas: list[bytes], code: int, decode, what: str):
-    """The one option *code* among *datas* decoded, None without one; IntentError for two or a bad one."""
-    if len(datas) > 1:
-        raise IntentError(f"{what} option {code} appears {len(datas)} times; send one")
-    if not datas:
-        return None
-    try:
-        return decode(datas[0])
-    except IntentError as exc:  # VectorError is one too
-        raise IntentError(f"bad {what} option: {exc}") from exc
-
-
-def _with_flags(intent: Intent, option_data) -> Intent:
-    """*intent* with what the query's brief and fit options ask (*option_data*: code -> the data of
-    each option of that code); IntentError for a malformed one."""
-    brief = _decoded(option_data(BRIEF_OPTION_CODE), BRIEF_OPTION_CODE, decode_brief, "brief")
-    fit = _decoded(option_data(FIT_OPTION_CODE), FIT_OPTION_CODE, decode_fit, "fit")
-    return replace(intent, brief=bool(brief), fit=bool(fit)) if brief or fit else intent
-
-
-def _fit_packed(packed: PackedZone, data: bytes, query, route, result: Ranked) -> bytes | None:
-    """The reply with the most of *result*'s best tools that fits the client's UDP payload (the fit
-    option), or None when not even the best one does (or the fast path cannot pack it)."""
-    def fitting(n: int) -> bytes | None:
-        wire = packed.pack(data, query, route, result.trimmed(n), query.udp_size)
-        return wire if wire is not None and not wire[2] & 0x02 else None
-
-    return most_that_fit(len(result.chosen), fitting)
+    return decoded(option_data(opt, code), code, decode, what)
 
 
 def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> tuple[DNSRecord, bool]:
     """The full path's reply, *build(result)*, and whether it was trimmed: when the query's fit option
     asks it and that reply would not fit the client's UDP payload, *build* of the most of its best
-    tools that fits (as :func:`_fit_packed` on the fast path: the same bytes, so the same count)."""
+    tools that fits (as the fast path trims: the same bytes, so the same count)."""
     reply = build(result)
     tools = fits_trimmed(result) if intent is not None and intent.fit and getattr(handler, "protocol", "") == "udp" else 0
     if tools < 2:
@@ -138,7 +100,7 @@ def _fitted(request: DNSRecord, handler, intent: Intent | None, result: Result, 
     return (reply, False) if fitted is None else (fitted, True)
 
 
-class ZoneResolver(BaseResolver):
+class ZoneResolver(Served):
     """Answers queries for one zone. Counters: ``stats`` (queries, by rcode, errors)."""
 
     def __init__(self, source: IndexSource, intent_code: int = INTENT_OPTION_CODE) -> None:
@@ -146,7 +108,9 @@ class ZoneResolver(BaseResolver):
         self.intent_code = intent_code
         #: *trimmed*: answers that kept the best tools fitting the client's datagram (the fit option)
         self.stats = {"queries": 0, "servfail": 0, "formerr": 0, "trimmed": 0}
-        self._packed: tuple[weakref.ref, PackedZone | None] | None = None  # the fast path's, per index
+        #: the fast path (:mod:`tooldns.serving.fast`), counting its replies in :attr:`stats`
+        self.fast = FastPath(source, intent_code, self.stats)
+        self._serving: tuple[weakref.ref, Serving] | None = None  # per index
         #: what hears a NOTIFY for one of this zone's children: (zone, child, client address) -> rcode
         #: (:meth:`tooldns.serving.summaries.SummaryKeeper.notified`); None: NOTIFY is not implemented
         self.on_notify = None
@@ -161,60 +125,22 @@ class ZoneResolver(BaseResolver):
             return error_reply(request, RCODE.SERVFAIL, "internal server error")
 
     def fast_answer(self, data: bytes, udp: bool) -> bytes | None:
-        """The reply to query bytes *data* when it is an intent search this zone ranks (a referral to
-        its best children, or its best tools), packed without dnslib; None for every other query,
-        and whenever anything is unusual: :meth:`resolve` then answers it (errors included)."""
-        query = read_plain_query(data)
-        if query is None:
-            return None
-        index = self.source.index
-        if index.signer is not None and data[query.question_end + 7] & 0x80:
-            return None  # DO set on a signed zone: resolve() adds the DNSSEC records
-        try:
-            packed = self._packed_zone(index)
-            route = packed.route(data, query) if packed is not None else None
-            if route is None:
-                return None
-            options = query.options
-            # an error of any option: the full path answers it, with the text it gives the error
-            intents = options.get(self.intent_code)
-            intent = decode_intent(intents[0]) if intents is not None and len(intents) == 1 else \
-                _decoded(query.option_data(self.intent_code), self.intent_code, decode_intent, "intent")
-            vector = (_decoded(options[VECTOR_OPTION_CODE], VECTOR_OPTION_CODE, decode_vector, "vector")
-                      if VECTOR_OPTION_CODE in options else None)
-            if intent is not None and (BRIEF_OPTION_CODE in options or FIT_OPTION_CODE in options):
-                intent = _with_flags(intent, query.option_data)
-            result = ranked(index, route.cursor, query.qtype, intent, vector)
-            wire = packed.pack(data, query, route, result, query.udp_size if udp else MAX_MESSAGE) if result else None
-            if wire is not None and wire[2] & 0x02 and not udp:
-                return None  # too long for one message: the full path keeps what fits (wire.pack_reply)
-            if wire is not None and wire[2] & 0x02 and udp and intent.fit and result.kind is Kind.ANSWER:
-                fitted = _fit_packed(packed, data, query, route, result)
-                if fitted is not None:
-                    wire = fitted
-                    self.stats["trimmed"] += 1
-        except IntentError:
-            return None  # a FORMERR, with the text resolve() gives it
-        except Exception:
-            log.exception("fast path failed on a query to %s; the full path answers it", index.origin)
-            return None
-        if wire is not None:
-            self.stats["queries"] += 1
-        return wire
+        """The fast path's reply to query bytes *data* (:meth:`tooldns.serving.fast.FastPath.answer`),
+        or None: :meth:`resolve` answers it."""
+        return self.fast.answer(data, udp)
 
-    def _packed_zone(self, index: ZoneIndex) -> PackedZone | None:
-        """The fast path's pieces of *index*, encoded on its first query (a reload makes a new index);
-        None when the zone holds something they cannot encode (then every query takes the full path)."""
-        held = self._packed
-        if held is not None and held[0]() is index:
-            return held[1]
-        try:
-            packed = PackedZone(index)
-        except ValueError as exc:
-            log.warning("%s: every query takes the full path (%s)", index.origin, exc)
-            packed = None
-        self._packed = (weakref.ref(index), packed)
-        return packed
+    @property
+    def serving(self) -> Serving:
+        """What the server reads of the zone's current index (a reload makes a new one, and a new
+        :class:`~tooldns.serving.server.Serving` with it)."""
+        index = self.source.index
+        held = self._serving
+        if held is None or held[0]() is not index:
+            signer = index.signer
+            held = self._serving = (weakref.ref(index), Serving(
+                index.cacheable, index.blocking, index.zone.settings.rate_limit,
+                None if signer is None else signer.refresh))
+        return held[1]
 
     def counters(self) -> dict[str, int]:
         """This server's counters plus those of its zone's scorers (LLM calls and tokens ...)."""
@@ -248,10 +174,7 @@ class ZoneResolver(BaseResolver):
                                                        "name servers")
         if rcode != RCODE.NOERROR:
             return error_reply(request, rcode, f"{child} is not a child zone of {self.source.index.origin}")
-        # the opcode stays NOTIFY; RA clear and the OPT record kept, as every reply of this server
-        reply = error_reply(request, RCODE.NOERROR)
-        reply.header.aa = 1
-        return reply
+        return notify_reply(request)
 
     def _fitted(self, request: DNSRecord, handler, intent: Intent | None, result: Result, build) -> DNSRecord:
         """*build(result)*, or its form trimmed to fit the client's datagram (:func:`_fitted`), counted."""
@@ -278,7 +201,7 @@ class ZoneResolver(BaseResolver):
             intent = _option(opt, self.intent_code, decode_intent, "intent")
             vector = _option(opt, VECTOR_OPTION_CODE, decode_vector, "vector")
             if intent is not None:  # ranked tool answers without descriptions; trimmed to fit
-                intent = _with_flags(intent, partial(_option_data, opt))
+                intent = with_flags(intent, partial(option_data, opt))
         except IntentError as exc:
             return self._formerr(request, str(exc))
         q = request.q

@@ -1,4 +1,9 @@
-"""The DNS server: UDP and TCP sockets around a resolver, on asyncio; no DNS logic of its own.
+"""The DNS server: UDP and TCP sockets around what it serves, on asyncio; no DNS logic of its own.
+
+What it serves is a :class:`Served` (:class:`~tooldns.serving.resolver.ZoneResolver`: one zone;
+:class:`~tooldns.serving.multizone.MultiZoneResolver`: several), and that class declares all the
+server reads of it: dnslib's one method (``resolve``, the full path), the fast path's door
+(``fast_answer``) and :class:`Serving`, how its replies may be cached, answered and limited.
 
 Does what dnslib's ``DNSServer`` does (sockets, framing, truncation) in one event loop, which on
 this class of machine answers about twice the queries of dnslib's threaded server:
@@ -17,8 +22,8 @@ this class of machine answers about twice the queries of dnslib's threaded serve
 * Malformed packets get FORMERR when their header can be read and are dropped otherwise;
   responses (QR set) are dropped; an internal error becomes SERVFAIL, never silence.
 * A small answer cache keyed on the query's bytes (less its ID) serves repeated identical
-  queries from packed bytes when the zone's scorer is deterministic; it is emptied whenever the
-  zone index changes.
+  queries from packed bytes when the zone's scorer is deterministic; it is emptied whenever what
+  is served reloads (:class:`Serving`).
 * Zones whose scorer may block (the LLM scorer waits up to its budget for a model) are answered
   from a small thread pool, so one slow model call never stalls the other queries.
 * Observers (:meth:`DNSServer.observe`: :mod:`.metrics`, :mod:`.querylog`) see each query, its
@@ -36,12 +41,14 @@ import ipaddress
 import logging
 import struct
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from dnslib import CLASS, RCODE
+from dnslib import CLASS, RCODE, DNSRecord
+from dnslib.server import BaseResolver
 
 from ..zone.model import RateLimit
 from .ratelimit import SEND, SLIP, RateLimiter, kind_of, slip_reply
@@ -61,6 +68,43 @@ MAX_TCP_PER_CLIENT = 16
 MAX_CACHED_QUERY = 1232
 #: seconds stop() waits for the handlers of open TCP connections to end once cancelled
 STOP_WAIT = 5.0
+
+
+@dataclass(frozen=True, eq=False)
+class Serving:
+    """What a :class:`DNSServer` needs to know of what it serves, besides its answers. Made anew
+    whenever what is served reloads: the packet cache starts afresh when the server sees another one
+    (compared by identity)."""
+
+    #: replies depend only on the query's bytes and what is served: the packet cache may keep them
+    cacheable: bool
+    #: answering may take a while (a scorer waits for a model, an intent is embedded): queries are
+    #: answered in a thread pool, off the event loop
+    blocking: bool
+    #: the response rate limiting setting (the zone file's ``rate_limit``), before the server's overrides
+    rate_limit: RateLimit
+    #: signed zones: seconds a reply may stay in the packet cache before its signatures are made
+    #: afresh (the signers' refresh); None: unsigned
+    refresh: float | None = None
+
+
+class Served(BaseResolver, ABC):
+    """What a :class:`DNSServer` serves, and all that it reads of it (dnslib's ``BaseResolver`` with
+    the fast path and the serving flags declared)."""
+
+    @abstractmethod
+    def resolve(self, request: DNSRecord, handler) -> DNSRecord:
+        """dnslib's contract, the full path: the reply to the parsed *request*; never raises."""
+
+    @abstractmethod
+    def fast_answer(self, data: bytes, udp: bool) -> bytes | None:
+        """The fast path's door: the reply's bytes for query bytes *data*, or None to decline
+        (:meth:`resolve` then answers)."""
+
+    @property
+    @abstractmethod
+    def serving(self) -> Serving:
+        """How replies may be cached, answered and rate limited now (:class:`Serving`)."""
 
 
 class _Handler:
@@ -89,7 +133,7 @@ class _Connection:
 
 
 class DNSServer:
-    """Serve one resolver on one address and port, over UDP and TCP.
+    """Serve *resolver* (a :class:`Served`) on one address and port, over UDP and TCP.
 
     *rate_limit*: None follows the zone's ``rate_limit`` setting; N replaces its rate with N
     responses a second; 0 turns rate limiting off. *rate_limit_exempt*: networks never limited, on
@@ -97,7 +141,7 @@ class DNSServer:
     same address and port and the kernel spreads queries (UDP) and connections (TCP) over them.
     """
 
-    def __init__(self, resolver, address: str = "127.0.0.1", port: int = 53, *, tcp_idle: float = TCP_IDLE,
+    def __init__(self, resolver: Served, address: str = "127.0.0.1", port: int = 53, *, tcp_idle: float = TCP_IDLE,
                  tcp_idle_busy: float = TCP_IDLE_BUSY, max_tcp: int = MAX_TCP,
                  max_tcp_per_client: int = MAX_TCP_PER_CLIENT, cache_size: int = 4096,
                  cache_bytes: int = 4 * 2**20,
@@ -119,7 +163,7 @@ class DNSServer:
         self._cache: OrderedDict[tuple[bytes, bool], bytes] = OrderedDict()
         self._cache_bytes = 0
         self.cache_bytes = cache_bytes
-        self._cache_index = None
+        self._cache_serving: Serving | None = None  # what the packet cache's replies were answered from
         #: signed zones: when cached replies (their RRSIGs) are to be made afresh (time.monotonic); None: never
         self._cache_until: float | None = None
         self._rrl: RateLimiter | None = None
@@ -137,13 +181,8 @@ class DNSServer:
                       "slipped": 0, "tcp_refused": 0, "tcp_evicted": 0}
         self._observers: tuple = ()  # see observe()
 
-    def _index(self):
-        """The zone index the resolver answers from now, if it has one (it may be swapped by a reload)."""
-        return getattr(getattr(self.resolver, "source", None), "index", None)
-
     def _may_block(self) -> bool:
-        index = self._index()
-        return index is not None and index.blocking
+        return self.resolver.serving.blocking
 
     async def _handle_in_pool(self, data: bytes, udp: bool, client) -> bytes | None:
         if self._pool is None:
@@ -160,25 +199,24 @@ class DNSServer:
     def handle(self, data: bytes, udp: bool, client=None) -> bytes | None:
         """The reply bytes for query bytes *data*, or None to send nothing.
 
-        Intent searches come from the resolver's fast path when it has one (``fast_answer``: the
-        same bytes, packed from pieces encoded once per zone); every other query is parsed,
-        resolved and packed with dnslib. A bytearray (dnslib's ``pack()``) is read as its bytes."""
+        Intent searches come from the resolver's fast path (``fast_answer``: the same bytes, packed
+        from pieces encoded once per zone); every other query is parsed, resolved and packed with
+        dnslib. A bytearray (dnslib's ``pack()``) is read as its bytes."""
         data = data if type(data) is bytes else bytes(data)
-        index = self._index()
-        cacheable = self.cache_size > 0 and index is not None and index.cacheable
+        serving = self.resolver.serving
+        cacheable = self.cache_size > 0 and serving.cacheable
         if cacheable:
-            if index is not self._cache_index or (self._cache_until is not None and time.monotonic() >= self._cache_until):
+            if serving is not self._cache_serving or (self._cache_until is not None and time.monotonic() >= self._cache_until):
                 self._cache.clear()
                 self._cache_bytes = 0
-                self._cache_index = index
-                self._cache_until = _signed_until(index)
+                self._cache_serving = serving
+                self._cache_until = None if serving.refresh is None else time.monotonic() + serving.refresh
             key = (data[2:], udp)
             hit = self._cache.get(key)
             if hit is not None:
                 self.stats["cache_hits"] += 1
                 return data[:2] + hit
-        fast = getattr(self.resolver, "fast_answer", None)
-        wire = fast(data, udp) if fast is not None else None
+        wire = self.resolver.fast_answer(data, udp)
         if wire is None:
             try:
                 request = parse_request(data)
@@ -269,8 +307,7 @@ class DNSServer:
 
     def _limiter(self) -> RateLimiter | None:
         """The rate limiter of the zone served now (a reload may change its setting), None when off."""
-        settings = getattr(getattr(self._index(), "zone", None), "settings", None)
-        source = getattr(settings, "rate_limit", _DEFAULT_RATE_LIMIT)
+        source = self.resolver.serving.rate_limit
         if source is not self._rrl_source:
             self._rrl_source = source
             config = self._effective_rate_limit(source)
@@ -489,15 +526,3 @@ class DNSServer:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
-
-
-_DEFAULT_RATE_LIMIT = RateLimit()
-
-
-def _signed_until(index) -> float | None:
-    """For an index whose zones sign their replies (tooldns.dnssec): until when (time.monotonic) a
-    reply it answered may be served from the packet cache, before its signatures are renewed."""
-    signers = getattr(index, "signers", None)  # a group of zones knows its zones' signers
-    if signers is None:
-        signers = [index.signer] if getattr(index, "signer", None) is not None else []
-    return time.monotonic() + min(s.refresh for s in signers) if signers else None

@@ -5,19 +5,18 @@ referral to the best K children, or the best K tools of a leaf. Everything in th
 the choice, the order, the ranks and the scores is fixed per zone, so :class:`PackedZone` encodes
 it once per zone index (names as labels, record heads, fixed RDATA, the TXT strings that follow
 ``rank=`` and ``score=``) and :meth:`PackedZone.pack` joins header, question, records and OPT
-record for one :class:`~tooldns.serving.lookup.Ranked` result. A referral to children never
-referred to together before is written from each child's records packed once as a template, its
-compression pointers moved to where the child falls by one sum (:func:`_template`), or, compiled,
-the whole referral in one C call (:func:`tooldns.serving.blocks.referral`). Where that C call does
-not serve (running from source, or a question in mixed case), a referral's whole layout, all but its
-score strings, is kept once made the second time, per question name and chosen children in their
-order (a zone of a few children refers to few such sets; all zones of a process keep at most
-:data:`LAYOUTS`), so that a repeated referral is its scores written between fixed bytes; likewise
-an answer's head (the CNAME from a cursor name, the SRV records' owner), per
-question name. The decision is
+record for one :class:`~tooldns.serving.lookup.Ranked` result. The decision is
 :func:`tooldns.serving.lookup.ranked`'s, the one :func:`~tooldns.serving.lookup.lookup` builds
 dnslib records from; every other query (errors, names that are no search, queries without an
 intent, NODATA, NXDOMAIN, CHAOS) takes that full path.
+
+Each reply kind has two writers and no more: the Python one here, record by record, name by name
+(:meth:`PackedZone._packed_referral`, :meth:`PackedZone._packed_answer`), which writes every reply
+the fast path sends; and, given the compiled twins (*writers*, :mod:`.cpack`, which
+:mod:`.path` chooses), the same reply written whole in C from pieces packed once per candidate
+and per tool (:attr:`_Candidate.wire`, :meth:`PackedZone._tool_wires`) when the question is in
+lower case and every piece can be pointed to; where C declines, the Python writer writes. The two
+are held to the same bytes (``tests/test_blocks.py``).
 
 dnslib stays the reference, byte for byte (``tests/test_fast_reply.py``, ``tests/test_golden.py``):
 records come in the same order with the same TTLs; names are compressed as dnslib compresses them
@@ -27,7 +26,7 @@ for the client is truncated as :func:`tooldns.serving.wire.pack_reply` truncates
 difference: a suffix first written beyond offset 16383 is not pointed to (a pointer cannot reach
 it; dnslib writes a wrong one), which only a TCP answer of more than 16 KB could meet.
 
-    >>> packed = PackedZone(ix)
+    >>> packed = PackedZone(ix, writers)
     >>> query = read_plain_query(data)
     >>> route = packed.route(data, query)
     >>> wire = packed.pack(data, query, route, ranked(ix, route.cursor, query.qtype, intent), 1232)
@@ -35,18 +34,18 @@ it; dnslib writes a wrong one), which only a TCP answer of more than 16 KB could
 
 from __future__ import annotations
 
-import operator
 import struct
+from array import array
 
 from dnslib import CNAME, QTYPE, RR, DNSBuffer, DNSLabel
 
-from ..exceptions import NameError_
-from ..protocol import names
-from ..protocol.budget import Budget, Store
-from ..protocol.meta import META_OPTION_CODE, encode_meta
-from .index import ZoneIndex
-from .lookup import Kind, Ranked, candidate_records, rank_strings, score_strings, search_at
-from .wire import SERVER_UDP_SIZE, PlainQuery
+from ...exceptions import NameError_
+from ...protocol import names
+from ...protocol.budget import Budget, Store
+from ..index import ZoneIndex
+from ..lookup import Kind, Ranked, candidate_records, rank_strings, score_strings, search_at
+from ..reply import TC, header_flags, opt_wire
+from ..wire import PlainQuery
 
 #: a name ready to pack: for each label from the left, (the octets of the name from that label on,
 #: which is what compression compares, and the label's length octet and octets)
@@ -56,10 +55,8 @@ Name = tuple[tuple[bytes, bytes], ...]
 Record = tuple[Name, bytes, "Name | None"]
 
 _U16 = struct.Struct("!H")
-_FIRST = operator.itemgetter(0)
 _HEAD = struct.Struct("!HHI")  # type, class, TTL
 _FLAGS_COUNTS = struct.Struct("!HHHHH")
-_QR, _AA, _TC, _RD, _CD = 0x8000, 0x0400, 0x0200, 0x0100, 0x0010
 #: the last offset a compression pointer can reach (14 bits)
 _MAX_POINTER = 0x3FFF
 _TXT_HEAD = _HEAD.pack(QTYPE.TXT, 1, 0)  # ranking TXT records: class IN, TTL 0 (they depend on the intent)
@@ -67,11 +64,6 @@ _TXT_HEAD = _HEAD.pack(QTYPE.TXT, 1, 0)  # ranking TXT records: class IN, TTL 0 
 _TXT_AT = struct.Struct("!H8sH")
 _SRV_HEAD = _HEAD.pack(QTYPE.SRV, 1, 0)
 
-
-#: referral layouts kept in one process, over all its zones (:attr:`PackedZone._layouts`): a zone of a
-#: few children refers to few sets of them, a zone of many children to more than are worth keeping;
-#: at most 2^15, all forgotten at once past that and made again as referrals need them
-LAYOUTS = Budget(1 << 15)
 
 #: the pieces of packed names, each kept once per process (a zone's names share their suffixes with each
 #: other and with every zone below the same parent); forgotten all at once past 2^18 pieces
@@ -177,47 +169,29 @@ def _put(out: bytearray, seen: dict[bytes, int], record: Record, notes: list | N
         _U16.pack_into(out, at, len(out) - at - 2)
 
 
-def _patched(block: bytes, pointers: list[tuple[int, int]]) -> tuple[bytes, list[int], list[int]]:
+def _offsets(fields: list[int]) -> bytes:
+    """The offsets (in a block) of the 16-bit *fields* to move, as :mod:`.cpack` reads them."""
+    return array("H", fields).tobytes()
+
+
+def _moves(block: bytes, pointers: list[tuple[int, int]]) -> tuple[bytes, bytes, bytes]:
     """*block* with its compression *pointers* (each at an offset of the block, pointing to an offset
     in the block, or to the zone's name: -1) written as 0xC000 plus their target in the block (0 for
-    the zone's name), and the offsets of those to move by the block's place and by the zone name's."""
+    the zone's name), and the :func:`_offsets` of those to move by the block's place and by the zone
+    name's: what :func:`tooldns.serving.fast.cpack.referral` writes a block from wherever it falls."""
     patched, relative, to_zone = bytearray(block), [], []
     for where, target in pointers:
         _U16.pack_into(patched, where, 0xC000 | max(target, 0))
         (to_zone if target < 0 else relative).append(where)
-    return bytes(patched), relative, to_zone
+    return bytes(patched), _offsets(relative), _offsets(to_zone)
 
-
-def _template(block: bytes, pointers: list[tuple[int, int]]) -> tuple[int, int, int, int]:
-    """*block* as a number, with masks that write its compression *pointers* (see :func:`_patched`)
-    wherever the block goes: the block at offset *at*, the zone's name at *zone*, is ``(number + at *
-    relative + zone * to_zone).to_bytes(length, "big")``: each pointer is a 16-bit field, 0xC000
-    plus its target in the number, and adding *at* or *zone* to the field's lowest octet adds it to
-    the field, which never carries out of it (a target stays under 0x4000). Compiled,
-    :func:`tooldns.serving.blocks.put` writes the same bytes from :func:`_moves`."""
-    patched, relative, to_zone = _patched(block, pointers)
-    fields = [sum(1 << 8 * (len(block) - where - 2) for where in group) for group in (relative, to_zone)]
-    return int.from_bytes(patched, "big"), fields[0], fields[1], len(block)
-
-
-def _moves(block: bytes, pointers: list[tuple[int, int]]) -> tuple[bytes, bytes, bytes]:
-    """What :func:`tooldns.serving.blocks.put` writes *block* from: the block with its pointers as in
-    :func:`_template`, and the offsets of those that move by its place and by the zone name's."""
-    patched, relative, to_zone = _patched(block, pointers)
-    return patched, block_offsets(relative), block_offsets(to_zone)
-
-
-try:  # compiled: blocks are moved by a copy and a few additions in C, a first referral written whole
-    from .blocks import answer as put_answer, offsets as block_offsets, put as put_block, referral as put_referral
-except ImportError:  # from source: by the sums of _template
-    block_offsets = put_block = put_referral = put_answer = None
 
 #: the most suffixes the owners of a zone's tools may share (beyond what an answer writes before its first
 #: TXT record: a service's labels, ``_http._tcp.leaf.tools.``) for :meth:`PackedZone._tool_wires`
 SHARED = 256
 
-#: where a candidate's block is packed to make its template for any place after the first in a
-#: referral, and where the zone's own name stands then: any offsets its own names cannot reach
+#: where a candidate's block is packed to make its :attr:`_Candidate.wire` for any place after the
+#: first in a referral, and where the zone's own name stands then: any offsets its own names cannot reach
 _LATER_AT, _ZONE_AT = 0x200, 0x20
 
 
@@ -226,16 +200,15 @@ class _Candidate:
     records, the owner and the strings after rank and score of its ranking TXT record, its glue.
 
     When all its names lie in the zone and none shares a suffix with another candidate's names but
-    the zone's own name and its ancestors (*alone*), its authority block is also kept as a template: packed once as the first block of a referral to
-    each search name (nothing to patch), and once for any later place, with the pointers to patch:
-    to its own names (the block's offset plus a constant) and to the zone's name (wherever the
-    first block wrote it). Its additional records then point to offsets known from the template.
-    The later templates are kept as numbers too (:attr:`blocks`, :func:`_template`), and so is what
-    the first block's additional records hold for each search name, so that a referral to any list
-    of such candidates is written a few steps per candidate (:meth:`PackedZone._templated`).
+    the zone's own name and its ancestors (*alone*), the compiled writer
+    (:func:`tooldns.serving.fast.cpack.referral`) can write it anywhere in a referral from pieces
+    packed once: as the first candidate, its authority block packed after each search name
+    (:meth:`first`); at any later place, its block with the pointers to move to where it falls
+    (:attr:`wire`: to its own names by the block's offset, to the zone's name by wherever the first
+    block wrote it), and its additional records pointing to offsets known from the block.
     """
 
-    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "later", "blocks", "moves", "wire")
+    __slots__ = ("ns", "owner", "strings", "glue", "alone", "firsts", "wire")
 
     def __init__(self, ix: ZoneIndex, entry) -> None:
         ns, owner, strings, glue = candidate_records(ix, entry)
@@ -247,15 +220,11 @@ class _Candidate:
             raise ValueError("glue records hold addresses, not names")
         self.alone = False
         self.firsts: dict[bytes, tuple | None] = {}
-        self.later: tuple | None = None
-        #: the later template as numbers (:func:`_template`): the authority block, the ranking TXT
-        #: record up to its RDATA, and the TXT strings after the score string with the glue
-        self.blocks: tuple | None = None
-        #: compiled, the authority block and what follows the score string as :func:`_moves`
-        self.moves: tuple | None = None
-        #: compiled, what :func:`tooldns.serving.blocks.referral` writes this candidate from: the
-        #: authority block and its moves, the TXT owner (as in :attr:`later`), the TXT strings' length,
-        #: what follows the score string and its moves, the NS and additional records' counts
+        #: what :func:`tooldns.serving.fast.cpack.referral` writes this candidate from at any place
+        #: after the first: the authority block and its moves (:func:`_moves`), the TXT owner (an
+        #: offset in the block, or -1: the zone's name), the TXT strings' length, what follows the
+        #: score string (the strings, the glue) and its moves, the NS and additional records' counts;
+        #: None when it is not *alone*, or the package runs from source
         self.wire: tuple | None = None
 
     def names(self) -> list[Name]:
@@ -265,10 +234,9 @@ class _Candidate:
         return {suffix for name in self.names() for suffix, _ in name}
 
     def first(self, route: "Route", zone: bytes) -> tuple | None:
-        """(block, offset of the zone's name, of the TXT owner, of each glue owner, the ranking TXT
-        record up to its RDATA as a number less the rank and score strings' length, the TXT strings
-        after the score string with the glue) as the first block after the question of *route* in
-        lower case; None when something cannot be pointed to."""
+        """(block, offset of the zone's name, of the TXT owner, the TXT strings after the score string
+        with the glue) as the first block after the question of *route* in lower case; None when
+        something cannot be pointed to."""
         if route.key not in self.firsts:
             head = bytes(12) + route.key + bytes(4)
             out, seen = bytearray(head), {route.key[at:]: 12 + at for at in route.labels}
@@ -280,15 +248,11 @@ class _Candidate:
             else:
                 tail = bytearray(self.strings)
                 _put_glue(tail, self, found[2:])
-                txt = _TXT_AT.pack(0xC000 | found[1], _TXT_HEAD, 1 + len(self.strings))
-                self.firsts[route.key] = (bytes(out[len(head):]), found[0], found[1], found[2:],
-                                          int.from_bytes(txt, "big"), bytes(tail))
+                self.firsts[route.key] = (bytes(out[len(head):]), found[0], found[1], bytes(tail))
         return self.firsts[route.key]
 
-    def make_later(self, zone: bytes) -> None:
-        """The template for any place after the first: (block, TXT owner, glue owners), each an offset
-        in the block, or -1 for the zone's name, and the block, the TXT record's head and what follows
-        its score string as numbers (:attr:`blocks`); neither when the block points elsewhere."""
+    def make_wire(self, zone: bytes) -> None:
+        """Set :attr:`wire`, unless the block points elsewhere than into itself or to the zone's name."""
         out, seen, notes = bytearray(_LATER_AT), {zone: _ZONE_AT}, []
         for record in self.ns:
             _put(out, seen, record, notes)
@@ -300,17 +264,12 @@ class _Candidate:
         owners = [target(seen.get(self.owner[0][0]))] + [target(seen.get(g[0][0][0])) for g in self.glue]
         if None in owners or any(t is None for _, t in patches):
             return
-        self.later = (bytes(out[_LATER_AT:]), owners[0], owners[1:])
         tail, pointers = bytearray(self.strings), []
         for owner, (_, rest, _) in zip(owners[1:], self.glue):
             pointers.append((len(tail), owner))
             tail += b"\0\0" + rest
-        self.blocks = (_template(self.later[0], patches),
-                       _template(_TXT_AT.pack(0, _TXT_HEAD, 1 + len(self.strings)), [(0, owners[0])]),
-                       _template(bytes(tail), pointers))
-        if put_block is not None:
-            self.moves = (_moves(self.later[0], patches), _moves(bytes(tail), pointers))
-            self.wire = (*self.moves[0], owners[0], len(self.strings), *self.moves[1], len(self.ns), 1 + len(self.glue))
+        self.wire = (*_moves(bytes(out[_LATER_AT:]), patches), owners[0], len(self.strings),
+                     *_moves(bytes(tail), pointers), len(self.ns), 1 + len(self.glue))
 
 
 def _put_glue(out: bytearray, candidate: _Candidate, owners: list[int]) -> None:
@@ -346,28 +305,6 @@ def _put_ranking(out: bytearray, rank: int, score: bytes, rest: bytes) -> None:
 def _counts(candidates: list[_Candidate]) -> tuple[int, int, int]:
     """The answer, authority and additional counts of a referral to *candidates* (besides the OPT record)."""
     return 0, sum(len(c.ns) for c in candidates), sum(1 + len(c.glue) for c in candidates)
-
-
-#: a referral packed but for its scores: the authority section and the first ranking TXT record's
-#: owner, type, class and TTL (*head*); per candidate (*parts*) the length of its TXT RDATA without
-#: the score string, its rank, and what follows the score string (the rest of the TXT record, the
-#: glue, the next TXT record up to its RDATA length); and the section counts
-_Layout = tuple[bytes, tuple[tuple[int, int, bytes], ...], tuple[int, int, int]]
-
-#: what a referral's layout is until its second use (:meth:`PackedZone._referral`)
-_ONCE = object()
-
-#: (RDATA length << 20 | score string length << 8 | rank) -> what stands between a ranking TXT
-#: record's type, class and TTL and its score string: RDATA length, format and rank strings, the
-#: score string's length octet (a score string is shorter than 4,096 octets, a rank at most 255)
-_LEADS: dict[int, bytes] = {}
-
-
-def _lead(rdlength: int, rank: int, size: int) -> bytes:
-    lead = _U16.pack(rdlength) + _RANK_HEADS[rank] + _LENGTH[size]
-    if len(_LEADS) < 1 << 16:
-        _LEADS[rdlength << 20 | size << 8 | rank] = lead
-    return lead
 
 
 def _tool_pieces(ix: ZoneIndex, tool) -> tuple[bytes, bytes, Name, bytes, bytes]:
@@ -406,9 +343,13 @@ class Route:
 
 
 class PackedZone:
-    """Everything of one zone index that intent searches answer with, encoded once."""
+    """Everything of one zone index that intent searches answer with, encoded once; *writers*: the
+    compiled writers (:mod:`.cpack`), or None for the Python ones alone."""
 
-    def __init__(self, ix: ZoneIndex) -> None:
+    def __init__(self, ix: ZoneIndex, writers=None) -> None:
+        #: the compiled writers of a referral and of an answer (:mod:`.cpack`), or None
+        self.c_referral = writers.referral if writers is not None else None
+        self.c_answer = writers.answer if writers is not None else None
         self.routes = self._routes(ix)
         self.children = {id(e): _Candidate(ix, e) for e in (ix.child_candidates.entries if ix.child_candidates else ())}
         #: the entries a referral's indexes point into (:attr:`tooldns.serving.lookup.Ranked.entries`), and
@@ -426,16 +367,14 @@ class PackedZone:
             # names in the zone reach its name before any of its ancestors, which the question holds
             inside = all(any(suffix == self.zone for suffix, _ in name) for name in candidate.names())
             candidate.alone = inside and all(seen[suffix] == 1 for suffix in candidate.suffixes() - shared)
-            if candidate.alone:
-                candidate.make_later(self.zone)
+            if candidate.alone and writers is not None:
+                candidate.make_wire(self.zone)
         #: per tool: its SRV record's type, class, TTL and RDATA length, and the weight, port and target
         #: that follow the priority; owner and strings of its TXT record, and the strings without the
         #: description (the brief option)
         self.tools: dict[int, tuple[bytes, bytes, Name, bytes, bytes]] = {
             id(tool): _tool_pieces(ix, tool) for tool in ix.zone.tools}
         self._opt: dict[tuple[int, int, str] | None, bytes] = {}
-        #: (question name, chosen candidates) -> the referral's :class:`_Layout`, or :data:`_ONCE`
-        self._layouts = LAYOUTS.join(Store())
 
     @staticmethod
     def _routes(ix: ZoneIndex) -> dict[bytes, Route]:
@@ -463,111 +402,55 @@ class PackedZone:
         octets; None when a chosen entry cannot be packed here (the full path then answers)."""
         end = query.question_end
         out = bytearray(data[:end])  # the query's header (rewritten below) and question
+        qname = data[12:end - 4]
         if ranked.kind is Kind.REFERRAL:
-            counts, flags = self._referral(out, data[12:end - 4], route, ranked), _QR
+            counts = self._referral(out, qname, route, ranked)
         else:
-            counts, flags = self._answer(out, data[12:end - 4], route, ranked), _QR | _AA
+            counts = self._answer(out, qname, route, ranked)
         if counts is None:
             return None
-        flags |= (_RD if query.rd else 0) | (data[3] & _CD)  # RD and CD copied (RFC 4035 3.1.6)
+        flags = header_flags(data[2] << 8 | data[3], ranked.kind)  # flags as the full path sets them
         out += self._opt_record(ranked.meta)
         _FLAGS_COUNTS.pack_into(out, 2, flags, 1, counts[0], counts[1], counts[2] + 1)
         if len(out) <= max_size:
             return bytes(out)
         # header with TC set, the question and the OPT record without its options (as wire.pack_reply)
-        return data[:2] + _FLAGS_COUNTS.pack(flags | _TC, 1, 0, 0, 1) + data[12:end] + self._opt_record(None)
+        return data[:2] + _FLAGS_COUNTS.pack(flags | TC, 1, 0, 0, 1) + data[12:end] + self._opt_record(None)
 
     def _referral(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
         """Authority: the chosen candidates' NS records. Additional: per candidate its ranking TXT
         record and glue, whose owners (a child's name, its name servers' names) were written in the
-        authority section: one pointer each, whatever the scores.
-
-        Compiled, a question in lower case is written whole in C from the candidates' templates
-        (:func:`tooldns.serving.blocks.referral`), which costs no more than a kept layout would: no
-        layout is looked up or kept for it. Otherwise the first referral to the same candidates in
-        the same order under the same question name is packed record by record; from the second
-        on, everything but the scores comes from the referral's :class:`_Layout`, made then (a zone
-        of many children seldom refers to the same ones twice: its referrals never pay for a layout
-        that would not be used)."""
+        authority section: one pointer each, whatever the scores. Written in C when the compiled
+        writer can (a question in lower case, every candidate *alone*), else record by record."""
         chosen = ranked.chosen
-        if put_referral is not None and qname == route.key and ranked.entries is self.entries:
+        if ranked.entries is self.entries:
             by_index = self.by_index
-            counts = self._templated(out, route, chosen, [by_index[i] for i, _ in chosen])
-            if counts is not None:
-                return counts
-        key = (qname, tuple(map(_FIRST, chosen)))
-        layout = self._layouts.get(key)
-        if layout is None or layout is _ONCE:
-            if ranked.entries is self.entries:
-                by_index = self.by_index
-                pieces = [by_index[i] for i in key[1]]
-            else:
-                pieces = [self.children.get(id(ranked.entries[i])) for i in key[1]]
+            pieces = [by_index[i] for i, _ in chosen]
+        else:
+            pieces = [self.children.get(id(ranked.entries[i])) for i, _ in chosen]
             if None in pieces:
                 return None
-            if layout is None:
-                LAYOUTS.spend()
-                self._layouts[key] = _ONCE
-                counts = self._templated(out, route, chosen, pieces) if qname == route.key else None
-                return counts if counts is not None else self._packed_referral(out, qname, route, chosen, pieces)
-            layout = self._layout(len(out), qname, route, pieces)
-            if layout is None:
-                return None
-            self._layouts[key] = layout
-        head, parts, counts = layout
-        out += head
-        for (_, score), (base, rank, tail) in zip(chosen, parts):
-            score = b"score=%.4f" % score  # _score_string's, inline: a referral's scores are never None
-            size = len(score)
-            lead = _LEADS.get((base + size) << 20 | size << 8 | rank)
-            out += lead if lead is not None else _lead(base + size, rank, size)
-            out += score
-            out += tail
-        return counts
-
-    def _templated(self, out: bytearray, route: Route, chosen: list, pieces: list) -> tuple[int, int, int] | None:
-        """The referral to *pieces* (scored as in *chosen*) from their templates as numbers (see
-        :func:`_template`): the first candidate's records as packed for this question, each later
-        one's where it falls; None, with nothing written, when one has no template. For a question
-        in lower case only: the first candidate's records point into it as :meth:`_Candidate.first`
-        packed them. Compiled, :func:`tooldns.serving.blocks.referral` writes the same bytes in C."""
-        if put_referral is not None:
+        if self.c_referral is not None and qname == route.key:
             first, wires = pieces[0].first(route, self.zone), [piece.wire for piece in pieces]
-            if first is None or None in wires:
-                return None
-            return put_referral(out, first, wires, chosen if type(chosen) is list else list(chosen), _RANK_HEADS)
-        written = self._from_templates(out, route, pieces)
-        if written is None:
-            return None
-        (_, zone, _, _, txt, tail), places = written
-        for rank, ((_, score), piece, at) in enumerate(zip(chosen, pieces, places), 1):
-            if rank > 1:
-                number, relative, to_zone, _ = piece.blocks[1]
-                txt = number + at * relative + zone * to_zone
-            score = b"score=%.4f" % score  # _score_string's, inline: a referral's scores are never None
-            head = _RANK_HEADS[rank]
-            out += (txt + len(head) + len(score)).to_bytes(12, "big")  # plus the RDATA's length
-            out += head
-            out += _LENGTH[len(score)]
-            out += score
-            if rank == 1:
-                out += tail
-            elif put_block is not None:  # the glue's owners point into the candidate's block, at *at*
-                block, relative, to_zone = piece.moves[1]
-                put_block(out, block, relative, to_zone, at, zone)
-            else:
-                rest, relative, to_zone, length = piece.blocks[2]
-                out += (rest + at * relative + zone * to_zone).to_bytes(length, "big")
-        return _counts(pieces)
+            if first is not None and None not in wires:
+                counts = self.c_referral(out, first, wires, chosen if type(chosen) is list else list(chosen), _RANK_HEADS)
+                if counts is not None:
+                    return counts
+        return self._packed_referral(out, qname, route, chosen, pieces)
 
     def _packed_referral(self, out: bytearray, qname: bytes, route: Route, chosen: list,
                          pieces: list) -> tuple[int, int, int] | None:
-        """The referral to *pieces* (scored as in *chosen*) packed record by record."""
-        owners = self._authority(out, qname, route, pieces)
-        if owners is None:
-            return None
+        """The referral to *pieces* (scored as in *chosen*) packed record by record, name by name:
+        the reference :func:`tooldns.serving.fast.cpack.referral` is held to."""
+        seen = {qname[at:]: 12 + at for at in route.labels}  # names point into the question too
+        for piece in pieces:
+            for record in piece.ns:
+                _put(out, seen, record)
+        owners = [(seen.get(p.owner[0][0]), [seen.get(g[0][0][0]) for g in p.glue]) for p in pieces]
+        if any(t is None or None in g for t, g in owners):
+            return None  # an owner written where no pointer reaches
         for rank, ((_, score), piece, (txt_at, glue_at)) in enumerate(zip(chosen, pieces, owners), 1):
-            score = b"score=%.4f" % score
+            score = b"score=%.4f" % score  # _score_string's, inline: a referral's scores are never None
             head = _RANK_HEADS[rank]
             # the TXT record's owner (a pointer), type, class, TTL and RDATA length in one step
             out += _TXT_AT.pack(0xC000 | txt_at, _TXT_HEAD, len(head) + 1 + len(score) + len(piece.strings))
@@ -578,71 +461,10 @@ class PackedZone:
             _put_glue(out, piece, glue_at)
         return _counts(pieces)
 
-    def _layout(self, start: int, qname: bytes, route: Route, pieces: list) -> "_Layout | None":
-        """The :class:`_Layout` of a referral to *pieces*, in a reply whose question ends at offset
-        *start*; None when one cannot be packed here."""
-        out = bytearray(start)  # the offsets are all that matter of what comes before
-        owners = self._authority(out, qname, route, pieces)
-        if owners is None:
-            return None
-        txt_heads = [_TXT_AT.pack(0xC000 | txt_at, _TXT_HEAD, 0)[:-2] for txt_at, _ in owners]
-        head = bytes(out[start:]) + txt_heads[0]
-        parts = []
-        for rank, (piece, (_, glue_at)) in enumerate(zip(pieces, owners), 1):
-            tail = bytearray(piece.strings)
-            _put_glue(tail, piece, glue_at)
-            if rank < len(pieces):
-                tail += txt_heads[rank]
-            parts.append((len(_RANK_HEADS[rank]) + 1 + len(piece.strings), rank, bytes(tail)))
-        return head, tuple(parts), _counts(pieces)
-
-    def _authority(self, out: bytearray, qname: bytes, route: Route, pieces: list) -> list | None:
-        """The candidates' NS records, from their templates when they all have one, else name by name;
-        where each TXT and glue owner was written (None: somewhere no pointer reaches)."""
-        written = self._from_templates(out, route, pieces) if qname == route.key else None
-        if written is None:
-            return self._packed_authority(out, qname, route, pieces)
-        (_, zone, txt_at, glue_at, _, _), places = written
-        owners = [(txt_at, glue_at)]
-        for piece, at in zip(pieces[1:], places[1:]):
-            _, txt, glue = piece.later
-            owners.append((zone if txt < 0 else at + txt, [zone if g < 0 else at + g for g in glue]))
-        return owners
-
-    @staticmethod
-    def _packed_authority(out: bytearray, qname: bytes, route: Route, pieces: list) -> list | None:
-        """The candidates' NS records packed name by name; where each TXT and glue owner was written."""
-        seen = {qname[at:]: 12 + at for at in route.labels}  # names point into the question too
-        for piece in pieces:
-            for record in piece.ns:
-                _put(out, seen, record)
-        owners = [(seen.get(p.owner[0][0]), [seen.get(g[0][0][0]) for g in p.glue]) for p in pieces]
-        return None if any(t is None or None in g for t, g in owners) else owners
-
-    def _from_templates(self, out: bytearray, route: Route, pieces: list) -> tuple[tuple, list[int]] | None:
-        """The candidates' NS records from their templates (see :class:`_Candidate`), the first as
-        packed for *route* (a question in lower case), each later one moved to where it falls by
-        one sum (:func:`_template`): the first candidate's :meth:`~_Candidate.first` and where each
-        candidate's block was written. None, with nothing written, unless every candidate has a
-        template and all of them stay within a pointer's reach."""
-        first = pieces[0].first(route, self.zone)
-        if first is None or any(piece.later is None for piece in pieces):
-            return None
-        if len(out) + len(first[0]) + sum(len(piece.later[0]) for piece in pieces) > _MAX_POINTER:
-            return None
-        zone, places = first[1], [len(out)]
-        out += first[0]
-        for piece in pieces[1:]:
-            places.append(len(out))
-            if put_block is not None:
-                block, relative, to_zone = piece.moves[0]
-                put_block(out, block, relative, to_zone, places[-1], zone)
-            else:
-                number, relative, to_zone, length = piece.blocks[0]
-                out += (number + places[-1] * relative + zone * to_zone).to_bytes(length, "big")
-        return first, places
-
     def _answer(self, out: bytearray, qname: bytes, route: Route, ranked: Ranked) -> tuple[int, int, int] | None:
+        """Answer: the CNAME from a cursor name, if any, the chosen tools' SRV records, then each one's
+        ranking TXT record. Written in C when the compiled writer can (a question in lower case,
+        scores without parts, every tool's owner written alike in any answer), else name by name."""
         if not ranked.chosen:  # no tools: no SRV owner to write (the full path answers)
             return None
         if qname != route.key:  # mixed case: names compare octet by octet, as dnslib compresses them
@@ -654,19 +476,24 @@ class PackedZone:
         block, known, owner = head
         if owner is None:  # the SRV records' owner lies where no pointer reaches
             return None
-        if qname == route.key and not ranked.parts:  # each tool's name as written in any answer to it
+        if self.c_answer is not None and qname == route.key and not ranked.parts:
             if route.tool_entries is not ranked.entries:
                 route.tool_wires, route.tool_entries = self._tool_wires(ranked.entries, known), ranked.entries
             wires = route.tool_wires
             chosen = [wires[i] for i, _ in ranked.chosen] if wires is not None else [None]
             if None not in chosen:
+                start = len(out)
                 out += block
-                if put_answer is not None:
-                    if put_answer(out, owner, chosen, ranked.chosen, _RANK_HEADS, ranked.brief) is None:
-                        return None
-                else:
-                    self._written_answer(out, owner, chosen, ranked)
-                return (route.cname is not None) + len(chosen), 0, len(chosen)
+                if self.c_answer(out, owner, chosen, ranked.chosen, _RANK_HEADS, ranked.brief) is not None:
+                    return (route.cname is not None) + len(chosen), 0, len(chosen)
+                del out[start:]
+        return self._packed_answer(out, block, known, owner, route, ranked)
+
+    def _packed_answer(self, out: bytearray, block: bytes, known: dict[bytes, int], owner: bytes, route: Route,
+                       ranked: Ranked) -> tuple[int, int, int] | None:
+        """The answer carrying *ranked* after its head (*block*, the names it wrote where *known* says,
+        *owner* the pointer to the first SRV record's owner) packed name by name: the reference
+        :func:`tooldns.serving.fast.cpack.answer` is held to."""
         pieces = [self.tools.get(id(ranked.entries[i])) for i, _ in ranked.chosen]
         if None in pieces:
             return None
@@ -687,7 +514,8 @@ class PackedZone:
         those another tool's owner ends with too, each with its number (an earlier tool of the answer
         may have written it: a pointer there ends the name); then a pointer to the suffix written
         before the first TXT record, or the root label. None when more than :data:`SHARED` suffixes are
-        shared (:meth:`_answer` then packs the names one by one)."""
+        shared (the answer is then packed name by name). What :func:`tooldns.serving.fast.cpack.answer`
+        writes from."""
         pieces = [self.tools.get(id(tool)) for tool in entries]
         counts: dict[bytes, int] = {}
         for piece in filter(None, pieces):
@@ -720,26 +548,6 @@ class PackedZone:
         return wires
 
     @staticmethod
-    def _written_answer(out: bytearray, owner: bytes, wires: list, ranked: Ranked) -> None:
-        """An answer's SRV and TXT records from its tools' :meth:`_tool_wires` (scores without parts), after
-        its head; compiled, :func:`tooldns.serving.blocks.answer` writes the same bytes in C."""
-        _put_srvs(out, owner, wires)
-        brief, written = ranked.brief, {}
-        for rank, ((_, score), (_, _, prefix, chain, tail, strings, short)) in enumerate(zip(ranked.chosen, wires), 1):
-            out += prefix
-            for number, label in chain:
-                at = written.get(number)
-                if at is not None:
-                    out += _U16.pack(0xC000 | at)
-                    break
-                if len(out) <= _MAX_POINTER:
-                    written[number] = len(out)
-                out += label
-            else:
-                out += tail
-            _put_ranking(out, rank, _score_string(score), short if brief else strings)
-
-    @staticmethod
     def _answer_head(start: int, qname: bytes, route: Route) -> tuple[bytes, dict[bytes, int], bytes | None]:
         """What an answer to *qname* holds before its first SRV record's type, in a reply whose question
         ends at offset *start*: the CNAME from a cursor name, if any, and the SRV records' owner (written,
@@ -754,14 +562,11 @@ class PackedZone:
         return bytes(out[start:]), seen, None if at is None else _U16.pack(0xC000 | at)
 
     def _opt_record(self, meta: tuple[int, int, str] | None) -> bytes:
-        """The reply's OPT record (UDP size 1232, version 0, extended rcode 0), with the meta option."""
+        """The reply's OPT record with the meta option (:func:`tooldns.serving.reply.opt_wire`), kept
+        per meta: flags and scorer names make a handful of values."""
         opt = self._opt.get(meta)
         if opt is None:
-            options = b""
-            if meta is not None:
-                data = encode_meta(*meta)
-                options = struct.pack("!HH", META_OPTION_CODE, len(data)) + data
-            opt = b"\0" + struct.pack("!HHIH", QTYPE.OPT, SERVER_UDP_SIZE, 0, len(options)) + options
-            if len(self._opt) < 64:  # flags and scorer names: a handful of values
+            opt = opt_wire(meta)
+            if len(self._opt) < 64:
                 self._opt[meta] = opt
         return opt

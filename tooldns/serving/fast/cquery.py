@@ -1,15 +1,23 @@
-"""The plain query read with C integers: :func:`tooldns.serving.wire.read_plain_query`, compiled.
+"""A plain query and its intent option read with C integers: the compiled twins of
+:func:`tooldns.serving.wire.read_plain_query` and :func:`tooldns.protocol.intent.decode_intent`.
 
 Every query a server answers from its fast path is read first: its header, the labels of its
-question's name, its OPT record and options. From source (and compiled from that source) each octet
-read is a Python integer: some 11,000 instructions a query. This is the same reading, octet by octet
-in C, to the same :class:`~tooldns.serving.wire.PlainQuery` (or None), the rules written once more
-beside the source's; ``tests/test_plain_query.py`` holds the two to the same result over hostile
-and well-formed messages alike. The server's resolver (:mod:`tooldns.serving.resolver`) reads with
-this one when it is compiled.
+question's name, its OPT record and options; then its intent option. From source (and compiled
+from that source) each octet read is a Python integer: some 11,000 instructions a query. Here the
+same reading goes octet by octet in C, to the same :class:`~tooldns.serving.wire.PlainQuery` (or
+None), the rules written once more beside the source's. A plain intent option (version 0, the
+length field right, K at least 1, ASCII text without control characters but tab, newline and
+carriage return, and not only spaces) is checked in C and its text made in one step; any other goes
+to the Python :func:`~tooldns.protocol.intent.decode_intent`, which decodes it or raises
+:class:`~tooldns.exceptions.IntentError` with the text clients see. ``tests/test_plain_query.py``
+and ``tests/test_plain_intent.py`` hold each to its reference over hostile and well-formed input.
 
 This module runs compiled only (``setup.py`` compiles it with the others, :mod:`tooldns.compiled`);
-imported from its source it raises ImportError, and the resolver reads with :mod:`~tooldns.serving.wire`'s.
+imported from its source it raises ImportError, and :mod:`tooldns.serving.fast.path`, which alone
+chooses, reads with the references.
+
+    >>> read_plain_query(query_bytes).qtype
+    33
 """
 
 from __future__ import annotations
@@ -17,10 +25,14 @@ from __future__ import annotations
 import cython
 
 if not cython.compiled:
-    raise ImportError("tooldns.serving.plainquery runs compiled only (pip install -e . with Cython and a C compiler)")
+    raise ImportError("tooldns.serving.fast.cquery runs compiled only (pip install -e . with Cython and a C compiler)")
 
-from ..protocol.names import MAX_LABEL, MAX_NAME  # noqa: E402
-from .wire import CLASSIC_UDP_SIZE, SERVER_UDP_SIZE, PlainQuery  # noqa: E402
+from cython.cimports.cpython.unicode import PyUnicode_DecodeASCII  # noqa: E402
+
+from ...protocol.intent import MAX_INTENT_BYTES, VERSION, Intent  # noqa: E402
+from ...protocol.intent import decode_intent as python_decode_intent  # noqa: E402
+from ...protocol.names import MAX_LABEL, MAX_NAME  # noqa: E402
+from ..wire import CLASSIC_UDP_SIZE, SERVER_UDP_SIZE, PlainQuery  # noqa: E402
 
 _MAX_LABEL = cython.declare(cython.Py_ssize_t, MAX_LABEL)
 _MAX_NAME = cython.declare(cython.Py_ssize_t, MAX_NAME)
@@ -91,3 +103,40 @@ def read_plain_query(data):
     if udp_size > _SERVER:
         udp_size = _SERVER
     return PlainQuery(end, qtype, bool(p[2] & 0x01), udp_size, options)
+
+
+_MAX = cython.declare(cython.Py_ssize_t, MAX_INTENT_BYTES)
+_VERSION = cython.declare(cython.Py_ssize_t, VERSION)
+_new = object.__new__
+_set = object.__setattr__
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(size=cython.Py_ssize_t, p=cython.p_uchar, length=cython.Py_ssize_t, k=cython.Py_ssize_t,
+               i=cython.Py_ssize_t, c=cython.uchar, blank=cython.bint)
+def decode_intent(data):
+    """Parse option data strictly; raise :class:`~tooldns.exceptions.IntentError` saying what is wrong."""
+    if type(data) is not bytes:
+        return python_decode_intent(data)
+    size = len(data)
+    if size < 4:
+        return python_decode_intent(data)
+    p = cython.cast(cython.p_uchar, cython.cast(cython.p_char, data))
+    length = p[1] << 8 | p[2]
+    k = p[3]
+    if p[0] != _VERSION or length != size - 4 or k == 0 or length == 0 or length > _MAX:
+        return python_decode_intent(data)
+    blank = True
+    for i in range(4, size):
+        c = p[i]
+        if c >= 0x7F or (c < 0x20 and c != 9 and c != 10 and c != 13):  # outside ASCII, DEL, a control character
+            return python_decode_intent(data)
+        if blank and c != 32 and c != 9 and c != 10 and c != 13:
+            blank = False
+    if blank:  # only spaces: "intent is empty"
+        return python_decode_intent(data)
+    intent = _new(Intent)
+    _set(intent, "__dict__", {"text": PyUnicode_DecodeASCII(cython.cast(cython.p_char, p + 4), length, cython.NULL),
+                              "k": k, "version": VERSION, "brief": False, "fit": False})
+    return intent

@@ -1,19 +1,22 @@
-"""Packed record blocks written anywhere in a reply, their compression pointers moved, in C.
+"""Referrals and answers written whole in C: the compiled twins of :class:`~.pack.PackedZone`'s writers.
 
-A referral's candidates are packed once (:mod:`tooldns.serving.fastreply`): each one's NS records,
-and what follows its ranking TXT record's score string (the strings, the glue), as a block whose
-compression pointers point at offsets within the block, or at the zone's name. Written at offset
-*at* of a reply whose zone name stands at *zone*, each pointer moves by *at* or by *zone*. From
-source, :mod:`~tooldns.serving.fastreply` does that with one sum of big numbers a block
-(:func:`~tooldns.serving.fastreply._template`), which costs about 5,000 instructions a block of a few
-hundred octets (``int.to_bytes`` writes octet by octet); here it is a copy and a few additions.
-:func:`referral` writes a whole first referral so, and :func:`answer` a leaf's answer: every candidate's NS records, then its ranking TXT
-record (rank and score strings between its packed pieces) and glue, the scores formatted as
-``b"score=%.4f"`` formats them: below 2^49 by exact integer arithmetic (:func:`_fixed4`, about a quarter of
-what CPython's ``PyOS_double_to_string`` costs), above by that function.
+A referral's candidates are packed once (:mod:`.pack`): each one's NS records, and what follows its
+ranking TXT record's score string (the strings, the glue), as a block whose compression pointers
+point at offsets within the block, or at the zone's name (:attr:`~.pack._Candidate.wire`). Written
+at offset *at* of a reply whose zone name stands at *zone*, each pointer moves by *at* or by *zone*:
+a copy and a few additions (:func:`_move`). :func:`referral` writes a whole referral so, and
+:func:`answer` a leaf's answer: every candidate's NS records, then its ranking TXT record (rank and
+score strings between its packed pieces) and glue, the scores formatted as ``b"score=%.4f"``
+formats them: below 2^49 by exact integer arithmetic (:func:`_fixed4`, about a quarter of what
+CPython's ``PyOS_double_to_string`` costs), above by that function. Each returns None, with
+nothing written, for what it does not write (a score string that would not fit, a block beyond a
+pointer's reach): the Python writer (:meth:`~.pack.PackedZone._packed_referral`,
+:meth:`~.pack.PackedZone._packed_answer`), the reference both are held to byte for byte
+(``tests/test_blocks.py``), then writes it.
 
 This module runs compiled only (``setup.py`` compiles it with the others, :mod:`tooldns.compiled`);
-imported from its source it raises ImportError, and :mod:`~tooldns.serving.fastreply` keeps its sums.
+imported from its source it raises ImportError, and :mod:`.path`, which alone chooses, gives
+:class:`~.pack.PackedZone` no compiled writers.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import cython
 
 if not cython.compiled:
-    raise ImportError("tooldns.serving.blocks runs compiled only (pip install -e . with Cython and a C compiler)")
+    raise ImportError("tooldns.serving.fast.cpack runs compiled only (pip install -e . with Cython and a C compiler)")
 
 from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize  # noqa: E402
 from cython.cimports.cpython.conversion import PyOS_double_to_string  # noqa: E402
@@ -30,36 +33,6 @@ from cython.cimports.libc.string import memcpy, memset, strlen  # noqa: E402
 
 #: the last offset a compression pointer can reach (14 bits)
 MAX_POINTER = cython.declare(cython.Py_ssize_t, 0x3FFF)
-
-
-def offsets(fields) -> bytes:
-    """The offsets (in a block) of the 16-bit *fields* to move, as :func:`put` reads them."""
-    from array import array
-
-    return array("H", fields).tobytes()
-
-
-@cython.locals(start=cython.Py_ssize_t, at=cython.long, zone=cython.long)
-def put(out, block, relative, to_zone, at, zone) -> None:
-    """Append *block* to the bytearray *out*, then add *at* (the offset the block's own pointers are
-    relative to: where it, or the block it points into, was written) to each 16-bit field
-    (big-endian) at the :func:`offsets` *relative*, and the offset *zone* of the zone's name to each
-    at the offsets *to_zone*: what ``(number + at * relative + zone * to_zone).to_bytes(length,
-    "big")`` of :func:`~tooldns.serving.fastreply._template` writes. An offset outside the block, a
-    move beyond a pointer's reach or a field that would carry out of its 16 bits raise ValueError,
-    with *out* as it was."""
-    if type(out) is not bytearray or type(block) is not bytes or type(relative) is not bytes or type(to_zone) is not bytes:
-        raise TypeError("put(bytearray, bytes, bytes, bytes, int, int)")
-    if at < 0 or at > 0x3FFF or zone < 0 or zone > 0x3FFF:
-        raise ValueError(f"pointers cannot move by {at} or {zone}: beyond a pointer's reach")
-    start = len(out)
-    out += block
-    try:
-        _move(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out)) + start, len(block), relative, at)
-        _move(cython.cast(cython.p_uchar, PyByteArray_AS_STRING(out)) + start, len(block), to_zone, zone)
-    except ValueError:
-        del out[start:]
-        raise
 
 
 @cython.cfunc
@@ -71,7 +44,7 @@ def put(out, block, relative, to_zone, at, zone) -> None:
                j=cython.Py_ssize_t, field=cython.Py_ssize_t, value=cython.long, fields=cython.p_ushort)
 def _move(base, size, moves, by):
     """Add *by* to each 16-bit field (big-endian) of the block of *size* octets at *base* whose offset
-    :func:`offsets` lists in *moves*; ValueError for a field beyond the block or one that would carry."""
+    *moves* lists (:func:`~.pack._offsets`); ValueError for a field beyond the block or one that would carry."""
     count = len(moves) // 2
     fields = cython.cast(cython.p_ushort, cython.cast(cython.p_char, moves))
     for j in range(count):
@@ -248,15 +221,14 @@ def _checked(out, wires, chosen, heads, size: cython.Py_ssize_t) -> tuple:
 def referral(out, first, wires, chosen, heads):
     """Append to the bytearray *out* (a reply up to its question) a referral's records: authority, the
     chosen candidates' NS records; additional, per candidate its ranking TXT record and glue. The bytes
-    :meth:`tooldns.serving.fastreply.PackedZone._templated` writes from source.
+    :meth:`~.pack.PackedZone._packed_referral` writes.
 
-    *first*: the first candidate as packed after this question (:meth:`~tooldns.serving.fastreply.
-    _Candidate.first`: block, the zone name's offset, the TXT owner's offset, ..., what follows its
-    score string); *wires*: every candidate's :attr:`~tooldns.serving.fastreply._Candidate.wire`;
-    *chosen*: the (entry, score) pairs in rank order; *heads*: the format and rank strings by rank.
-    Returns the answer, authority and additional counts, or None, with nothing written, when a block
-    would lie beyond a pointer's reach (as ``_from_templates`` decides) or a score string would not
-    fit; ValueError, with *out* as it was, for pieces that do not hold together."""
+    *first*: the first candidate as packed after this question (:meth:`~.pack._Candidate.first`:
+    block, the zone name's offset, the TXT owner's offset, what follows its score string); *wires*:
+    every candidate's :attr:`~.pack._Candidate.wire`; *chosen*: the (entry, score) pairs in rank
+    order; *heads*: the format and rank strings by rank. Returns the answer, authority and additional
+    counts, or None, with nothing written, when a block would lie beyond a pointer's reach or a score
+    string would not fit; ValueError, with *out* as it was, for pieces that do not hold together."""
     wires_, chosen_, heads_ = _checked(out, wires, chosen, heads, 10)
     first_ = first
     n, start, zone = len(wires_), len(out), first_[1]
@@ -264,7 +236,7 @@ def referral(out, first, wires, chosen, heads):
     if scores is None:
         return None
     reach = start + len(first_[0])
-    total = len(first_[0]) + len(first_[5])
+    total = len(first_[0]) + len(first_[3])
     for r in range(n):
         wire = wires_[r]
         reach += len(wire[0])
@@ -289,7 +261,7 @@ def referral(out, first, wires, chosen, heads):
         for r in range(n):  # additional: each one's ranking TXT record, then its glue
             wire = wires_[r]
             owner = first_[2] if r == 0 else zone if wire[3] < 0 else places[r] + wire[3]
-            block = first_[5] if r == 0 else wire[5]
+            block = first_[3] if r == 0 else wire[5]
             at = _txt(base, at, owner, heads_[r + 1], scores[r], block, wire[4])
             if r:
                 _move(base + at - len(block), len(block), wire[6], places[r])
@@ -361,10 +333,9 @@ def answer(out, owner, wires, chosen, heads, brief):
     """Append to the bytearray *out* (a reply up to its answer's head: the CNAME from a cursor name, if
     any, and the first SRV record's owner) an answer's records: the chosen tools' SRV records (each
     after the first after *owner*, the pointer to the first's owner; priority its rank), then each
-    tool's ranking TXT record. The bytes :meth:`tooldns.serving.fastreply.PackedZone._written_answer`
-    writes from source.
+    tool's ranking TXT record. The bytes :meth:`~.pack.PackedZone._packed_answer` writes.
 
-    *wires*: the tools' (:meth:`~tooldns.serving.fastreply.PackedZone._tool_wires`: SRV type, class,
+    *wires*: the tools' (:meth:`~.pack.PackedZone._tool_wires`: SRV type, class,
     TTL and RDATA length; weight, port and target; the TXT owner's own labels, its labels shared with
     other tools' owners, numbered below 256, and its end; the TXT strings after the score string, whole
     and *brief*); *chosen*: the (tool, score) pairs in rank order; *heads*: the format and rank strings
