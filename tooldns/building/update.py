@@ -59,11 +59,11 @@ from ..scoring.tokenize import tokenize
 from ..serving.index import own_tools_terms
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
 from ..zone.emit import LOADER, pyyaml
-from ..zone.zonefile import dump_zone, format_terms, parse_zone, zone_header
+from ..zone.zonefile import dump_zone, format_terms, parse_zone, write_atomically, zone_header
 from .build import (_addresses, _tool_labels, corpus_counts, facet_terms, own_facets, single_address,
                     zone_tool)
 from .catalog import Catalog, load_catalogs, json_loads
-from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest, write_atomically
+from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest
 from .trees import LEAF_SLACK, AutoTreeBuilder
 
 #: the statistics drift (:func:`.state.drift`: the larger of the idf error and the relative

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import itertools
 import os
 import re
 from pathlib import Path
@@ -859,8 +860,6 @@ def _corpus_stats(c: _Checker, top: _Map) -> CorpusStats | None:
                        c.number(m, "avgdl", "corpus_stats", 1.0, 0.0, 1e9), {str(k): v for k, v in df.items()})
 
 
-# -- writing --
-
 def _ds(c: _Checker, value: Any, line: int, label: str) -> str | None:
     """A DS record's RDATA text (``key-tag algorithm digest-type digest``) in dnspython's form, or None
     after reporting what is wrong with it."""
@@ -878,6 +877,8 @@ def _ds(c: _Checker, value: Any, line: int, label: str) -> str | None:
         return None
 
 
+# -- writing --
+
 def zone_header(text: str) -> str:
     """The comment lines at the top of zone-file *text*, without their ``#`` (and the space after it):
     what :func:`dump_zone` takes back as *header*, so a file rewritten by a tool keeps them."""
@@ -887,6 +888,12 @@ def zone_header(text: str) -> str:
             break
         out.append(line[1:].removeprefix(" "))
     return "\n".join(out)
+
+
+def header_of(path: str | os.PathLike) -> str:
+    """The comment lines at the top of the zone file at *path* (:func:`zone_header`), read no further."""
+    with open(path, encoding="utf-8") as fh:
+        return zone_header("".join(itertools.takewhile(lambda line: line.startswith("#"), fh)))
 
 
 def dump_zone(zone: Zone, header: str = "") -> str:
@@ -925,9 +932,30 @@ def zone_document(zone: Zone) -> dict[str, Any]:
 
 
 def write_zone(zone: Zone, path: str | os.PathLike, header: str = "") -> None:
-    """Write *zone* to *path* (see :func:`dump_zone`)."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(dump_zone(zone, header))
+    """Write *zone* to *path* (see :func:`dump_zone`), atomically (:func:`write_atomically`)."""
+    write_atomically(path, dump_zone(zone, header))
+
+
+def write_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write *text* to *path* through a temporary file in the same directory, flushed to the disk
+    and renamed into place: a reader (a server polling the file) sees the old version or the new
+    one, never half of one, and so does whoever looks after a crash. The file keeps its
+    permissions. Zone files are written so, and whatever a built tree keeps beside them."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # no *.yaml: a server never reads it
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        except OSError:
+            pass  # a new file: the umask's mode
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _contact(rname: str) -> str:
