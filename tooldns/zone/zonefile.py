@@ -904,7 +904,7 @@ def dump_zone(zone: Zone, header: str = "") -> str:
     becomes ``#`` comment lines at the top. The YAML is PyYAML's, byte for byte, written by
     :func:`tooldns.zone.emit.dump` where it can do without PyYAML's per-node work.
     """
-    comments = "".join(f"# {line}\n" for line in header.splitlines())
+    comments = "".join(f"# {line}\n" for line in header.split("\n")) if header else ""  # zone_header's lines, all
     return comments + emit.dump(zone_document(zone))
 
 
