@@ -42,14 +42,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from pathlib import Path
 
-from ..dnssec.command import sign_built
 from ..exceptions import BuildError, ZoneFileError
 from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
@@ -575,47 +573,3 @@ class _Update:
         self._terms[origin] = ChildTerms.of(leaf.settings, children_terms, children_facets)
         report.split.append(origin)
         return delegations, kept
-
-
-# -- the command line: ``tooldns build --update`` --
-
-def add_update_options(build_parser) -> None:
-    """``--update``, ``--split-leaves`` and ``--refresh-stats`` on the ``tooldns build`` parser (made by
-    :func:`~.build.add_build_command`): with ``--update`` the command changes the tree in ``--out``
-    in place instead of building it."""
-    build_command = build_parser.get_default("func")
-    build_parser.description = (
-        "Build a zone tree from a tool catalog (zone files, catalog-map.json, build-report.json and build-state/ in "
-        "--out), or with --update change the tree built in --out in place to the catalog as it is now: changed tools "
-        "rewritten, new ones routed to a leaf, removed ones taken out, only the zones on their paths rewritten "
-        "(serials raised and parents' copies of the summaries renewed, so a running tooldns serve picks it up); the "
-        "global statistics are rewritten in every zone when they drift too far (docs/building.md).")
-    build_parser.add_argument("--update", action="store_true",
-                              help="change the tree built in --out to this catalog in place, touching only the zones "
-                                   "on the changed tools' paths (the tree's own settings are kept; shape options are "
-                                   "ignored)")
-    build_parser.add_argument("--split-leaves", action="store_true",
-                              help="with --update: split leaves grown past twice max-leaf into new zones (on new "
-                                   "addresses, or the tree's one address: tooldns serve --lazy serves them at once, "
-                                   "any other serve after a restart); "
-                                   "otherwise they are reported")
-    build_parser.add_argument("--refresh-stats", action="store_true",
-                              help="with --update: rewrite the global statistics in every zone now, whatever their "
-                                   "drift")
-
-    def run(args) -> int:
-        if not args.update:
-            if args.split_leaves or args.refresh_stats:
-                raise BuildError("--split-leaves and --refresh-stats go with --update")
-            return build_command(args)
-        given = [flag for flag, value in (("--taxonomy", args.taxonomy), ("--llm", args.llm), ("--embed", args.embed))
-                 if value]
-        if given:
-            raise BuildError(f"--update keeps the tree as it was built: {', '.join(given)} cannot be given with it")
-        report = update(args.services, args.out, refresh_stats=args.refresh_stats, split_leaves=args.split_leaves,
-                        progress=lambda msg: print(f"[update] {msg}", file=sys.stderr, flush=True))
-        print(report.text())
-        sign_built(args)  # --sign: keys for new zones (split leaves), their DS into their parents
-        return 0
-
-    build_parser.set_defaults(func=run)
