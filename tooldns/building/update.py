@@ -32,6 +32,8 @@ serves them within a round of its file watcher, any other after a restart), and 
 Every zone is changed through the one schema (:mod:`tooldns.zone.zonefile`): loaded, changed as
 a :class:`~tooldns.zone.model.Zone` and written back by :func:`~tooldns.zone.zonefile.write_zone`,
 its header comment lines (the ``#`` lines at the top) kept and no other comment (``docs/zonefiles.md``).
+Loading and writing the root of a 100,000-tool tree (703 delegations, 1.5 MB) costs about half a
+second an update more than splicing its text did (``docs/building.md``).
 
     >>> report = update(["services.json"], "built/")
     >>> print(report.text())
