@@ -1,8 +1,13 @@
 """Zone files: one YAML file per zone, as organisations write them, read with line-exact errors.
 
 This module is the one schema: :func:`load_zone` and :func:`parse_zone` read it, :func:`dump_zone`
-writes it (``tooldns build`` writes every zone through it), and the defaults of
-:mod:`tooldns.zone.model` fill what a file leaves out.
+writes it, and the defaults of :mod:`tooldns.zone.model` fill what a file leaves out. Every zone file
+the project writes is this module's text, written by :func:`write_atomically` (a temporary file
+flushed and renamed into place; :func:`write_zone` does both): ``tooldns build`` writes each zone so,
+and ``build --update``, ``embed`` and ``dnssec`` change one by loading it, changing the
+:class:`~tooldns.zone.model.Zone` and writing it back with its header comment lines
+(:func:`header_of`); no other comment survives (``docs/zonefiles.md``).
+:mod:`.emit` only writes the YAML, byte for byte as PyYAML would, and knows no zone keys.
 
 Every problem is reported as ``file:line: what is wrong; what is allowed`` and all problems of a
 file are reported at once (:class:`ZoneFileError.errors`). A file with any error is refused
