@@ -24,12 +24,12 @@ from tooldns.building.build import build, build_zones, facet_terms, zone_tool
 from tooldns.building.catalog import load_catalogs, parse_catalog
 from tooldns.building.state import SELF, BuildState, ChildTerms, Totals, drift
 from tooldns.building.trees import AutoTreeBuilder, Category
-from tooldns.building.update import DRIFT_THRESHOLD, dump_mapping, splice_zone, update, update_tree
+from tooldns.building.update import DRIFT_THRESHOLD, dump_mapping, update, update_tree
 from tooldns.exceptions import BuildError
 from tooldns.scoring.bm25 import BM25, BM25Scorer, CorpusStats, facets_of
 from tooldns.scoring.tokenize import tokenize
 from tooldns.serving.tree import load_tree
-from tooldns.zone.zonefile import dump_zone, load_zone, parse_zone, zone_header
+from tooldns.zone.zonefile import dump_zone, header_of, load_zone, parse_zone, write_zone, zone_header
 
 ZEPPELIN = {"id": "zeppelin_1", "name": "getZeppelinAirshipRoute",
             "description": "Zeppelin airship dirigible flight routes between hangars.",
@@ -288,23 +288,34 @@ def test_a_leaf_grown_past_twice_max_leaf_is_reported_or_split(tree, tmp_path):
     assert res.tools and res.tools[0].id.startswith("storm_")
 
 
-def test_splicing_writes_what_a_full_dump_would(built):
-    text = (built / "root.yaml").read_text()
-    zone = parse_zone(text)
-    first, second = zone.children[0], zone.children[1]
-    facets = ((("new", 2),), (("text", 1),))
-    spliced = splice_zone(text, 77, {first.label: (Counter(new=2, text=1), facets, 5, None),
-                                     second.label: (None, None, 6, False)})
-    children = [dataclasses.replace(first, summary=dataclasses.replace(first.summary, corpus_terms=(("new", 2), ("text", 1)),
-                                                                       facets=facets, serial=5)),
-                dataclasses.replace(second, summary=dataclasses.replace(second.summary, serial=6), leaf=False),
-                *zone.children[2:]]
-    expected = dataclasses.replace(zone, soa=dataclasses.replace(zone.soa, serial=77), children=tuple(children))
-    assert spliced == dump_zone(expected, zone_header(text))
-    assert splice_zone(text, 2, {"no-such-child": (None, None, 2, None)}) is None
-    assert splice_zone("origin: tools.\n", 2, {}) is None
-    mapping = json.loads((built / "catalog-map.json").read_text())
+def test_zones_are_changed_through_the_schema_keeping_their_header_comment_lines(tree, tmp_path):
+    """What docs/zonefiles.md promises of an update: each zone it rewrites is what the schema writes of
+    the changed zone (``dump_zone``), with the ``#`` lines at the top of its file kept; a comment
+    anywhere else in the file is not kept."""
+    root = tree / "root.yaml"
+    text = root.read_text()
+    header = zone_header(text)
+    body = text[text.index("\norigin:") + 1:]
+    root.write_text(f"# {header}\n#   kept: an operator's note\n#\n"
+                    + body.replace("\nchildren:\n", "\nchildren:  # not kept\n# nor this\n", 1))
+    report = _update(tmp_path, tree, synthetic_catalog() + [ZEPPELIN])
+    assert "tools." in report.zones
+    written = root.read_text()
+    assert zone_header(written) == f"{header}\n  kept: an operator's note\n"
+    assert written == dump_zone(load_zone(root), zone_header(written))
+    assert "not kept" not in written and "nor this" not in written
+    mapping = json.loads((tree / "catalog-map.json").read_text())
     assert dump_mapping({**mapping, "é\"": []}) == json.dumps({**mapping, "é\"": []}, ensure_ascii=False, indent=0)
+
+
+def test_a_pinned_copy_of_a_summary_is_the_operators_and_an_update_leaves_it(tree, tmp_path):
+    root = load_zone(tree / "root.yaml")
+    pinned = tuple(dataclasses.replace(c, summary=dataclasses.replace(c.summary, pinned=True)) for c in root.children)
+    write_zone(dataclasses.replace(root, children=pinned), tree / "root.yaml", header_of(tree / "root.yaml"))
+    report = _update(tmp_path, tree, synthetic_catalog() + [ZEPPELIN])
+    after = load_zone(tree / "root.yaml")
+    assert "tools." in report.zones and after.soa.serial > root.soa.serial
+    assert [c.summary for c in after.children] == [c.summary for c in pinned]
 
 
 def test_routing_scores_are_the_zone_scorers(built):

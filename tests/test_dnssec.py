@@ -39,7 +39,7 @@ from tooldns.serving.resolver import StaticSource, ZoneResolver
 from tooldns.serving.server import DNSServer
 from tooldns.serving.store import ZoneStore
 from tooldns.serving.tree import TreeThread
-from tooldns.zone.zonefile import load_zone, write_zone
+from tooldns.zone.zonefile import header_of, load_zone, write_zone
 
 from resolver_client import AsyncResolver, Resolver
 from resolver_client.validate import read_anchor
@@ -195,6 +195,16 @@ def test_a_missing_ds_is_insecure_and_a_wrong_one_bogus(tmp_path):
         assert not [t for t in res.tools if t.zone == HKO] and res.stats.bogus >= 1
     finally:
         tree.stop()
+
+
+def test_a_ds_written_into_a_parent_keeps_the_header_lines_of_its_file(tmp_path):
+    """The parent's file is rewritten through the zone-file schema: its ``#`` header lines stay (docs/zonefiles.md)."""
+    zdir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    parent = next(p for p in zdir.glob("*.yaml") if load_zone(p).origin == "weather.tools.")
+    header = header_of(parent)
+    assert header and not any(c.ds for c in load_zone(parent).children)
+    keygen_tree(zdir, zones=[HKO])
+    assert any(c.ds for c in load_zone(parent).children) and header_of(parent) == header
 
 
 def test_a_child_signed_while_served_becomes_secure(tmp_path):

@@ -12,13 +12,12 @@ import shutil
 import pytest
 
 from tooldns.protocol.summary import CENTROIDS
-from tooldns.building.embed import (centroids_of, default_spec, embed_tree, header_of, read_tree,
-                                    subtree_tools, tree_warnings)
+from tooldns.building.embed import centroids_of, default_spec, embed_tree, read_tree, subtree_tools, tree_warnings
 from tooldns.cli import main as tooldns_main
 from tooldns.embedding.registry import make_embedder, spec_for_model
 from tooldns.protocol.vector import decode_vector, encode_vector
 from tooldns.serving.tree import load_tree
-from tooldns.zone.zonefile import load_zone, write_zone
+from tooldns.zone.zonefile import header_of, load_zone, write_zone
 
 from conftest import ZONES, copy_tree
 

@@ -3,10 +3,10 @@
 Folders, from the bottom up (each may import only those below it):
 
     tooldns.exceptions < tooldns.protocol < tooldns.chat < tooldns.scoring < tooldns.embedding
-        < tooldns.zone < tooldns.dnssec < tooldns.serving < tooldns.building < tooldns.cli
+        < tooldns.zone < tooldns.dnssec < tooldns.serving < tooldns.building < tooldns.commands < tooldns.cli
 
 (``tooldns.embedding`` sits above ``tooldns.scoring`` because its hashing embedder uses the
-tokenizer), and ``resolver_client`` imports ``tooldns.protocol``, ``tooldns.embedding`` (when an
+tokenizer; argparse lives in the two top ones, the command line, and nowhere below), and ``resolver_client`` imports ``tooldns.protocol``, ``tooldns.embedding`` (when an
 agent asks for vectors) and dnspython only, bar its MCP server (``resolver_client.mcp_server``, the
 ``mcp`` extra), which importing the library does not load. Imports are read from the source with :mod:`ast`
 (function-level imports included), so a cycle hidden behind a late import is caught too.
@@ -24,8 +24,8 @@ import pytest
 
 from conftest import ROOT
 
-LAYERS = ["tooldns.compiled", "tooldns.exceptions", "tooldns.argtypes", "tooldns.protocol", "tooldns.chat", "tooldns.scoring", "tooldns.embedding",
-          "tooldns.zone", "tooldns.dnssec", "tooldns.serving", "tooldns.building", "tooldns.cli"]
+LAYERS = ["tooldns.compiled", "tooldns.exceptions", "tooldns.protocol", "tooldns.chat", "tooldns.scoring", "tooldns.embedding",
+          "tooldns.zone", "tooldns.dnssec", "tooldns.serving", "tooldns.building", "tooldns.commands", "tooldns.cli"]
 HEAVY = ("dnslib", "yaml", "numpy", "sklearn", "openai")
 MAX_FUNCTION_LINES = 60
 
@@ -183,3 +183,12 @@ def test_every_module_says_what_it_is_for():
     paths = list(_modules().values()) + sorted((ROOT / "scripts").glob("*.py"))
     missing = [str(p.relative_to(ROOT)) for p in paths if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
     assert not missing, missing
+
+
+def test_only_the_command_line_parses_a_command_line():
+    """argparse is the CLI's (``tooldns.cli``, ``tooldns.commands``, ``resolver_client``'s own CLI and
+    MCP server): library modules take plain arguments."""
+    own = ("tooldns.cli", "tooldns.commands", "resolver_client.cli", "resolver_client.mcp_server")
+    parsing = [name for name, path in _modules().items()
+               if "argparse" in _imports(name, path) and not name.startswith(own)]
+    assert not parsing, parsing

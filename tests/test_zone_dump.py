@@ -74,3 +74,38 @@ def test_a_published_walk_round_trips_exactly(walk):
     text = assert_round_trip(zone)
     assert "\nwalk:\n" in text and text.index("walk:") < text.index("children:")  # after settings, before children
     assert dump_zone(replace(zone, walk=None)).count("walk:") == 0
+
+
+def test_a_zone_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """``write_zone`` writes a temporary file beside the zone file, flushes it to the disk and renames it
+    into place: a server polling the file, or whoever looks after a crash, reads one version whole."""
+    import os
+
+    from tooldns.zone.zonefile import header_of, write_zone
+
+    zone = load_zone(ZONES / "tools.yaml")
+    path = tmp_path / "tools.yaml"
+    write_zone(zone, path, "first line\nsecond line")
+    os.chmod(path, 0o640)
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    write_zone(replace_serial(zone, 8), path, header_of(path))
+    assert synced and os.stat(path).st_mode & 0o777 == 0o640  # flushed, and the file keeps its mode
+    assert load_zone(path).soa.serial == 8 and header_of(path) == "first line\nsecond line"
+    assert [p.name for p in tmp_path.iterdir()] == ["tools.yaml"]  # no temporary file left
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError):
+        write_zone(replace_serial(zone, 9), path)
+    assert load_zone(path).soa.serial == 8  # the old version, whole
+    assert [p.name for p in tmp_path.iterdir()] == ["tools.yaml"]
+
+
+def replace_serial(zone: Zone, serial: int) -> Zone:
+    from dataclasses import replace
+
+    return replace(zone, soa=replace(zone.soa, serial=serial))

@@ -221,9 +221,17 @@ def test_corpus_terms_rank_a_child_exactly_as_its_corpus_text_would():
     (":4", "is not term:count"),
     ("a:b:2", "is not term:count"),
     ("rain:1 rain:2", "counts a term twice"),
+    ("rain:1 radar:2147483648", "pair 2 ('radar:2147483648') is not term:count"),
+    ("rain:1 radar:00", "pair 2 ('radar:00') is not term:count"),
 ])
 def test_malformed_corpus_terms_are_refused_with_their_line(pairs, fragment):
     one_error(with_corpus(f"corpus_terms: '{pairs}'"), 15, "summary of child 'history' 'corpus_terms'", fragment)
+
+
+def test_corpus_terms_are_split_at_any_white_space_as_str_split_splits():
+    text = with_corpus('corpus_terms: "rain:3\\tradar:01\\u3000 storm:2147483647\\n"')
+    summary = parse_zone(text, "w.yaml").children[0].summary
+    assert summary.corpus_terms == (("rain", 3), ("radar", 1), ("storm", 2**31 - 1))
 
 
 def test_facets_are_read_written_and_kept_to_delegations():

@@ -1,4 +1,5 @@
-"""``tooldns``: the server-side command line, a thin shell over the library.
+"""``tooldns``: the server-side command line, a thin shell over the library (``build`` and
+``dnssec`` in rooms of their own, :mod:`tooldns.commands`; the library below parses no arguments).
 
     tooldns serve zones/                 one server per name-server address (127.0.0.x:5300), live reload
     tooldns serve zones/ --no-rate-limit    the same without UDP rate limiting (load tests, fuzzing)
@@ -30,15 +31,15 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .argtypes import bounded, port as _port
+from .commands.argtypes import bounded, port as _port
 from .exceptions import ToolDNSError, ZoneFileError
 
 #: what the server side needs beyond the resolver library (the ``server`` extra)
 SERVER_PACKAGES = ("dnslib", "yaml", "openai", "numpy", "sklearn", "prometheus_client")
 try:
-    from .building.build import Embedded, add_build_command
-    from .dnssec.command import add_dnssec_command, add_serve_flags, signing_from_args
-    from .building.update import add_update_options
+    from .building.build import Embedded
+    from .commands.build import add_build_command
+    from .commands.dnssec import add_dnssec_command, add_serve_flags, signing_from_args
     from .building.embed import ZoneFile, default_spec, embed_tree, read_tree, tree_warnings, uses_vectors
     from .embedding.registry import make_embedder
     from .scoring.hybrid import one_blas_thread
@@ -404,7 +405,6 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(func=_serve)
     _add_check_and_demo(sub)
     add_build_command(sub)
-    add_update_options(sub.choices["build"])
     e = sub.add_parser("embed", help="fill in missing or stale tool vectors and centroids of a zone directory, "
                                      "in place")
     e.add_argument("zonedir")

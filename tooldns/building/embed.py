@@ -17,7 +17,8 @@ puts that right for a whole directory:
   being written), with :meth:`tooldns.building.build.Embedded.centroids`, as ``tooldns build``
   makes them;
 * each changed zone is written back through :func:`tooldns.zone.zonefile.dump_zone` (header
-  comment lines kept), atomically (:func:`.state.write_atomically`), so that a running ``tooldns serve`` reloads it by itself.
+  comment lines kept), atomically (:func:`tooldns.zone.zonefile.write_atomically`), so that a running
+  ``tooldns serve`` reloads it by itself.
 
 :func:`vector_gaps` and :func:`tree_warnings` say what is missing or stale without changing
 anything (``tooldns check``).
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import inspect
 import os
 from collections import Counter
@@ -45,10 +45,9 @@ from ..exceptions import EmbeddingError, ZoneFileError
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.hybrid import HybridScorer
 from ..zone.model import Delegation, Tool, Zone
-from ..zone.zonefile import dump_zone, load_zone, parse_zone, zone_files, zone_header
+from ..zone.zonefile import dump_zone, header_of, load_zone, parse_zone, write_atomically, zone_files
 from .build import Embedded, centre_of
 from .examples import load_map, map_path
-from .state import write_atomically
 
 HYBRID = "hybrid"
 #: the options the hybrid scorer takes (a zone switched to it keeps only these)
@@ -111,12 +110,6 @@ class EmbedReport:
 
 
 # -- reading --
-
-def header_of(path: str | os.PathLike) -> str:
-    """The comment lines at the top of a zone file, without their ``#`` (what ``dump_zone`` takes back)."""
-    with open(path, encoding="utf-8") as fh:
-        return zone_header("".join(itertools.takewhile(lambda line: line.startswith("#"), fh)))
-
 
 def read_tree(directory: str | os.PathLike) -> list[ZoneFile]:
     """Every zone file of *directory*, validated; one :class:`ZoneFileError` listing every problem."""

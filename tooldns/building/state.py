@@ -36,6 +36,7 @@ from pathlib import Path
 from ..exceptions import BuildError
 from ..scoring.bm25 import CorpusStats, FacetRanker
 from ..scoring.tokenize import Tokenized
+from ..zone.zonefile import write_atomically
 from .catalog import CatalogTool, json_loads
 
 STATE_DIR = "build-state"
@@ -297,17 +298,3 @@ class ChildTerms:
             owner = ranker.owners[facet]
             scores[owner] = max(scores[owner], score)
         return scores
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write *text* to *path* through a temporary file in the same directory renamed into place: a
-    reader (a server polling the file) sees the old version or the new one, never half of one. The
-    file keeps its permissions."""
-    tmp = path.with_name(f".{path.name}.update-tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    try:
-        os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-    except OSError:
-        pass  # a new file: the umask's mode
-    os.replace(tmp, path)

@@ -3,7 +3,7 @@
 What ``tooldns dnssec`` runs (``docs/dnssec.md``). Keys live in the key directory (``ZONEDIR/keys``
 unless told); DS records go into the parent's zone file, in the delegation (``ds:``), as a real
 parent's operator publishes the DS its child hands over. A parent's file is rewritten through the
-one schema (:func:`tooldns.zone.zonefile.dump_zone`), keeping its leading comment lines.
+one schema (:func:`tooldns.zone.zonefile.write_zone`, atomically), keeping its leading comment lines.
 
     >>> report = keygen_tree("zones")        # keys for zones without one, DS written into parents
     >>> roll("zones", "hko.weather.tools.")   # rollover step 1: a new key published beside the old
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..exceptions import DNSSECError
 from ..protocol import names
-from ..zone.zonefile import load_zone, write_zone, zone_files, zone_header
+from ..zone.zonefile import header_of, load_zone, write_zone, zone_files
 from .keys import DEFAULT_ALGORITHM, ZoneKey, generate, load_keys, set_state, write_key
 
 
@@ -89,7 +89,7 @@ def write_ds(zonedir: str | os.PathLike, zones: list[str] | None = None, tags: l
                     written.append((child.name, str(path)))
             children.append(child)
         if changed:
-            write_zone(replace(zone, children=tuple(children)), path, header=zone_header(path.read_text(encoding="utf-8")))
+            write_zone(replace(zone, children=tuple(children)), path, header=header_of(path))
     return written
 
 

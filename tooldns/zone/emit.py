@@ -15,8 +15,9 @@ here. A document in which a dict or list appears twice (PyYAML writes an anchor 
 to ``yaml.dump`` whole.
 
 ``tests/test_zone_emit.py`` checks the bytes against ``yaml.dump`` on the shipped zones, a built
-tree and generated documents. :data:`LOADER` is the reader that zone files (and the parts of them
-``tooldns build --update`` splices) are read back with.
+tree and generated documents. :data:`LOADER` is the reader zone files are read back with. This
+module knows no zone keys: :mod:`.zonefile`, the one schema, is its only user (it turns a zone into
+the document written here, and reads the file back).
 
     >>> dump({"origin": "weather.tools.", "ttl": 3600, "tools": [{"label": "a", "port": 0}]})
     'origin: weather.tools.\\nttl: 3600\\ntools:\\n- label: a\\n  port: 0\\n'

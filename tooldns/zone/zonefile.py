@@ -1,8 +1,13 @@
 """Zone files: one YAML file per zone, as organisations write them, read with line-exact errors.
 
 This module is the one schema: :func:`load_zone` and :func:`parse_zone` read it, :func:`dump_zone`
-writes it (``tooldns build`` writes every zone through it), and the defaults of
-:mod:`tooldns.zone.model` fill what a file leaves out.
+writes it, and the defaults of :mod:`tooldns.zone.model` fill what a file leaves out. Every zone file
+the project writes is this module's text, written by :func:`write_atomically` (a temporary file
+flushed and renamed into place; :func:`write_zone` does both): ``tooldns build`` writes each zone so,
+and ``build --update``, ``embed`` and ``dnssec`` change one by loading it, changing the
+:class:`~tooldns.zone.model.Zone` and writing it back with its header comment lines
+(:func:`header_of`); no other comment survives (``docs/zonefiles.md``).
+:mod:`.emit` only writes the YAML, byte for byte as PyYAML would, and knows no zone keys.
 
 Every problem is reported as ``file:line: what is wrong; what is allowed`` and all problems of a
 file are reported at once (:class:`ZoneFileError.errors`). A file with any error is refused
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import itertools
 import os
 import re
 from pathlib import Path
@@ -85,6 +91,10 @@ _NOTHING = object()
 #: the longest vector in base64: version, model length, model, dim, scale, components
 _MAX_VECTOR_BASE64 = 4 * -(-(2 + MAX_MODEL + 6 + MAX_DIM) // 3)
 _REFUSED = object()  # stands for a merge key, reported once where it is read
+#: ``corpus_terms`` and facets as they should be: term:count pairs (a term without spaces or colons,
+#: a count of ASCII digits; \s is what str.split splits at) separated by spaces
+_TERM_PAIRS = re.compile(r"\s*(?:[^\s:]+:[0-9]+(?:\s+|\Z))*")
+_TERM_PAIR = re.compile(r"([^\s:]+):([0-9]+)")
 
 
 class _Composer:
@@ -435,7 +445,14 @@ class _Checker:
         return tuple(out)
 
     def term_pairs(self, raw: str, line: int, what: str) -> tuple[tuple[str, int], ...]:
-        """``term:count`` pairs separated by spaces; () after an error."""
+        """``term:count`` pairs separated by spaces; () after an error. Checked whole by a regular
+        expression first (a root's delegations hold a hundred thousand pairs: checking them one by one
+        was half of loading it), pair by pair only to say what is wrong."""
+        if _TERM_PAIRS.fullmatch(raw):
+            found = _TERM_PAIR.findall(raw)
+            counts = [int(count) for _, count in found]
+            if (not counts or (min(counts) > 0 and max(counts) < 2**31)) and len({t for t, _ in found}) == len(found):
+                return tuple(zip((t for t, _ in found), counts))
         out = []
         for n, pair in enumerate(raw.split()):
             term, colon, count = pair.rpartition(":")
@@ -859,8 +876,6 @@ def _corpus_stats(c: _Checker, top: _Map) -> CorpusStats | None:
                        c.number(m, "avgdl", "corpus_stats", 1.0, 0.0, 1e9), {str(k): v for k, v in df.items()})
 
 
-# -- writing --
-
 def _ds(c: _Checker, value: Any, line: int, label: str) -> str | None:
     """A DS record's RDATA text (``key-tag algorithm digest-type digest``) in dnspython's form, or None
     after reporting what is wrong with it."""
@@ -878,6 +893,8 @@ def _ds(c: _Checker, value: Any, line: int, label: str) -> str | None:
         return None
 
 
+# -- writing --
+
 def zone_header(text: str) -> str:
     """The comment lines at the top of zone-file *text*, without their ``#`` (and the space after it):
     what :func:`dump_zone` takes back as *header*, so a file rewritten by a tool keeps them."""
@@ -889,6 +906,12 @@ def zone_header(text: str) -> str:
     return "\n".join(out)
 
 
+def header_of(path: str | os.PathLike) -> str:
+    """The comment lines at the top of the zone file at *path* (:func:`zone_header`), read no further."""
+    with open(path, encoding="utf-8") as fh:
+        return zone_header("".join(itertools.takewhile(lambda line: line.startswith("#"), fh)))
+
+
 def dump_zone(zone: Zone, header: str = "") -> str:
     """The zone-file text of *zone*: what :func:`parse_zone` reads back as an equal zone.
 
@@ -897,7 +920,7 @@ def dump_zone(zone: Zone, header: str = "") -> str:
     becomes ``#`` comment lines at the top. The YAML is PyYAML's, byte for byte, written by
     :func:`tooldns.zone.emit.dump` where it can do without PyYAML's per-node work.
     """
-    comments = "".join(f"# {line}\n" for line in header.splitlines())
+    comments = "".join(f"# {line}\n" for line in header.split("\n")) if header else ""  # zone_header's lines, all
     return comments + emit.dump(zone_document(zone))
 
 
@@ -925,9 +948,30 @@ def zone_document(zone: Zone) -> dict[str, Any]:
 
 
 def write_zone(zone: Zone, path: str | os.PathLike, header: str = "") -> None:
-    """Write *zone* to *path* (see :func:`dump_zone`)."""
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(dump_zone(zone, header))
+    """Write *zone* to *path* (see :func:`dump_zone`), atomically (:func:`write_atomically`)."""
+    write_atomically(path, dump_zone(zone, header))
+
+
+def write_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write *text* to *path* through a temporary file in the same directory, flushed to the disk
+    and renamed into place: a reader (a server polling the file) sees the old version or the new
+    one, never half of one, and so does whoever looks after a crash. The file keeps its
+    permissions. Zone files are written so, and whatever a built tree keeps beside them."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # no *.yaml: a server never reads it
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        except OSError:
+            pass  # a new file: the umask's mode
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _contact(rname: str) -> str:

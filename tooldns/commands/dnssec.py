@@ -1,4 +1,4 @@
-"""``tooldns dnssec ...``: the command-line shell over :mod:`.manage` and :mod:`.keys`.
+"""``tooldns dnssec ...``: the command-line shell over :mod:`tooldns.dnssec.manage` and :mod:`tooldns.dnssec.keys`.
 
     tooldns dnssec keygen zones/             a key for every zone without one; each child's DS into its parent
     tooldns dnssec keygen zones/ --zone hko.weather.tools. --algorithm p256 --no-ds
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..dnssec.keys import ALGORITHMS, DEFAULT_ALGORITHM, load_keys
+from ..dnssec.manage import key_dir, keygen_tree, retire, roll, write_ds
 from ..exceptions import DNSSECError
-from .keys import ALGORITHMS, DEFAULT_ALGORITHM, load_keys
-from .manage import key_dir, keygen_tree, retire, roll, write_ds
 
 
 def _keygen(args) -> int:
@@ -129,7 +129,7 @@ def sign_built(args) -> None:
 
 def signing_from_args(args):
     """``tooldns serve``'s ``--keys`` and ``--signature-validity`` as a Signing (None: the defaults)."""
-    from .signer import Signing
+    from ..dnssec.signer import Signing
 
     if args.keys is None and args.signature_validity is None:
         return None
