@@ -1,5 +1,6 @@
 """Build hook: compiles the modules a query's answer runs through (``tooldns.compiled.MODULES``) with
-Cython, when Cython and a C compiler are at hand; everything else is in pyproject.toml.
+Cython when the install asks for it (``TOOLDNS_COMPILE=1 pip install ...``, which also has
+``build_backend.py`` fetch Cython for the build); everything else is in pyproject.toml.
 
 Each module is compiled from its own source with its annotations blanked out (:func:`blank_annotations`:
 the same lines and columns, so tracebacks point where the source does). Cython reads annotations as C
@@ -8,8 +9,9 @@ where ``tuple[...]`` is written), even with its ``annotation_typing`` directive 
 compiled module keeps Python's semantics. Beside each extension goes its stamp, the SHA-256 of the
 source it was built from, which ``tooldns.compiled`` checks before letting it stand in for the source.
 
-``TOOLDNS_PURE=1 pip install ...`` compiles nothing; a module that fails to compile is left to run
-from its source, with a warning, and the install goes on.
+A plain ``pip install ...`` compiles nothing. A module that fails to compile is left to run from its
+source, with a warning, and the install goes on (CI checks ``tooldns.compiled.status()`` after it).
+The C compiler runs on every core (``build_ext --parallel``).
 """
 
 from __future__ import annotations
@@ -131,6 +133,11 @@ class BuildCompiled(build_ext):
         super().initialize_options()
         self.failed: set[str] = set()  # the extensions that did not compile this time
 
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:  # 31 modules one after the other: most of the compile's minutes
+            self.parallel = os.cpu_count() or 1
+
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
@@ -139,6 +146,9 @@ class BuildCompiled(build_ext):
             print(f"warning: {ext.name} not compiled ({exc}); it runs from its source", file=sys.stderr)
 
     def run(self) -> None:
+        # Cython is needed here only: the build's requirements are read (running this file, preparing
+        # this command) before it is there
+        cythonize_blanked(self.extensions)
         super().run()
         compiled = _compiled_module()
         for ext in self.extensions:
@@ -153,34 +163,42 @@ class BuildCompiled(build_ext):
 
 
 def extensions() -> list[Extension]:
-    """The extensions to build: none without Cython or with ``TOOLDNS_PURE`` set."""
+    """The extensions to build, each from its module's source: none unless ``TOOLDNS_COMPILE`` asks for
+    them. Cython makes their C when they are built (:func:`cythonize_blanked`)."""
     compiled = _compiled_module()
-    if compiled.pure():
+    if not compiled.compile_requested():
         return []
+    return [Extension(name, [str(Path(*name.split(".")).with_suffix(".py"))]) for name in compiled.MODULES]
+
+
+def cythonize_blanked(modules: list[Extension]) -> None:
+    """Point each of *modules* at the C that Cython makes of its source with the annotations blanked, in
+    place (setuptools has prepared them already); those pointed at C already are left as they are."""
+    todo = [ext for ext in modules if any(source.endswith(".py") for source in ext.sources)]
+    if not todo:
+        return
     try:
         from Cython.Build import cythonize
-    except ImportError:
-        print("warning: Cython is not installed; every module runs from its source", file=sys.stderr)
-        return []
-    modules = []
-    for name in compiled.MODULES:
-        relative = Path(*name.split(".")).with_suffix(".py")
+    except ImportError:  # asked for, yet not there: a build without isolation, in an environment without it
+        raise SystemExit(f"{_compiled_module().COMPILE_VARIABLE} is set but Cython is not installed: pip install "
+                         "'Cython>=3.1', or build with isolation (pip's default), which fetches it") from None
+    for ext in todo:
+        (relative,) = ext.sources
         copy = ROOT / WORK / relative
         copy.parent.mkdir(parents=True, exist_ok=True)
         blanked = blank_annotations((ROOT / relative).read_text(encoding="utf-8"))
         if not copy.exists() or copy.read_text(encoding="utf-8") != blanked:
             copy.write_text(blanked, encoding="utf-8")
-        modules.append(Extension(name, [str(relative)]))
     here = os.getcwd()
     os.chdir(ROOT / WORK)  # so that Cython names each source as the package does: tooldns/serving/wire.py
     try:
-        built = cythonize(modules, language_level=3, nthreads=os.cpu_count() or 1, quiet=True,
+        built = cythonize([Extension(ext.name, list(ext.sources)) for ext in todo], language_level=3,
+                          nthreads=os.cpu_count() or 1, quiet=True,
                           compiler_directives={"annotation_typing": False, "binding": True})
     finally:
         os.chdir(here)
-    for ext in built:
-        ext.sources = [os.path.relpath(ROOT / WORK / source) for source in ext.sources]
-    return built
+    for ext, c in zip(todo, built, strict=True):
+        ext.sources = [os.path.relpath(ROOT / WORK / source) for source in c.sources]
 
 
 if __name__ == "__main__":

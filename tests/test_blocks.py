@@ -2,7 +2,7 @@
 they twin (tooldns.serving.fast.pack: record by record, name by name), and a clear error, with the reply
 as it was, for what cannot be written.
 
-The module exists only compiled (pip install with Cython and a C compiler, as CI installs); from source
+The module exists only compiled (TOOLDNS_COMPILE=1 pip install ..., as CI installs); from source
 the fast path writes with the Python writers alone, and these tests say so by skipping. Both are
 compared with dnslib's replies in tests/test_fast_reply.py and tests/test_compiled.py.
 """
@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from tooldns.serving.fast.pack import _RANK_HEADS, PackedZone, _offsets
 
 cpack = pytest.importorskip("tooldns.serving.fast.cpack", exc_type=ImportError,
-                            reason="tooldns.serving.fast.cpack runs compiled only (TOOLDNS_PURE, or no Cython)")
+                            reason="tooldns.serving.fast.cpack runs compiled only (installed without TOOLDNS_COMPILE=1, or TOOLDNS_PURE set)")
 
 
 def _zone(file: str, name: bytes):

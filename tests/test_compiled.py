@@ -31,6 +31,31 @@ def _setup_module():
 
 blank_annotations = _setup_module().blank_annotations
 
+
+def _backend():
+    """build_backend.py, the build backend pyproject.toml names, imported."""
+    spec = importlib.util.spec_from_file_location("tooldns_build_backend", ROOT / "build_backend.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("compile_, pure, compiles", [(None, None, False), ("0", None, False), ("1", None, True),
+                                                      ("1", "1", False), ("yes", "0", True)])
+def test_only_an_install_that_asks_compiles_and_only_it_fetches_cython(monkeypatch, compile_, pure, compiles):
+    """A plain install (the quick start, an agent's client-only one) compiles nothing and its build needs
+    no Cython; ``TOOLDNS_COMPILE=1`` asks for both, unless ``TOOLDNS_PURE`` says otherwise."""
+    for name, value in ((compiled.COMPILE_VARIABLE, compile_), (compiled.PURE_VARIABLE, pure)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert compiled.compile_requested() is compiles
+    assert _backend()._compiling() == (["Cython>=3.1"] if compiles else [])
+    extensions = _setup_module().extensions()  # named, each from its source: Cython runs when they are built
+    assert [(e.name, e.sources) for e in extensions] == ([(name, [name.replace(".", "/") + ".py"])
+                                                           for name in compiled.MODULES] if compiles else [])
+
 SNIPPET = textwrap.dedent('''\
     from typing import NamedTuple
 
@@ -190,7 +215,7 @@ def test_compiled_and_source_modules_answer_the_same_bytes():
     bytes, or the same silence, for every one, and no internal error logged by either."""
     fast, slow = _replies(pure=False), _replies(pure=True)
     if not fast["compiled"]:
-        pytest.skip("no module is compiled in this install (TOOLDNS_PURE, or no Cython or C compiler)")
+        pytest.skip("no module is compiled in this install (installed without TOOLDNS_COMPILE=1, or TOOLDNS_PURE set)")
     assert slow["compiled"] == 0
     assert fast["counts"] == slow["counts"]
     assert fast["counts"]["queries"] > 2000 and fast["counts"]["hostile"] > 7000

@@ -2,7 +2,7 @@
 decoding does (tooldns.protocol.intent.decode_intent), which the server's resolver uses from source: the same Intent, or the same IntentError
 with the same text, for plain options, hostile ones and random bytes alike.
 
-The module exists only compiled (pip install with Cython and a C compiler, as CI installs); from source
+The module exists only compiled (TOOLDNS_COMPILE=1 pip install ..., as CI installs); from source
 the Python decoding runs, and these tests say so by skipping.
 """
 
@@ -15,7 +15,7 @@ from tooldns.exceptions import IntentError
 from tooldns.protocol import intent
 
 cquery = pytest.importorskip("tooldns.serving.fast.cquery", exc_type=ImportError,
-                                  reason="tooldns.serving.fast.cquery runs compiled only (TOOLDNS_PURE, or no Cython)")
+                                  reason="tooldns.serving.fast.cquery runs compiled only (installed without TOOLDNS_COMPILE=1, or TOOLDNS_PURE set)")
 
 
 def _outcome(decode, data):

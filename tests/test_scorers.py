@@ -146,7 +146,7 @@ def test_word_cache_ranks_as_the_tokenizer_does(monkeypatch, way):
     if way == "dict":
         monkeypatch.setattr(bm25, "WordTable", None)
     elif bm25.WordTable is None:
-        pytest.skip("tooldns.scoring.wordtable runs compiled only (TOOLDNS_PURE, or no Cython)")
+        pytest.skip("tooldns.scoring.wordtable runs compiled only (installed without TOOLDNS_COMPILE=1, or TOOLDNS_PURE set)")
 
     docs = ["getHistoricalWeather for Hong Kong", "stock quotes and prices", "weather forecasts by city",
             "convert currencies", "translate text between languages"]
@@ -275,7 +275,7 @@ def test_dense_rows_rank_alike_from_many_threads(monkeypatch, way):
     if way == "numpy":
         monkeypatch.setattr(bm25, "best_sums", None)
     elif bm25.best_sums is None:
-        pytest.skip("tooldns.scoring.sums runs compiled only (TOOLDNS_PURE, or no Cython)")
+        pytest.skip("tooldns.scoring.sums runs compiled only (installed without TOOLDNS_COMPILE=1, or TOOLDNS_PURE set)")
 
     words = ["weather", "stock", "price", "city", "forecast", "map", "route", "news", "sport", "music"]
     docs = [" ".join(w for b, w in enumerate(words) if i >> b & 1) or "empty" for i in range(300)]

@@ -1,7 +1,7 @@
 """BM25 sums in C (tooldns.scoring.sums): the same K best, scores and ties as BM25's own
 ways (a dict for few postings, numpy for many), and a clear error for input it cannot read.
 
-The module exists only compiled (pip install with Cython and a C compiler, as CI installs); from source
+The module exists only compiled (TOOLDNS_COMPILE=1 pip install ..., as CI installs); from source
 BM25 keeps numpy, and these tests say so by skipping.
 """
 
@@ -16,7 +16,7 @@ from tooldns.scoring.bm25 import BM25, MANY_POSTINGS, _Posting, best_of
 from tooldns.scoring.registry import make_scorer
 from tooldns.scoring.tokenize import Tokenized
 
-sums = pytest.importorskip("tooldns.scoring.sums", reason="tooldns.scoring.sums runs compiled only (TOOLDNS_PURE, or no Cython)",
+sums = pytest.importorskip("tooldns.scoring.sums", reason="tooldns.scoring.sums runs compiled only (installed without TOOLDNS_COMPILE=1, or TOOLDNS_PURE set)",
                            exc_type=ImportError)
 
 WEIGHTS = st.one_of(st.sampled_from([0.25, 0.5, 1.0]), st.floats(min_value=1e-6, max_value=50.0))

@@ -2,7 +2,7 @@
 as the dict and set a server running from source keeps (tooldns.scoring.bm25._WordLists), through new
 words, repeated ones, a table that doubles, and one emptied while a new word is worked out.
 
-The module exists only compiled (pip install with Cython and a C compiler, as CI installs); from source
+The module exists only compiled (TOOLDNS_COMPILE=1 pip install ..., as CI installs); from source
 BM25 keeps its dict, and these tests say so by skipping.
 """
 
@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from tooldns.scoring.bm25 import BM25, _WordLists
 
 wordtable = pytest.importorskip("tooldns.scoring.wordtable",
-                                reason="tooldns.scoring.wordtable runs compiled only (TOOLDNS_PURE, or no Cython)",
+                                reason="tooldns.scoring.wordtable runs compiled only (installed without TOOLDNS_COMPILE=1, or TOOLDNS_PURE set)",
                                 exc_type=ImportError)
 
 DOCS = ["getHistoricalWeather for Hong Kong", "weather forecast tomorrow", "stock quotes and exchange rates",

@@ -1,19 +1,18 @@
 """The modules a query's answer runs through, compiled, and the import hook that keeps a compiled
 module from standing in for source it was not built from.
 
-``pip install`` compiles :data:`MODULES` with Cython when Cython and a C compiler are at hand
-(``setup.py``): the same Python source, annotations ignored, run as C calls into the interpreter
+``TOOLDNS_COMPILE=1 pip install ...`` compiles :data:`MODULES` with Cython (``setup.py``; about 4
+minutes on 2 cores): the same Python source, annotations ignored, run as C calls into the interpreter
 instead of bytecode, so a never-seen intent costs a server 13 to 17 % fewer instructions
-(docs/performance.md, "Compiled"). Without a compiler, or with ``TOOLDNS_PURE=1`` set at install
-time, nothing is compiled and every module runs from its source, as before; the two answer alike
-(the test suite runs on whichever is installed).
+(docs/performance.md, "Compiled"). A plain ``pip install`` compiles nothing (nor fetches Cython): every
+module runs from its source, and the two answer alike (the test suite runs on whichever is installed).
 
 Each compiled module lies beside its source with a stamp (``<extension file>.source-sha256``) naming
 the SHA-256 of the source it was built from. Python would import an extension module before the
 source of the same name, so an edited source, or one a checkout changed, would silently not run:
 the hook installed at ``import tooldns`` (:func:`install`) imports the source instead whenever the
-stamp does not name the source as it is now (with a warning to rebuild: ``pip install -e .``), and
-always when ``TOOLDNS_PURE=1`` is set at run time.
+stamp does not name the source as it is now (with a warning to rebuild: ``TOOLDNS_COMPILE=1 pip
+install -e .``), and always when ``TOOLDNS_PURE=1`` is set at run time.
 
     >>> import tooldns.compiled as c
     >>> c.status()
@@ -54,14 +53,26 @@ COMPILED_ONLY = ("tooldns.scoring.sums", "tooldns.scoring.wordtable", "tooldns.s
 
 #: what a compiled module's stamp is named: its extension file's name and this
 STAMP_SUFFIX = ".source-sha256"
-#: set (to anything but "" or "0") at install time, nothing is compiled; at run time, every module
-#: runs from its source
+#: set (to anything but "" or "0") at install time, :data:`MODULES` are compiled (Cython is fetched
+#: for the build then, and only then: ``build_backend.py``)
+COMPILE_VARIABLE = "TOOLDNS_COMPILE"
+#: set (to anything but "" or "0") at run time, every module runs from its source; at install time,
+#: nothing is compiled even with ``TOOLDNS_COMPILE`` set
 PURE_VARIABLE = "TOOLDNS_PURE"
+
+
+def _set(variable: str) -> bool:
+    return os.environ.get(variable, "") not in ("", "0")
 
 
 def pure() -> bool:
     """Whether ``TOOLDNS_PURE`` asks for the source."""
-    return os.environ.get(PURE_VARIABLE, "") not in ("", "0")
+    return _set(PURE_VARIABLE)
+
+
+def compile_requested() -> bool:
+    """Whether an install is to compile :data:`MODULES`: ``TOOLDNS_COMPILE`` set, ``TOOLDNS_PURE`` not."""
+    return _set(COMPILE_VARIABLE) and not pure()
 
 
 def source_digest(path: str | Path) -> str:
@@ -109,7 +120,7 @@ class SourceFinder:
                 import warnings
 
                 warnings.warn(f"{fullname}: the compiled module was built from other source than "
-                              f"{source}; running the source (rebuild: pip install -e .)", RuntimeWarning, stacklevel=2)
+                              f"{source}; running the source (rebuild: {COMPILE_VARIABLE}=1 pip install -e .)", RuntimeWarning, stacklevel=2)
                 return importlib.util.spec_from_file_location(fullname, source)
             return None
         return None

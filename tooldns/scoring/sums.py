@@ -17,7 +17,7 @@ from __future__ import annotations
 import cython
 
 if not cython.compiled:
-    raise ImportError("tooldns.scoring.sums runs compiled only (pip install -e . with Cython and a C compiler)")
+    raise ImportError("tooldns.scoring.sums runs compiled only (TOOLDNS_COMPILE=1 pip install -e .)")
 
 from cython.cimports.libc.stdlib import calloc, free, malloc  # noqa: E402
 

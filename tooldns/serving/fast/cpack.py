@@ -24,7 +24,7 @@ from __future__ import annotations
 import cython
 
 if not cython.compiled:
-    raise ImportError("tooldns.serving.fast.cpack runs compiled only (pip install -e . with Cython and a C compiler)")
+    raise ImportError("tooldns.serving.fast.cpack runs compiled only (TOOLDNS_COMPILE=1 pip install -e .)")
 
 from cython.cimports.cpython.bytearray import PyByteArray_AS_STRING, PyByteArray_Resize  # noqa: E402
 from cython.cimports.cpython.conversion import PyOS_double_to_string  # noqa: E402

@@ -25,7 +25,7 @@ from __future__ import annotations
 import cython
 
 if not cython.compiled:
-    raise ImportError("tooldns.serving.fast.cquery runs compiled only (pip install -e . with Cython and a C compiler)")
+    raise ImportError("tooldns.serving.fast.cquery runs compiled only (TOOLDNS_COMPILE=1 pip install -e .)")
 
 from cython.cimports.cpython.unicode import PyUnicode_DecodeASCII  # noqa: E402
 
