@@ -1,6 +1,7 @@
 """The retrieval benchmark script runs on any catalog of the right shape; the real data builds."""
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -13,18 +14,34 @@ from conftest import ROOT, fresh_subnet
 from test_build import synthetic_catalog
 
 DATA = Path(os.environ.get("TOOLDNS_DATA", ROOT.parent / "shared" / "data" / "toolret"))
+BENCH = ROOT / "scripts" / "bench"
 
 
 def run_bench(tmp_path, out: str, *extra: str) -> dict:
     """bench_retrieval.py on tmp_path's s.json and q.json with *extra* options; its JSON figures."""
     subnet = fresh_subnet()
     out_file = tmp_path / out
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_retrieval.py"), "--services", str(tmp_path / "s.json"),
+    proc = subprocess.run([sys.executable, str(BENCH / "bench_retrieval.py"), "--services", str(tmp_path / "s.json"),
                            "--queries", str(tmp_path / "q.json"), "--json", str(out_file),
                            "--subnet", ".".join(subnet.split(".")[:2]), "--port", "0", "--timeout", "10", *extra],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out_file.read_text())
+
+
+def mcnemar_exact(dns_only: int, flat_only: int) -> float:
+    """McNemar's exact test worked out by hand: the two-sided p-value of the split queries dividing as
+    they do, or more unevenly, were either side as likely to win each (seven against eight: 1.0; none
+    against ten: 2 x 0.5^10)."""
+    split, fewer = dns_only + flat_only, min(dns_only, flat_only)
+    if dns_only == flat_only:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(split, i) for i in range(fewer + 1)) / 2 ** split)
+
+
+def test_mcnemar_exact_reference():
+    assert mcnemar_exact(7, 8) == mcnemar_exact(8, 7) == 1.0 and mcnemar_exact(0, 0) == 1.0
+    assert abs(mcnemar_exact(0, 10) - 2 / 2 ** 10) < 1e-12 and mcnemar_exact(3, 9) < mcnemar_exact(5, 7) < 1.0
 
 
 def test_bench_retrieval_on_a_small_catalog(tmp_path):
@@ -50,7 +67,7 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert sum(versus.values()) == 4 and versus["neither"] >= 1  # q3's words are in no tool
     assert versus["both"] + versus["dns_only"] == round(result["hr@10"] * 4)
     assert versus["both"] + versus["flat_only"] == round(result["flat_bm25"]["hr@10"] * 4)
-    assert 0 < result["versus_flat_p"]["flat_bm25"] <= 1
+    assert result["versus_flat_p"]["flat_bm25"] == pytest.approx(mcnemar_exact(versus["dns_only"], versus["flat_only"]))
     assert result["queries_per_resolution"] >= 1 and result["failures"] == 0
     report = (tmp_path / "r.md").read_text()
     assert report.startswith("# ToolDNS retrieval benchmark") and "Flat dense and flat hybrid: not run" in report
@@ -77,6 +94,8 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert hybrid["by_examples"] is None  # no example intents: no split
     assert set(hybrid["versus_flat"]) == {"flat_bm25", "flat_dense", "flat_hybrid"}
     assert all(sum(c.values()) == 3 for c in hybrid["versus_flat"].values())
+    assert hybrid["versus_flat_p"] == {name: pytest.approx(mcnemar_exact(c["dns_only"], c["flat_only"]))
+                                       for name, c in hybrid["versus_flat"].items()}
     assert "flat hybrid" in (tmp_path / "h.md").read_text()
 
 
@@ -133,7 +152,7 @@ def test_bench_retrieval_with_the_llm_scorer(tmp_path):
                    {"id": "q2", "query": "stock dividend quote", "correct_tools": [{"id": "finance_0"}]}]
         (tmp_path / "q.json").write_text(json.dumps(queries))
         subnet = fresh_subnet()
-        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_retrieval.py"),
+        out = subprocess.run([sys.executable, str(BENCH / "bench_retrieval.py"),
                               "--services", str(tmp_path / "s.json"), "--queries", str(tmp_path / "q.json"),
                               "--k", "2", "--ks", "2", "--json", str(tmp_path / "r.json"), "--port", "0",
                               "--subnet", ".".join(subnet.split(".")[:2]), "--scorer", "llm",
@@ -154,8 +173,8 @@ def test_bench_retrieval_with_the_llm_scorer(tmp_path):
 
 
 def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
-    """``scripts/bench_serve.py --reference`` resolves two served trees in turn and gives the ratio of
-    their p50s; ``scripts/replay_walks.py`` replays the walk it recorded exactly (the same queries and
+    """``scripts/bench/bench_serve.py --reference`` resolves two served trees in turn and gives the ratio of
+    their p50s; ``scripts/research/replay_walks.py`` replays the walk it recorded exactly (the same queries and
     hit rate), and a beam of 1 asks fewer zones."""
     from conftest import free_port
 
@@ -170,14 +189,14 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
     assert built.returncode == 0, built.stderr[-2000:]
     port = free_port(address)
     common = ["--queries", str(tmp_path / "q.json"), "--count", str(len(queries)), "--port", str(port), "--k", "3"]
-    serve = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_serve.py"), str(tmp_path / "tree"), *common,
+    serve = subprocess.run([sys.executable, str(BENCH / "bench_serve.py"), str(tmp_path / "tree"), *common,
                             "--beam", "2", "--reference", str(tmp_path / "tree"), "--reference-queries",
                             str(tmp_path / "q.json"), "--serve-args", "--listen " + address,
                             "--reference-serve-args", "--listen " + address],
                            capture_output=True, text=True, timeout=300)
     assert serve.returncode == 0, serve.stdout[-2000:] + serve.stderr[-2000:]
     assert "[reference] " in serve.stdout and "[tree] " in serve.stdout and "against the reference's" in serve.stdout
-    replay = subprocess.run([sys.executable, str(ROOT / "scripts" / "replay_walks.py"), str(tmp_path / "tree"), *common[:6],
+    replay = subprocess.run([sys.executable, str(ROOT / "scripts" / "research" / "replay_walks.py"), str(tmp_path / "tree"), *common[:6],
                              "--k", "3", "--schedules", "3 2", "--beams", "1", "--serve-args", "--listen " + address],
                             capture_output=True, text=True, timeout=300)
     assert replay.returncode == 0, replay.stdout[-2000:] + replay.stderr[-2000:]
@@ -191,13 +210,13 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
 
 @pytest.mark.skipif(not __import__("shutil").which("dnsperf"), reason="dnsperf is not installed (apt-get install dnsperf)")
 def test_bench_server_alternates_rounds_and_quotes_their_median(tmp_path):
-    """``scripts/bench_server.py`` takes the fixed intent and the distinct intents in turn, round after
+    """``scripts/bench/bench_server.py`` takes the fixed intent and the distinct intents in turn, round after
     round, against one server process, and quotes each round's ratio and their median."""
     from conftest import free_port
 
     intents = [{"query": f"historical weather in city number {i}"} for i in range(50)]
     (tmp_path / "i.json").write_text(json.dumps(intents))
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_server.py"), "--rounds", "2", "--seconds", "0.5",
+    out = subprocess.run([sys.executable, str(BENCH / "bench_server.py"), "--rounds", "2", "--seconds", "0.5",
                           "--intents", str(tmp_path / "i.json"), "--port", str(free_port("127.0.0.1"))],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
@@ -213,14 +232,14 @@ def test_bench_server_alternates_rounds_and_quotes_their_median(tmp_path):
 @pytest.mark.skipif(not all(__import__("shutil").which(t) for t in ("dnsperf", "valgrind", "callgrind_control")),
                     reason="dnsperf or valgrind is not installed (apt-get install dnsperf valgrind)")
 def test_bench_server_counts_instructions_per_reply(tmp_path):
-    """``scripts/bench_server.py --instructions`` runs the server under callgrind and counts each case's
+    """``scripts/bench/bench_server.py --instructions`` runs the server under callgrind and counts each case's
     instructions per reply: a never-seen intent is parsed, scored and packed, so it costs several times
     what the packet cache's answer to a repeated one does; the ratio printed is theirs."""
     from conftest import free_port
 
     intents = [{"query": f"historical weather in city number {i}"} for i in range(40)]
     (tmp_path / "i.json").write_text(json.dumps(intents))
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_server.py"), "--instructions", "--replies", "40",
+    out = subprocess.run([sys.executable, str(BENCH / "bench_server.py"), "--instructions", "--replies", "40",
                           "--rate", "50", "--intents", str(tmp_path / "i.json"), "--port", str(free_port("127.0.0.1"))],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
@@ -233,9 +252,9 @@ def test_bench_server_counts_instructions_per_reply(tmp_path):
 
 
 def test_bench_handle_counts_calls_inside_reduce():
-    """``scripts/bench_handle.py --count ROW`` makes its calls (for callgrind) and says how many; a row the
+    """``scripts/bench/bench_handle.py --count ROW`` makes its calls (for callgrind) and says how many; a row the
     zone cannot have is refused."""
-    script = str(ROOT / "scripts" / "bench_handle.py")
+    script = str(BENCH / "bench_handle.py")
     done = subprocess.run([sys.executable, script, "--count", "distinct", "--rounds", "30"], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -246,9 +265,9 @@ def test_bench_handle_counts_calls_inside_reduce():
 
 
 def test_bench_handle_drift_prints_each_pass():
-    """``scripts/bench_handle.py --drift SECONDS`` passes over the same distinct intents until the time is
+    """``scripts/bench/bench_handle.py --drift SECONDS`` passes over the same distinct intents until the time is
     up and prints every pass's microseconds per call, with their median."""
-    script = str(ROOT / "scripts" / "bench_handle.py")
+    script = str(BENCH / "bench_handle.py")
     done = subprocess.run([sys.executable, script, "--drift", "0.5", "--rounds", "20"], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -306,41 +325,3 @@ def test_servers_that_log_much_after_starting_keep_running(tmp_path):
     finally:
         if proc.poll() is None:
             stop_servers(proc)
-
-
-def test_replay_bounds_rank_safe_walks_find_what_flat_bm25_finds(tmp_path):
-    """``scripts/replay_bounds.py``: a walk in the order of the children's bounds that stops once the
-    tenth tool outscores the next bound finds what flat BM25 finds, for every size of group; the
-    cross-validation chooses on each half and reports the other."""
-    catalog = synthetic_catalog(60)  # 240 tools: a root of 20 leaves
-    (tmp_path / "s.json").write_text(json.dumps(catalog))
-    # each intent two tools' descriptions (of different services), the first one correct: walks need several leaves
-    queries = [{"id": f"q{i}", "query": f"{catalog[i]['description']} {catalog[(7 * i + 13) % 240]['description']}",
-                "correct_tools": [{"id": catalog[i]["id"]}]} for i in range(0, 240, 6)]
-    (tmp_path / "q.json").write_text(json.dumps(queries))
-    built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
-                            str(tmp_path / "tree"), "--max-children", "40", "--max-leaf", "10", "--no-embed"],
-                           capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-2000:]
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "replay_bounds.py"), str(tmp_path / "tree"),
-                          "--queries", str(tmp_path / "q.json"), "--groups", "1,2,0", "--cross-validate",
-                          "--max-scored", "1", "--max-queries", "100"], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    lines = out.stdout.splitlines()
-    flat = lines[0].split("flat BM25 hit rate@10 ")[1]
-    safe = [line for line in lines if "rank-safe" in line]
-    assert len(safe) == 3 and all(line.split("hit rate@10 ")[1].startswith(flat + ",") for line in safe), out.stdout
-    assert all(line.endswith(f"flat BM25's ten scores on {len(queries)} of {len(queries)} queries") for line in safe)
-    leaves = [float(line.split(", ")[2].split()[0]) for line in safe]  # looser bounds visit more leaves
-    assert leaves[0] <= leaves[1] <= leaves[2]
-    assert sum(line.startswith("chosen on the ") for line in lines) == 2 and "held out" in out.stdout
-
-
-def test_mcnemar_p_says_whether_split_queries_are_within_chance():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bench_retrieval import mcnemar_p
-
-    assert mcnemar_p(7, 8) == mcnemar_p(8, 7) == 1.0  # seven against eight: nothing to tell them apart
-    assert mcnemar_p(0, 0) == 1.0  # the two agree on every query
-    assert abs(mcnemar_p(0, 10) - 2 / 2 ** 10) < 1e-12  # ten of ten one way: 2 x 0.5^10
-    assert mcnemar_p(3, 9) < mcnemar_p(5, 7) < 1.0

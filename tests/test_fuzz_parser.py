@@ -10,7 +10,7 @@ query had no OPT record) or than the size it advertised; everything else gets no
 Inputs: random bytes; queries built from Hypothesis' choices (names, types, classes, flags, OPT
 records with intent, vector and arbitrary options) as they are and with edits (bytes flipped,
 inserted, deleted, counts rewritten, truncations); and the hand-made hostile categories of
-``scripts/fuzzpackets.py`` (pointer loops and chains, long labels and names, many questions or
+``tooldns/fuzzpackets.py`` (pointer loops and chains, long labels and names, many questions or
 records, bad OPT records, bad intent and vector options), driven by a Random that Hypothesis draws.
 
 Counts are small for CI; ``HYPOTHESIS_PROFILE=fuzz`` runs them long (see :mod:`fuzzing`).
@@ -21,25 +21,22 @@ from __future__ import annotations
 import logging
 import random
 import struct
-import sys
 
 import pytest
 from dnslib import RCODE
 from hypothesis import example, given, strategies as st
 
-from conftest import ROOT, ZONES
+from conftest import ZONES
 from fuzzing import examples
 from tooldns.exceptions import IntentError
+from tooldns.fuzzpackets import (CATEGORIES, Target, encode_name, header, make_packet, opt_record, option, question,
+                                 reply_problem)
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector
 from tooldns.serving.resolver import ZoneResolver
 from tooldns.serving.server import DNSServer
 from tooldns.serving.store import ZoneStore
 from tooldns.serving.wire import MalformedRequest, parse_request
-
-sys.path.insert(0, str(ROOT / "scripts"))
-from fuzzpackets import (CATEGORIES, Target, encode_name, header, make_packet, opt_record, option,  # noqa: E402
-                         question, reply_problem)
 
 
 class _Errors(logging.Handler):
@@ -230,7 +227,7 @@ def test_the_categories_reach_every_outcome(servers):
 
 
 def test_the_reply_oracle_catches_bad_replies(servers):
-    """reply_problem, which the properties above and scripts/fuzz_server.py trust, does see problems."""
+    """reply_problem, which the properties above and scripts/fuzz/fuzz_server.py trust, does see problems."""
     server, _ = servers[0]
     query = header(0x99, ar=1) + question(encode_name("_any._tcp._weather.tools.")) + opt_record(payload=512)
     good = server.handle(query, True)

@@ -1,4 +1,4 @@
-"""``scripts/fuzz_server.py`` works: a small run against a tree of its own passes its floors, and the
+"""``scripts/fuzz/fuzz_server.py`` works: a small run against a tree of its own passes its floors, and the
 floors fail when a reply is missing, stray or bad.
 
 The run serves a copy of ``zones/`` on addresses no other test uses, with rate limiting off (it
@@ -7,23 +7,15 @@ would otherwise count most replies as limited), and reads the script's printed s
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
 
+from tooldns.fuzzpackets import Report, encode_name, floors, header, question
+
 from conftest import ROOT, ZONES, copy_tree, fresh_subnet
 
-SCRIPT = ROOT / "scripts" / "fuzz_server.py"
-
-
-def _load_script():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location("fuzz_server", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while they are made
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = ROOT / "scripts" / "fuzz" / "fuzz_server.py"
 
 
 def test_a_small_run_passes_its_floors(tmp_path):
@@ -50,21 +42,18 @@ def test_a_small_run_passes_its_floors(tmp_path):
 
 
 def test_the_floors_fail_on_missing_stray_and_bad_replies():
-    fuzz = _load_script()
-    from fuzzpackets import encode_name, header, question
-
     query = header(7) + question(encode_name("weather.tools."))
     response = header(8, flags=0x8000) + question(encode_name("weather.tools."))
     ok = (True, "fine")
-    report = fuzz.Report()
+    report = Report()
     report.tally("valid").sent += 1
     report.silence("valid", query, True)
-    assert fuzz.floors(report, "", {}, None, False, ok) == ["1 queries due a reply got none"]
-    assert fuzz.floors(report, "", {}, None, True, ok) == []  # rate limited: the servers' policy
-    report = fuzz.Report()
+    assert floors(report, "", {}, None, False, ok) == ["1 queries due a reply got none"]
+    assert floors(report, "", {}, None, True, ok) == []  # rate limited: the servers' policy
+    report = Report()
     report.reply("responses", response, response, True)  # a reply to a response: a loop in the making
     report.reply("valid", query, query, True)  # QR clear: not a reply
-    failed = fuzz.floors(report, "Traceback (most recent call last):", {"servfail": 2}, None, False,
+    failed = floors(report, "Traceback (most recent call last):", {"servfail": 2}, None, False,
                          (False, "no tools"))
     assert failed == ["1 replies to messages that must be dropped", "1 bad replies", "1 tracebacks in the server's log",
                       "the servers counted 2 internal errors (SERVFAIL)", "the resolution afterwards: no tools"]

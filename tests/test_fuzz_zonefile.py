@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import copy
 import logging
-import sys
 
 import pytest
 import yaml
 from hypothesis import event, example, given, strategies as st
 from hypothesis.control import currently_in_test_context
 
-from conftest import ROOT, ZONES
+from conftest import ZONES
 from fuzzing import examples
+from tooldns import fuzzpackets as fp
 from tooldns.exceptions import EmbeddingError, ScorerError, ZoneFileError
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 from tooldns.serving.index import ZoneIndex
@@ -30,8 +30,6 @@ from tooldns.serving.resolver import StaticSource, ZoneResolver
 from tooldns.serving.server import DNSServer
 from tooldns.zone.zonefile import dump_zone, parse_zone
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import fuzzpackets as fp  # noqa: E402
 
 SHIPPED = {path.name: path.read_text(encoding="utf-8") for path in sorted(ZONES.glob("*.yaml"))}
 DOCS = {name: yaml.safe_load(text) for name, text in SHIPPED.items()}  # copied, not parsed, per example

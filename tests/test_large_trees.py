@@ -1,6 +1,6 @@
 """Trees stay balanced as catalogs grow: leaves near max_leaf, depth growing, no branch over its bound.
 
-The catalogs are made by ``scripts/synth_catalog.py`` from the 75 tools of the shipped ``zones/``
+The catalogs are made by :mod:`tooldns.building.synth` from the 75 tools of the shipped ``zones/``
 tree (a few thousand tools, deterministic, built in seconds). No timing assertions: the
 figures at 100,000 tools are in docs/building.md.
 """
@@ -8,22 +8,20 @@ figures at 100,000 tools are in docs/building.md.
 from __future__ import annotations
 
 import math
-import sys
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, ZONES
+from conftest import ZONES
 from tooldns.building.catalog import parse_catalog
+from tooldns.building.synth import synth_catalog
 from tooldns.building.trees import (BALANCE, LEAF_SLACK, LEXICAL_SHAPE, WIDEST_ROOT, AutoTreeBuilder, auto_depth,
                                     auto_shape, capacity_assign, route_scores)
 from tooldns.scoring.bm25 import BM25
 from tooldns.scoring.tokenize import tokenize
 from tooldns.zone.zonefile import load_zone
 
-sys.path.insert(0, str(ROOT / "scripts"))
-from synth_catalog import synth_catalog  # noqa: E402
 
 
 @pytest.fixture(scope="module")

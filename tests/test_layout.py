@@ -3,7 +3,8 @@
 Folders, from the bottom up (each may import only those below it):
 
     tooldns.exceptions < tooldns.protocol < tooldns.chat < tooldns.scoring < tooldns.embedding
-        < tooldns.zone < tooldns.dnssec < tooldns.serving < tooldns.building < tooldns.commands < tooldns.cli
+        < tooldns.zone < tooldns.dnssec < tooldns.serving < tooldns.fuzzpackets < tooldns.building < tooldns.commands
+        < tooldns.cli
 
 (``tooldns.embedding`` sits above ``tooldns.scoring`` because its hashing embedder uses the
 tokenizer; argparse lives in the two top ones, the command line, and nowhere below), and ``resolver_client`` imports ``tooldns.protocol``, ``tooldns.embedding`` (when an
@@ -25,7 +26,8 @@ import pytest
 from conftest import ROOT
 
 LAYERS = ["tooldns.compiled", "tooldns.exceptions", "tooldns.protocol", "tooldns.chat", "tooldns.scoring", "tooldns.embedding",
-          "tooldns.zone", "tooldns.dnssec", "tooldns.serving", "tooldns.building", "tooldns.commands", "tooldns.cli"]
+          "tooldns.zone", "tooldns.dnssec", "tooldns.serving", "tooldns.fuzzpackets", "tooldns.building", "tooldns.commands",
+          "tooldns.cli"]
 HEAVY = ("dnslib", "yaml", "numpy", "sklearn", "openai")
 MAX_FUNCTION_LINES = 60
 
@@ -180,7 +182,7 @@ def test_functions_are_short():
 
 
 def test_every_module_says_what_it_is_for():
-    paths = list(_modules().values()) + sorted((ROOT / "scripts").glob("*.py"))
+    paths = list(_modules().values()) + sorted((ROOT / "scripts").rglob("*.py"))
     missing = [str(p.relative_to(ROOT)) for p in paths if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
     assert not missing, missing
 

@@ -190,7 +190,7 @@ def test_bench_reports_every_mode_in_one_run(tmp_path):
 
 
 def test_bench_refuses_an_unknown_mode(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_retrieval.py"), "--services", "s.json",
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench" / "bench_retrieval.py"), "--services", "s.json",
                            "--queries", "q.json", "--modes", "get_one,get_many"], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
     assert proc.returncode == 2 and "unknown search mode 'get_many'" in proc.stderr

@@ -1,25 +1,22 @@
 """The plain query read with C integers (tooldns.serving.fast.cquery) reads every message as the Python
 reading does (tooldns.serving.wire.read_plain_query): the same PlainQuery, or None, for hostile
-messages of every category of scripts/fuzzpackets.py, random bytes and well-formed queries alike.
+messages of every category of tooldns/fuzzpackets.py, random bytes and well-formed queries alike.
 
-The module exists only compiled (pip install with Cython and a C compiler, as CI installs); from source
+The module exists only compiled (TOOLDNS_COMPILE=1 pip install ..., as CI installs); from source
 the server reads queries the Python way, and these tests say so by skipping.
 """
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tooldns.fuzzpackets import CATEGORIES, Target, make_packet
 from tooldns.serving import wire
 
 cquery = pytest.importorskip("tooldns.serving.fast.cquery", exc_type=ImportError,
-                                 reason="tooldns.serving.fast.cquery runs compiled only (TOOLDNS_PURE, or no Cython)")
+                                 reason="tooldns.serving.fast.cquery runs compiled only (installed without TOOLDNS_COMPILE=1, or TOOLDNS_PURE set)")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from fuzzpackets import CATEGORIES, Target, make_packet  # noqa: E402
 
 
 def _seen(query):

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench_retrieval
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchlib import DATA, CachedEmbedder  # noqa: E402

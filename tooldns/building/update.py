@@ -64,7 +64,7 @@ from .trees import LEAF_SLACK, AutoTreeBuilder
 
 #: the statistics drift (:func:`.state.drift`: the larger of the idf error and the relative
 #: mean-length error) past which an update rewrites every zone with fresh statistics. Measured on
-#: ToolRet (``scripts/bench_update.py drift``, docs/building.md): stale statistics move hit rate@10
+#: ToolRet (``scripts/bench/bench_update.py drift``, docs/building.md): stale statistics move hit rate@10
 #: by at most 0.2 point even at 5 % drift, but a few queries' top ten change from the first tool
 #: (near ties swap); up to 0.5 % drift, the top-ten set of about 4 % of queries (at most 7 %)
 DRIFT_THRESHOLD = 0.005

@@ -55,7 +55,7 @@ def one_blas_thread() -> None:
     of a few hundred to a few thousand rows, thousands of times a second. OpenBLAS splits such a
     product over every core, and waking its threads costs more than the product: on this machine
     the 1,178 x 384 product of a hybrid root took 68 us with its default threads and 37 us with
-    one, the whole ranking 192 us and 101 us (``python scripts/bench_handle.py --zones BUILT``
+    one, the whole ranking 192 us and 101 us (``python scripts/bench/bench_handle.py --zones BUILT``
     measures a reply). The other cores serve other queries (``tooldns serve --workers``). Limits
     BLAS only (not torch, which embeds intents with its own threads), through threadpoolctl.
     """

@@ -5,7 +5,7 @@
 validation is logged with its ``file:line`` messages and the last good index keeps serving;
 a deleted file keeps serving its last version too. Swapping the index is one assignment, so
 a query sees either the old zone or the new one, never a mix; the replaced index is closed and
-nothing else keeps it (``scripts/bench_reload.py`` checks that memory stays flat over reloads).
+nothing else keeps it (``scripts/bench/bench_reload.py`` checks that memory stays flat over reloads).
 The zone served is the file's with what was learned from the children put in
 (:meth:`ZoneStore.learn`, :mod:`.summaries`), under a serial of its own: the file's, raised by one
 at each change served since the start (a reload, a learned summary), so that parents see the change.

@@ -3,7 +3,7 @@
 
 Starts ``tooldns serve ZONES --port 0`` in its own process (its output, tracebacks included, goes to
 a log file), or aims at a tree already running (``--root HOST:PORT``), and sends ``--packets``
-messages (default 1,000,000) of the categories of ``scripts/fuzzpackets.py`` (random bytes, valid
+messages (default 1,000,000) of the categories of ``tooldns/fuzzpackets.py`` (random bytes, valid
 and mutated queries, pointer loops and chains, long labels and names, many questions or records,
 bad OPT records, bad intent and vector options, responses, short headers) to every server of the
 tree, over UDP (several non-blocking sockets, a window of queries in flight that grows while
@@ -12,7 +12,7 @@ replies come and halves when one times out, replies matched by socket and ID) an
 
 It prints, per category: messages sent, answered, unanswered though a reply was due (a readable
 header with QR clear), dropped as expected (no readable header, or QR set), replies to messages
-that must be dropped, bad replies (see ``fuzzpackets.describe_reply``: not parseable, QR clear,
+that must be dropped, bad replies (see ``tooldns.fuzzpackets.describe_reply``: not parseable, QR clear,
 another ID, several questions, not FORMERR for a malformed query, over the UDP size), TC replies
 and the count of each RCODE. Then the "Traceback" lines in the server's log, the server's RSS at
 start, middle and end (when it started the server), the servers' own counters (CHAOS TXT
@@ -30,8 +30,8 @@ answered (and TC); queries left without a reply are counted as "limited or lost"
 counters do not say which. The fuzzing sockets are bound to ``--source`` (on loopback
 127.0.99.1), so that the resolution afterwards, from 127.0.0.1, is not limited for their sake.
 
-    python scripts/fuzz_server.py --packets 20000 --serve-arg=--no-rate-limit
-    python scripts/fuzz_server.py --root 127.0.0.1:5300 --packets 100000 --seed 7
+    python scripts/fuzz/fuzz_server.py --packets 20000 --serve-arg=--no-rate-limit
+    python scripts/fuzz/fuzz_server.py --root 127.0.0.1:5300 --packets 100000 --seed 7
 """
 
 from __future__ import annotations
@@ -49,78 +49,17 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from fuzzpackets import CATEGORIES, WEIGHTS, Target, describe_reply, expects_reply, make_packet  # noqa: E402
+from tooldns.fuzzpackets import (CATEGORIES, RCODES, WEIGHTS, Report, Tally, Target, expects_reply,  # noqa: E402
+                                 floors, make_packet)
 
-RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED", 16: "BADVERS"}
 #: seconds between a query and when its reply counts as missing
 TIMEOUT = 1.0
-
-
-@dataclass
-class Tally:
-    """What became of the messages of one category."""
-
-    sent: int = 0
-    answered: int = 0
-    unanswered: int = 0  # a reply was due and none came
-    dropped: int = 0  # none was due and none came
-    stray: int = 0  # a reply to a message that must be dropped
-    bad: int = 0  # a reply with a problem
-    tc: int = 0
-    late: int = 0  # answered after the query gave up its place in the window
-    rcodes: Counter = field(default_factory=Counter)
-
-
-class Report:
-    """Tallies by category, and samples of what went wrong (the message's bytes, for a regression test)."""
-
-    def __init__(self, limited: bool = False) -> None:
-        self.tallies: dict[str, Tally] = {}
-        self.samples: list[str] = []
-        self.unmatched = 0  # replies for no query we sent (a changed ID, a duplicate)
-        self.limited = limited  # missing replies may be the rate limit's: not worth a sample
-        self._silent_samples = 0
-
-    def tally(self, category: str) -> Tally:
-        return self.tallies.setdefault(category, Tally())
-
-    def sample(self, category: str, what: str, packet: bytes, udp: bool) -> None:
-        if what == "no reply":  # a few of those at most: they leave room for the other problems
-            if self.limited or self._silent_samples >= 4:
-                return
-            self._silent_samples += 1
-        if len(self.samples) < 12:
-            self.samples.append(f"{category} ({'udp' if udp else 'tcp'}): {what}: {packet[:120].hex()}"
-                                + ("..." if len(packet) > 120 else ""))
-
-    def reply(self, category: str, packet: bytes, wire: bytes, udp: bool) -> None:
-        """Count *wire*, the reply to *packet*, and check it."""
-        t = self.tally(category)
-        problem, info = describe_reply(packet, wire, udp)
-        if not expects_reply(packet):
-            t.stray += 1
-        else:
-            t.answered += 1
-        if info is not None:
-            t.tc += info.tc
-            t.rcodes[RCODES.get(info.rcode, str(info.rcode))] += 1
-        if problem is not None:
-            t.bad += problem != "a reply to a message that must be dropped"
-            self.sample(category, problem, packet, udp)
-
-    def silence(self, category: str, packet: bytes, udp: bool) -> None:
-        t = self.tally(category)
-        if expects_reply(packet):
-            t.unanswered += 1
-            self.sample(category, "no reply", packet, udp)
-        else:
-            t.dropped += 1
 
 
 @dataclass
@@ -383,7 +322,7 @@ def rss_kb(pid: int | None) -> int | None:
 
 def chaos_stats(dest: tuple[str, int], timeout: float = 3.0) -> dict[str, int]:
     """A server's counters: ``dig CH TXT stats.tooldns.`` over TCP (never rate limited); {} if it does not say."""
-    from fuzzpackets import encode_name, header, question
+    from tooldns.fuzzpackets import encode_name, header, question
 
     query = header(0x5151) + question(encode_name("stats.tooldns."), 16, 3)
     try:
@@ -450,35 +389,6 @@ def table(report: Report) -> list[str]:
         rows.append(f"{category:10} {t.sent:8d} {t.answered:8d} {t.unanswered:8d} {t.dropped:8d} {t.stray:6d} "
                     f"{t.bad:5d} {t.tc:6d}" + "".join(f" {t.rcodes.get(n, 0):9d}" for n in names))
     return rows
-
-
-def floors(report: Report, log_text: str | None, stats: Counter, proc, limited: bool,
-           check: tuple[bool, str]) -> list[str]:
-    """The floors that failed (none: the run passed)."""
-    t = Tally()
-    for x in report.tallies.values():
-        t.unanswered, t.stray, t.bad = t.unanswered + x.unanswered, t.stray + x.stray, t.bad + x.bad
-    failed = []
-    if t.unanswered and not limited:
-        failed.append(f"{t.unanswered} queries due a reply got none")
-    if limited and "rate_limited" in stats and t.unanswered > stats["rate_limited"] - stats.get("slipped", 0):
-        failed.append(f"{t.unanswered} queries due a reply got none, but the servers dropped only "
-                      f"{stats['rate_limited'] - stats.get('slipped', 0)} for the rate limit")
-    if t.stray:
-        failed.append(f"{t.stray} replies to messages that must be dropped")
-    if t.bad:
-        failed.append(f"{t.bad} bad replies")
-    if report.unmatched:
-        failed.append(f"{report.unmatched} replies matched no query")
-    if log_text is not None and log_text.count("Traceback"):
-        failed.append(f"{log_text.count('Traceback')} tracebacks in the server's log")
-    if stats.get("servfail"):
-        failed.append(f"the servers counted {stats['servfail']} internal errors (SERVFAIL)")
-    if proc is not None and proc.poll() is not None:
-        failed.append(f"the server exited with status {proc.returncode}")
-    if not check[0]:
-        failed.append(f"the resolution afterwards: {check[1]}")
-    return failed
 
 
 def plan(args) -> list[str]:

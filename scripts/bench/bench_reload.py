@@ -8,9 +8,9 @@ file (the SOA serial bumped, so that every reload is a real change) and calls
 memory tracemalloc sees allocated, at the start, after 100 reloads and at the end; a server that
 frees what each reload replaces stays flat::
 
-    python scripts/bench_reload.py                          # 500 generated tools, 1,000 reloads
-    python scripts/bench_reload.py --zone /tmp/built/customer-analysis.tools.yaml --reloads 300
-    python scripts/bench_reload.py --tools 500 --reloads 150 --no-tracemalloc   # RSS alone, faster
+    python scripts/bench/bench_reload.py                          # 500 generated tools, 1,000 reloads
+    python scripts/bench/bench_reload.py --zone /tmp/built/customer-analysis.tools.yaml --reloads 300
+    python scripts/bench/bench_reload.py --tools 500 --reloads 150 --no-tracemalloc   # RSS alone, faster
 
 A reload of 500 tools takes about 0.2 s (0.8 s for 2,000), so the default run takes minutes.
 tracemalloc slows allocation; its figure counts Python objects only, RSS everything. Figures
@@ -29,7 +29,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tooldns.serving.store import ZoneStore  # noqa: E402

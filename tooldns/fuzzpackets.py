@@ -1,7 +1,8 @@
 """Hostile DNS queries for fuzzing a ToolDNS server: one generator per category, pure functions of a Random.
 
-``scripts/fuzz_server.py`` sends them over UDP and TCP to a running tree; ``tests/test_fuzz_parser.py``
-feeds them to ``DNSServer.handle`` under Hypothesis (a ``random.Random`` it draws). Each generator
+``scripts/fuzz/fuzz_server.py`` sends them over UDP and TCP to a running tree; ``tests/test_fuzz_parser.py``
+feeds them to ``DNSServer.handle`` under Hypothesis (a ``random.Random`` it draws): one module both
+import (it needs the ``server`` extra's dnslib, and the server's request parser). Each generator
 takes the Random and a :class:`Target` (a zone origin and names in it, so that valid queries reach
 real answers) and returns the bytes of one message. Categories:
 
@@ -21,7 +22,9 @@ real answers) and returns the bytes of one message. Categories:
 * ``short``: fewer than the 12 bytes of a header.
 
 The server must answer every message of 12 bytes or more with QR clear (:func:`expects_reply`)
-and drop the others; :func:`reply_problem` says what is wrong with a reply, if anything.
+and drop the others; :func:`reply_problem` says what is wrong with a reply, if anything. A run's
+:class:`Report` counts what became of every message, by category, and :func:`floors` says which of
+the rules a run must hold it broke (none: it passed).
 
     >>> rng = random.Random(7)
     >>> packet = make_packet("pointers", rng, Target("weather.tools."))
@@ -33,19 +36,20 @@ from __future__ import annotations
 
 import random
 import struct
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import dns.exception
 import dns.message
 from dnslib import RCODE, DNSError, DNSRecord
 
-from tooldns.protocol.ede import EDE_OPTION_CODE
-from tooldns.protocol.brief import BRIEF_OPTION_CODE
-from tooldns.protocol.fit import FIT_OPTION_CODE
-from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
-from tooldns.protocol.meta import META_OPTION_CODE, encode_meta
-from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector
-from tooldns.serving.wire import MalformedRequest, parse_request
+from .protocol.ede import EDE_OPTION_CODE
+from .protocol.brief import BRIEF_OPTION_CODE
+from .protocol.fit import FIT_OPTION_CODE
+from .protocol.intent import INTENT_OPTION_CODE, encode_intent
+from .protocol.meta import META_OPTION_CODE, encode_meta
+from .protocol.vector import VECTOR_OPTION_CODE, encode_vector
+from .serving.wire import MalformedRequest, parse_request
 
 QTYPES = (33, 33, 33, 16, 16, 2, 6, 1, 28, 5, 12, 15, 35, 255, 252, 251, 41, 0, 65535)
 QCLASSES = (1, 1, 1, 1, 1, 1, 3, 4, 254, 255, 0, 65535)
@@ -456,3 +460,96 @@ def describe_reply(packet: bytes, wire: bytes | None, udp: bool) -> tuple[str | 
 def reply_problem(packet: bytes, wire: bytes | None, udp: bool) -> str | None:
     """What is wrong with *wire* as the server's reply to *packet* (see :func:`describe_reply`), or None."""
     return describe_reply(packet, wire, udp)[0]
+
+
+# -- a run's account: what became of every message, and the floors a run must hold --
+
+RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED", 16: "BADVERS"}
+@dataclass
+class Tally:
+    """What became of the messages of one category."""
+
+    sent: int = 0
+    answered: int = 0
+    unanswered: int = 0  # a reply was due and none came
+    dropped: int = 0  # none was due and none came
+    stray: int = 0  # a reply to a message that must be dropped
+    bad: int = 0  # a reply with a problem
+    tc: int = 0
+    late: int = 0  # answered after the query gave up its place in the window
+    rcodes: Counter = field(default_factory=Counter)
+
+
+class Report:
+    """Tallies by category, and samples of what went wrong (the message's bytes, for a regression test)."""
+
+    def __init__(self, limited: bool = False) -> None:
+        self.tallies: dict[str, Tally] = {}
+        self.samples: list[str] = []
+        self.unmatched = 0  # replies for no query we sent (a changed ID, a duplicate)
+        self.limited = limited  # missing replies may be the rate limit's: not worth a sample
+        self._silent_samples = 0
+
+    def tally(self, category: str) -> Tally:
+        return self.tallies.setdefault(category, Tally())
+
+    def sample(self, category: str, what: str, packet: bytes, udp: bool) -> None:
+        if what == "no reply":  # a few of those at most: they leave room for the other problems
+            if self.limited or self._silent_samples >= 4:
+                return
+            self._silent_samples += 1
+        if len(self.samples) < 12:
+            self.samples.append(f"{category} ({'udp' if udp else 'tcp'}): {what}: {packet[:120].hex()}"
+                                + ("..." if len(packet) > 120 else ""))
+
+    def reply(self, category: str, packet: bytes, wire: bytes, udp: bool) -> None:
+        """Count *wire*, the reply to *packet*, and check it."""
+        t = self.tally(category)
+        problem, info = describe_reply(packet, wire, udp)
+        if not expects_reply(packet):
+            t.stray += 1
+        else:
+            t.answered += 1
+        if info is not None:
+            t.tc += info.tc
+            t.rcodes[RCODES.get(info.rcode, str(info.rcode))] += 1
+        if problem is not None:
+            t.bad += problem != "a reply to a message that must be dropped"
+            self.sample(category, problem, packet, udp)
+
+    def silence(self, category: str, packet: bytes, udp: bool) -> None:
+        t = self.tally(category)
+        if expects_reply(packet):
+            t.unanswered += 1
+            self.sample(category, "no reply", packet, udp)
+        else:
+            t.dropped += 1
+
+
+def floors(report: Report, log_text: str | None, stats: Counter, proc, limited: bool,
+           check: tuple[bool, str]) -> list[str]:
+    """The floors that failed (none: the run passed)."""
+    t = Tally()
+    for x in report.tallies.values():
+        t.unanswered, t.stray, t.bad = t.unanswered + x.unanswered, t.stray + x.stray, t.bad + x.bad
+    failed = []
+    if t.unanswered and not limited:
+        failed.append(f"{t.unanswered} queries due a reply got none")
+    if limited and "rate_limited" in stats and t.unanswered > stats["rate_limited"] - stats.get("slipped", 0):
+        failed.append(f"{t.unanswered} queries due a reply got none, but the servers dropped only "
+                      f"{stats['rate_limited'] - stats.get('slipped', 0)} for the rate limit")
+    if t.stray:
+        failed.append(f"{t.stray} replies to messages that must be dropped")
+    if t.bad:
+        failed.append(f"{t.bad} bad replies")
+    if report.unmatched:
+        failed.append(f"{report.unmatched} replies matched no query")
+    if log_text is not None and log_text.count("Traceback"):
+        failed.append(f"{log_text.count('Traceback')} tracebacks in the server's log")
+    if stats.get("servfail"):
+        failed.append(f"the servers counted {stats['servfail']} internal errors (SERVFAIL)")
+    if proc is not None and proc.poll() is not None:
+        failed.append(f"the server exited with status {proc.returncode}")
+    if not check[0]:
+        failed.append(f"the resolution afterwards: {check[1]}")
+    return failed

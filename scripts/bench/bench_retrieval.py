@@ -55,8 +55,9 @@ from functools import cached_property
 from pathlib import Path
 from scipy.stats import binomtest  # scikit-learn's dependency, in the server extra
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 
 from benchlib import CachedEmbedder, percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver, ResolverError  # noqa: E402

@@ -8,17 +8,17 @@ Three measurements (``docs/building.md`` has the figures):
   id and name), then changed, then removed again, each an update from the catalog file, timed as
   ``tooldns build --update`` runs it (reading the catalog included)::
 
-      python scripts/bench_update.py one --zones /tmp/built100k --services /tmp/synth100k.json
+      python scripts/bench/bench_update.py one --zones /tmp/built100k --services /tmp/synth100k.json
 
 * ``many``: retrieval quality after N single-tool updates against a fresh build of the same final
   catalog. The catalog's tools are split with a seed: some held out and added one by one, some
   built with a shortened text (description cut to half its words, no parameters) and changed
-  back, and synthetic decoys (``scripts/synth_catalog.py`` variants) built in and removed; so
+  back, and synthetic decoys (``scripts/bench/synth_catalog.py`` variants) built in and removed; so
   after the N updates the tree holds exactly the catalog, which is then built afresh too. Both
   trees are served (``tooldns serve``, loopback) and every query resolved through the real
-  resolver, as ``scripts/bench_retrieval.py`` does::
+  resolver, as ``scripts/bench/bench_retrieval.py`` does::
 
-      python scripts/bench_update.py many --services ../shared/data/toolret/services.en.json \\
+      python scripts/bench/bench_update.py many --services ../shared/data/toolret/services.en.json \\
           --queries ../shared/data/toolret/queries.dev.en.json --updates 1000 --k 10
 
 * ``drift``: how far stale global BM25 statistics may drift before rankings change: for catalogs
@@ -27,7 +27,7 @@ Three measurements (``docs/building.md`` has the figures):
   queries whose top ten (as a set, and in order) changes, and hit rate@10 of both, against the
   drift measure :func:`tooldns.building.state.drift` (what ``DRIFT_THRESHOLD`` is compared with)::
 
-      python scripts/bench_update.py drift --services ../shared/data/toolret/services.en.json \\
+      python scripts/bench/bench_update.py drift --services ../shared/data/toolret/services.en.json \\
           --queries ../shared/data/toolret/queries.dev.en.json
 
 Figures go to stdout (progress to stderr); ``--json OUT`` writes them as JSON too.
@@ -45,17 +45,17 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_retrieval import load_queries, load_zones, metrics, run_queries  # noqa: E402
 from benchlib import start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
-from synth_catalog import synth_catalog  # noqa: E402
 from tooldns.building.build import DEFAULT_TOOL_K1, build, zone_tool  # noqa: E402
 from tooldns.building.catalog import parse_catalog  # noqa: E402
 from tooldns.building.state import BuildState, Totals, drift  # noqa: E402
+from tooldns.building.synth import synth_catalog  # noqa: E402
 from tooldns.building.update import DRIFT_THRESHOLD, update, update_tree  # noqa: E402
 from tooldns.scoring.bm25 import BM25  # noqa: E402
 from tooldns.scoring.tokenize import tokenize  # noqa: E402

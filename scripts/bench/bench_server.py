@@ -40,11 +40,11 @@ The vector is the first intent's embedding with the zone's model: all-MiniLM-L6-
 or the hashing embedder (``hash:DIM``); for another model, a hashing vector of its size under its
 name stands in (the server's work does not depend on the values).
 
-    python scripts/bench_server.py                 # root zone, fixed intent "historical weather Hong Kong"
-    python scripts/bench_server.py --zone history.weather.tools. --seconds 10
+    python scripts/bench/bench_server.py                 # root zone, fixed intent "historical weather Hong Kong"
+    python scripts/bench/bench_server.py --zone history.weather.tools. --seconds 10
     tooldns build services.en.json --embed minilm --out /tmp/hybrid
-    python scripts/bench_server.py --zones /tmp/hybrid   # adds the row "distinct, with vector"
-    python scripts/bench_server.py --instructions  # instructions per reply under callgrind (Debian's valgrind)
+    python scripts/bench/bench_server.py --zones /tmp/hybrid   # adds the row "distinct, with vector"
+    python scripts/bench/bench_server.py --instructions  # instructions per reply under callgrind (Debian's valgrind)
 """
 
 from __future__ import annotations
@@ -66,8 +66,9 @@ from pathlib import Path
 import dns.edns
 import dns.rcode
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 
 from benchlib import DATA, distinct_intents, percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client.message import make_query, opt_record, parse_reply  # noqa: E402

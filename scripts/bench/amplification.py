@@ -12,8 +12,8 @@ for each, the DNS message sizes (no IP or UDP headers) and their ratio:
 * the worst case found by a sweep over every zone: intents of one word from the zone's text, K
   from 1 to 255, queries without intent (SOA, NS, ANY, tool SRV and TXT), with and without EDNS.
 
-    python scripts/amplification.py
-    python scripts/amplification.py --zones built/ --port 5399
+    python scripts/bench/amplification.py
+    python scripts/bench/amplification.py --zones built/ --port 5399
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import socket
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from dnslib import EDNS0, DNSRecord, EDNSOption  # noqa: E402

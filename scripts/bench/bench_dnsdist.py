@@ -6,15 +6,15 @@ dnsdist in front of it with the shipped configuration (its settings replaced: lo
 this backend, no UDP rate limit), then runs dnsperf for --seconds at full speed, asking the root
 zone's cursor ``_any._tcp._tools.`` SRV:
 
-1. one popular intent (``-E 65301:HEX``, as ``scripts/bench_server.py`` passes it): from dnsdist's
+1. one popular intent (``-E 65301:HEX``, as ``scripts/bench/bench_server.py`` passes it): from dnsdist's
    packet cache after the first query; directly, from the tooldns server's own packet cache;
 2. a new intent every query (numbered), sent as whole messages (``-B``): every query misses every
    cache; through dnsdist it crosses both stages and reaches the backend.
 
 Both directly against the backend and through dnsdist, in one run.
 
-    python scripts/bench_dnsdist.py                  # 5 s a row
-    python scripts/bench_dnsdist.py --workers 2 --seconds 10
+    python scripts/bench/bench_dnsdist.py                  # 5 s a row
+    python scripts/bench/bench_dnsdist.py --workers 2 --seconds 10
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ import dns.edns
 import dns.message
 import dns.query
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 
 from benchlib import start_servers, stop_servers  # noqa: E402
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent  # noqa: E402

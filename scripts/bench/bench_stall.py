@@ -16,7 +16,7 @@ messages a parser meets (``--attackers`` of them, as fast as they can):
 It prints, per phase, the good queries' count, p50, p99 and max in milliseconds, the bombs
 sent, and the ratio of p99 under attack to p99 without::
 
-    python scripts/bench_stall.py --zones zones --seconds 10
+    python scripts/bench/bench_stall.py --zones zones --seconds 10
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchlib
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import dns.edns  # noqa: E402
 import dns.message  # noqa: E402

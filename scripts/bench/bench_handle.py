@@ -11,9 +11,9 @@ query, and prints the median microseconds per call over several repeats for:
   (ToolRet's dev queries are longer: about 230 characters, 40 words);
 * distinct intents with a vector option, when the zone scores vectors (hybrid zones).
 
-    python scripts/bench_handle.py                      # the shipped tree's root
-    python scripts/bench_handle.py --zones built/ --zone tools.
-    python scripts/bench_handle.py --intents ../shared/data/toolret/queries.dev.en.json
+    python scripts/bench/bench_handle.py                      # the shipped tree's root
+    python scripts/bench/bench_handle.py --zones built/ --zone tools.
+    python scripts/bench/bench_handle.py --intents ../shared/data/toolret/queries.dev.en.json
 
 Being one process with no network, its figures are steadier than dnsperf's. To count instructions
 instead of time (the same count run after run, whatever the machine's load), ``--count ROW`` makes
@@ -22,7 +22,7 @@ inside ``functools.reduce``, each with a packet not sent before, which callgrind
 alone; divide by --rounds:
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no \
-        --toggle-collect=functools_reduce python scripts/bench_handle.py --count distinct \
+        --toggle-collect=functools_reduce python scripts/bench/bench_handle.py --count distinct \
         --intents ../shared/data/toolret/queries.dev.en.json --rounds 4000
 
 How much the machine's own speed moves, with nothing else changing: ``--drift SECONDS`` sends the
@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 

@@ -4,7 +4,7 @@
 Signs a copy of --zones (the shipped tree by default; keep to small trees) in a temporary directory
 with ``tooldns dnssec keygen``'s library function, then prints:
 
-1. microseconds per ``DNSServer.handle`` call, in-process (as ``scripts/bench_handle.py``), for the
+1. microseconds per ``DNSServer.handle`` call, in-process (as ``scripts/bench/bench_handle.py``), for the
    root zone's referral and a leaf's answer, distinct intents (no packet-cache hit): unsigned (the
    fast path), signed without DO (the same path) and signed with DO (dnslib path and RRSIGs; new
    intents mean new TTL-0 RRsets to sign each time), and a repeated DO query (packet cache);
@@ -13,9 +13,9 @@ with ``tooldns dnssec keygen``'s library function, then prints:
 3. milliseconds per resolution on a served tree (loopback), with and without validation, each
    resolution with its own resolver (no reply cache), median of --resolutions.
 
-    python scripts/bench_dnssec.py
-    python scripts/bench_dnssec.py --k 5 --resolutions 20
-    python scripts/bench_dnssec.py --algorithm p256
+    python scripts/bench/bench_dnssec.py
+    python scripts/bench/bench_dnssec.py --k 5 --resolutions 20
+    python scripts/bench/bench_dnssec.py --algorithm p256
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from dnslib import EDNS0, DNSRecord, EDNSOption  # noqa: E402

@@ -9,15 +9,15 @@ finds it; then removes it again and waits until the root no longer finds it. Pri
 edit, the seconds from the file write to the first resolution that found the tool (and to the
 first that no longer did), then the median and the worst:
 
-    python scripts/bench_propagation.py
-    python scripts/bench_propagation.py --leaf history.weather.tools. --edits 10
+    python scripts/bench/bench_propagation.py
+    python scripts/bench/bench_propagation.py --leaf history.weather.tools. --edits 10
 
 The change travels by NOTIFY (RFC 1996) one level at a time (``docs/summaries.md``); the file
 watcher's interval (0.5 s) is part of what is measured, as it is part of what an editor waits.
 A tree too big to copy is edited where it is (``--in-place``: the leaf's file is put back as it
 was at the end) and may be served lazily, where parents learn in-process:
 
-    python scripts/bench_propagation.py --zones /tmp/b1m --in-place --leaf LEAF. --raise-serial \
+    python scripts/bench/bench_propagation.py --zones /tmp/b1m --in-place --leaf LEAF. --raise-serial \
         --serve-args "--lazy --listen 127.0.0.1 --max-loaded 20000"
 
 ``--raise-serial`` raises the leaf's SOA serial with each edit, as a careful editor (and
@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 

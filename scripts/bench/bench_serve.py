@@ -4,7 +4,7 @@
 Starts ``tooldns serve ZONES`` in its own process (rate limiting off) and prints the seconds until
 it answers (the "root zone on ..." line) and its resident memory (VmRSS), then resolves --count
 queries of a queries file with the resolver library (client cache off, --k from the root, 5,3,2
-unless told, --leaf-k tools asked of each leaf, the defaults of ``scripts/bench_retrieval.py``) and
+unless told, --leaf-k tools asked of each leaf, the defaults of ``scripts/bench/bench_retrieval.py``) and
 prints the p50 and p99 milliseconds, DNS queries, bytes and TCP queries per resolution, the memory
 after, and the hit rate@10 when the queries name their correct tools (``correct_tools``).
 --settle waits before resolving, so that a large tree's parents finish their first polls of their
@@ -18,9 +18,9 @@ queries in turn with ZONES's, one each (walked at --reference-k, 5,3,2, with the
 beam, which a tree of two levels never meets; the same --leaf-k), and prints the ratio of the two p50s per pass: the machine's speed, which drifts during a run on a
 shared virtual machine, then weighs on both alike::
 
-    python scripts/bench_serve.py /tmp/b100k --queries /tmp/synth100k.queries.json --settle 25
-    python scripts/bench_serve.py built-en --queries ../shared/data/toolret/queries.dev.en.json
-    python scripts/bench_serve.py /tmp/b1m --queries /tmp/synth1m.queries.json \\
+    python scripts/bench/bench_serve.py /tmp/b100k --queries /tmp/synth100k.queries.json --settle 25
+    python scripts/bench/bench_serve.py built-en --queries ../shared/data/toolret/queries.dev.en.json
+    python scripts/bench/bench_serve.py /tmp/b1m --queries /tmp/synth1m.queries.json \\
         --serve-args "--lazy --listen 127.0.0.1 --max-loaded 20000 --answer-cache 0" --passes 2 --same \\
         --beam 6 --reference built-en
 """
@@ -37,8 +37,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 
 from benchlib import DATA, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402

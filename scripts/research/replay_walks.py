@@ -21,7 +21,7 @@ returned. Tools are merged as the resolver merges BM25 leaves (best score first;
 whose parts the resolver fuses again, are replayed by their leaves' scores only). Prints per walk
 the DNS queries a resolution and the hit rate@10.
 
-    python scripts/replay_walks.py /tmp/b100k-one --queries /tmp/synth100k.queries.json \\
+    python scripts/research/replay_walks.py /tmp/b100k-one --queries /tmp/synth100k.queries.json \\
         --serve-args "--lazy --listen 127.0.0.1 --answer-cache 0"
 """
 
@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 

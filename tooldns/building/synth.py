@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Synthetic tool catalogs of any size (and queries with known answers) made from a real catalog.
 
 To measure trees at 100,000 or 1,000,000 tools when the real catalog (ToolRet's
@@ -15,37 +14,31 @@ two *peers*, the source's nearest neighbours by TF-IDF cosine (tools of a simila
 * id: ``synth_<n>``; ``metadata.synth`` names the source and the peers.
 
 Sources are taken in turn (a fresh shuffle each round), so every real tool has about
-``n / 1839`` variants. Queries (``--queries-out``), two kinds in equal numbers:
+``n / 1839`` variants. Queries (:func:`synth_queries`), two kinds in equal numbers:
 
-* ``dev``: a real query (``--dev-queries``, ToolRet's ``queries.dev.en.json``) whose correct
+* ``dev``: a real query (ToolRet's ``queries.dev.en.json``, say) whose correct
   tools were sources; its correct tools are every synthetic tool made from them;
 * ``own``: the words of one synthetic tool, paraphrased by dropping and shuffling (about two
   thirds of its name's words and six words of its description); its correct tool is that tool.
 
-The same arguments give the same files (``--seed``); tools are written as they are made, so a
-million tools need little memory.
+The same seed gives the same tools and queries; :func:`synth_tools` yields tools as they are made,
+so a million of them need little memory. ``scripts/bench/synth_catalog.py`` writes them to files::
 
-    python scripts/synth_catalog.py --source ../shared/data/toolret/services.en.json \\
+    python scripts/bench/synth_catalog.py --source ../shared/data/toolret/services.en.json \\
         --dev-queries ../shared/data/toolret/queries.dev.en.json --n 100000 \\
         --out /tmp/synth100k.json --queries-out /tmp/synth100k.queries.json
-    python scripts/bench_retrieval.py --services /tmp/synth100k.json --queries /tmp/synth100k.queries.json
+
+    >>> tools, queries = synth_catalog(entries, 300, seed=7, n_queries=40)
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tooldns.scoring.tokenize import STOPWORDS, tokenize  # noqa: E402
+from ..scoring.tokenize import STOPWORDS, tokenize
 
 #: peers a source tool draws words, sentences and parameters from: its nearest neighbours
 PEERS = 10
@@ -205,48 +198,3 @@ def synth_catalog(entries: list[dict], n: int, seed: int = 0, dev_queries: list[
         made.append(s)
     own = {i: tools[i] for i in chosen}
     return tools, synth_queries(dev_queries or [], entries, made, own, n_queries, seed)
-
-
-def write_catalog(entries: list[dict], n: int, seed: int, out: Path, n_queries: int) -> tuple[list[int], dict]:
-    """Write *n* synthetic tools to *out* as they are made; their sources, and the tools sampled for queries."""
-    chosen = own_sample(n, n_queries, seed)
-    made, own = [], {}
-    with out.open("w", encoding="utf-8") as fh:
-        fh.write("[\n")
-        for s, tool in synth_tools(entries, n, seed):
-            made.append(s)
-            number = len(made) - 1
-            if number in chosen:
-                own[number] = tool
-            fh.write(("," if number else "") + json.dumps(tool, ensure_ascii=False) + "\n")
-            if (number + 1) % 100_000 == 0:
-                print(f"{number + 1} tools", file=sys.stderr, flush=True)
-        fh.write("]\n")
-    return made, own
-
-
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--source", required=True, help="the real catalog (JSON list of {id, name, description, metadata})")
-    p.add_argument("--dev-queries", help="real queries about it ([{id, query, correct_tools: [{id}]}]) for 'dev' queries")
-    p.add_argument("--n", type=int, default=100_000, help="synthetic tools to make (default 100,000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, help="where the synthetic catalog goes")
-    p.add_argument("--queries-out", help="where the synthetic queries go")
-    p.add_argument("--n-queries", type=int, default=1000, help="queries, half of each kind (default 1000)")
-    args = p.parse_args()
-    entries = json.loads(Path(args.source).read_text(encoding="utf-8"))
-    n_queries = args.n_queries if args.queries_out else 0
-    made, own = write_catalog(entries, args.n, args.seed, Path(args.out), n_queries)
-    print(f"{args.n} synthetic tools from {len(entries)} -> {args.out}", file=sys.stderr)
-    if args.queries_out:
-        dev = json.loads(Path(args.dev_queries).read_text(encoding="utf-8")) if args.dev_queries else []
-        queries = synth_queries(dev, entries, made, own, n_queries, args.seed)
-        Path(args.queries_out).write_text(json.dumps(queries, ensure_ascii=False, indent=0), encoding="utf-8")
-        kinds = {k: sum(q["kind"] == k for q in queries) for k in ("dev", "own")}
-        print(f"{len(queries)} queries ({kinds['dev']} dev, {kinds['own']} own) -> {args.queries_out}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Choose retrieval parameters on one half of the queries, report them on the other.
 
-Runs ``scripts/bench_retrieval.py`` (the real builder, servers and resolver) for every setting of
+Runs ``scripts/bench/bench_retrieval.py`` (the real builder, servers and resolver) for every setting of
 a small grid on one half of the queries (``--half even`` or ``odd``: a query's half is fixed by
 its id), keeps the setting with the best hit rate@10 among those within the cost limits (DNS
 queries per resolution, share of the catalog scored), and runs that setting on the other half.
 Both ways round, so every query is reported once, by a setting chosen without it.
 
-    python scripts/cross_validate.py --services ../shared/data/toolret/services.en.json \\
+    python scripts/research/cross_validate.py --services ../shared/data/toolret/services.en.json \\
         --queries ../shared/data/toolret/queries.dev.en.json --scorer hybrid \\
         --grid "--k 5" --grid "--k 6" --grid "--k 6 --max-children 120 --max-leaf 16"
 
@@ -26,13 +26,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ("hr@10", "recall@10", "queries_per_resolution", "docs_scored_fraction", "compared_fraction", "route_recall")
 
 
 def run(args: argparse.Namespace, setting: str, half: str, out: Path) -> dict:
     """One benchmark run of *setting* on *half*; its JSON figures."""
-    command = [sys.executable, str(ROOT / "scripts" / "bench_retrieval.py"), "--scorer", args.scorer,
+    command = [sys.executable, str(ROOT / "scripts" / "bench" / "bench_retrieval.py"), "--scorer", args.scorer,
                "--half", half, "--json", str(out), "--ks", "", *shlex.split(setting)]
     for flag, values in (("--services", args.services), ("--queries", args.queries)):
         for value in values:

@@ -10,7 +10,7 @@ whole walk, with queries, bytes and packets per resolution, for three client set
 * cold, servers' packet caches off: every query parsed, scored and packed;
 * warm: client cache on, the same intents again within their cache lifetime.
 
-    python scripts/bench_resolve.py --rounds 20
+    python scripts/bench/bench_resolve.py --rounds 20
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 
 from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
