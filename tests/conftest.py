@@ -1,4 +1,15 @@
-"""Shared fixtures: real servers on loopback, each test tree on its own 127.x.y.0/24 addresses."""
+"""Shared fixtures: real servers on loopback, each test tree on its own 127.x.y.0/24 addresses; and the
+tiers the tests fall in (markers registered in pyproject.toml):
+
+* ``integration``: a test that starts real servers on sockets or other processes (``tooldns serve``,
+  the scripts, dig, delv, dnsperf, dnsdist, chromium, valgrind). Marked by hand, or, for a test that
+  uses a fixture starting one, by that fixture asking for :func:`integration` (however indirectly).
+* ``slow``: in-process, but a second or more each: Hypothesis properties (marked here, all of them),
+  real embedding models, large catalogs and trees (marked by hand).
+* the fast tier: everything else, pure and in-process, under a minute::
+
+    python3 -m pytest -q -m "not integration and not slow"
+"""
 
 from __future__ import annotations
 
@@ -70,6 +81,21 @@ def copy_tree(src: Path, dst: Path, subnet: str) -> Path:
     return dst
 
 
+@pytest.fixture(scope="session")
+def integration() -> None:
+    """Asked for by every fixture that starts a server on a socket or another process: the tests using
+    such a fixture are marked ``integration`` (:func:`pytest_collection_modifyitems`)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if "integration" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def demo_dir(tmp_path) -> Path:
     return copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
@@ -82,7 +108,7 @@ def start_tree(zonedir: Path, **kwargs) -> TreeThread:
 
 
 @pytest.fixture
-def demo_tree(demo_dir):
+def demo_tree(demo_dir, integration):
     tree = start_tree(demo_dir)
     yield tree
     tree.stop()

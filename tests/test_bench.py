@@ -44,6 +44,7 @@ def test_mcnemar_exact_reference():
     assert abs(mcnemar_exact(0, 10) - 2 / 2 ** 10) < 1e-12 and mcnemar_exact(3, 9) < mcnemar_exact(5, 7) < 1.0
 
 
+@pytest.mark.integration
 def test_bench_retrieval_on_a_small_catalog(tmp_path):
     tools = synthetic_catalog(12)
     (tmp_path / "s.json").write_text(json.dumps(tools))
@@ -99,6 +100,7 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert "flat hybrid" in (tmp_path / "h.md").read_text()
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not (DATA / "services.en.json").exists(), reason=f"benchmark data not found at {DATA}")
 def test_bench_retrieval_with_no_option_measures_the_product_defaults(tmp_path):
     """No option: the tree tooldns build makes by default (the default embedder's vectors), walked by a
@@ -126,6 +128,7 @@ def test_bench_retrieval_with_no_option_measures_the_product_defaults(tmp_path):
     assert "## Tools with and without example intents" in (tmp_path / "x.md").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (DATA / "services.en.json").exists(), reason=f"benchmark data not found at {DATA}")
 def test_real_catalog_builds_completely(tmp_path):
     from tooldns.building.build import build
@@ -141,6 +144,7 @@ def test_real_catalog_builds_completely(tmp_path):
     assert report.depth == 2 and 10 <= report.leaf_sizes["median"] <= 40
 
 
+@pytest.mark.integration
 def test_bench_retrieval_with_the_llm_scorer(tmp_path):
     """The benchmark accepts the LLM scorer and reports LLM calls and prompt tokens per resolution."""
     from fake_openai import FakeLLM
@@ -172,6 +176,7 @@ def test_bench_retrieval_with_the_llm_scorer(tmp_path):
         fake.close()
 
 
+@pytest.mark.integration
 def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
     """``scripts/bench/bench_serve.py --reference`` resolves two served trees in turn and gives the ratio of
     their p50s; ``scripts/research/replay_walks.py`` replays the walk it recorded exactly (the same queries and
@@ -208,6 +213,7 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
     assert float(rows["K = 3, beam 1 by rank"][0]) < float(queries_text)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not __import__("shutil").which("dnsperf"), reason="dnsperf is not installed (apt-get install dnsperf)")
 def test_bench_server_alternates_rounds_and_quotes_their_median(tmp_path):
     """``scripts/bench/bench_server.py`` takes the fixed intent and the distinct intents in turn, round after
@@ -229,6 +235,7 @@ def test_bench_server_alternates_rounds_and_quotes_their_median(tmp_path):
     assert "NOERROR" in rows["fixed intent"] and "NOERROR" in rows["distinct intents"]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not all(__import__("shutil").which(t) for t in ("dnsperf", "valgrind", "callgrind_control")),
                     reason="dnsperf or valgrind is not installed (apt-get install dnsperf valgrind)")
 def test_bench_server_counts_instructions_per_reply(tmp_path):
@@ -251,6 +258,7 @@ def test_bench_server_counts_instructions_per_reply(tmp_path):
     assert abs(ratio - per["fixed intent"] / per["distinct intents"]) < 0.001
 
 
+@pytest.mark.integration
 def test_bench_handle_counts_calls_inside_reduce():
     """``scripts/bench/bench_handle.py --count ROW`` makes its calls (for callgrind) and says how many; a row the
     zone cannot have is refused."""
@@ -264,6 +272,7 @@ def test_bench_handle_counts_calls_inside_reduce():
     assert refused.returncode != 0 and "has no vectors" in refused.stderr
 
 
+@pytest.mark.integration
 def test_bench_handle_drift_prints_each_pass():
     """``scripts/bench/bench_handle.py --drift SECONDS`` passes over the same distinct intents until the time is
     up and prints every pass's microseconds per call, with their median."""
@@ -303,6 +312,7 @@ def test_distinct_intents_are_new_texts_spliced_from_the_given_ones():
     assert all(len(t.encode()) <= MAX_INTENT for t in long) and len(set(long)) == 50
 
 
+@pytest.mark.integration
 def test_servers_that_log_much_after_starting_keep_running(tmp_path):
     """start_servers reads what the servers log once they have started: a pipe nobody reads fills at
     64 KiB and then stops the servers at their next line (a root of 703 children without their zone

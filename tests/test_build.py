@@ -147,6 +147,7 @@ def test_auto_tree_deterministic_complete_and_dns_safe(catalog_file, tmp_path):
     assert r1.__dict__ == {**r2.__dict__, "seconds": r1.seconds, "out": r1.out}
 
 
+@pytest.mark.integration
 def test_built_tree_resolves_over_dns(catalog_file, tmp_path):
     from conftest import REPLY_TIMEOUT, fresh_subnet, start_tree
     from resolver_client import Resolver
@@ -220,6 +221,7 @@ def test_chinese_catalog_labels_are_dns_safe(tmp_path):
     assert any(label.startswith("xn--") for label in labels)
 
 
+@pytest.mark.slow
 def test_build_cli(catalog_file, tmp_path, capsys):
     from tooldns.cli import main
 
@@ -242,6 +244,7 @@ def test_build_cli(catalog_file, tmp_path, capsys):
     assert "bad.json:1: not valid JSON" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_catalog_of_one_zone_builds_checks_updates_and_serves(tmp_path, capsys):
     """A catalog small enough for one zone (a leaf root, no children): it failed to build, its
     build-state/ folder never made (only zones with children wrote into it first)."""
@@ -288,6 +291,7 @@ def test_scorer_options_a_zone_would_refuse_are_refused_by_build(tmp_path, capsy
         assert said in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_catalog_texts_beyond_what_a_zone_file_holds_are_cut_with_a_warning(tmp_path, capsys):
     """A description of more than 8,192 bytes, a name of more than 256 (cut, said), an id of more than
     1,024 (refused): the built tree is one tooldns check and tooldns serve take."""

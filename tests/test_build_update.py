@@ -185,6 +185,7 @@ def test_a_removed_tool_is_gone(tree, tmp_path):
     assert owner.split(".", 3)[3] in report.zones
 
 
+@pytest.mark.integration
 def test_the_new_tool_resolves_through_its_path_over_dns(tmp_path):
     subnet = ".".join(fresh_subnet().split(".")[:2])
     zones = _build(tmp_path, synthetic_catalog(), subnet=subnet)
@@ -206,6 +207,7 @@ def test_the_new_tool_resolves_through_its_path_over_dns(tmp_path):
     assert removed.tools and gone["id"] not in {t.id for t in removed.tools}
 
 
+@pytest.mark.integration
 def test_a_running_tree_picks_the_update_up_live(tmp_path):
     subnet = ".".join(fresh_subnet().split(".")[:2])
     zones = _build(tmp_path, synthetic_catalog(), subnet=subnet)
@@ -268,6 +270,7 @@ def _storms() -> list[dict]:
             for i in range(30)]
 
 
+@pytest.mark.integration
 def test_a_leaf_grown_past_twice_max_leaf_is_reported_or_split(tree, tmp_path):
     catalog = synthetic_catalog() + _storms()
     report = _update(tmp_path, tree, catalog)
@@ -371,6 +374,7 @@ def test_build_update_cli(tree, tmp_path, capsys):
     assert "cannot be given with it" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_a_lazy_server_serves_the_zones_an_update_splits_off_without_a_restart(tmp_path):
     """``tooldns serve --lazy`` already running while ``build --update --split-leaves`` writes new
     zone files: the watcher lists the directory again, and the new leaves answer without a restart."""
@@ -406,6 +410,7 @@ def test_a_lazy_server_serves_the_zones_an_update_splits_off_without_a_restart(t
         assert wait_until(lambda: f"zz-extra.{zones.top.index.origin}" not in zones.paths)
 
 
+@pytest.mark.integration
 def test_a_tree_on_one_address_splits_its_leaves_onto_that_address_and_serves_lazily(tmp_path):
     """``tooldns build --address``: every zone, the ones an update splits off included, on one
     address, where one lazy server answers for them all."""
@@ -427,6 +432,7 @@ def test_a_tree_on_one_address_splits_its_leaves_onto_that_address_and_serves_la
     assert res.tools and res.tools[0].id.startswith("storm_")
 
 
+@pytest.mark.integration
 def test_a_served_root_ranks_its_children_by_their_best_facet_over_dns(built):
     """Every delegation of a built zone carries facets, so the root's referral, over DNS, ranks the
     children as a BM25 over the facets does (each child by its best), not as one over their whole

@@ -78,6 +78,7 @@ def test_resolve_service_and_trust_flags(demo_tree, capsys):
     assert data["tools"] and all(t["service"] == "mcp" for t in data["tools"])
 
 
+@pytest.mark.integration
 def test_resolve_errors(capsys):
     port = free_port("127.0.0.1")
     assert resolve_main(["weather", "--root", f"127.0.0.1:{port}", "--timeout", "0.3"]) == 3
@@ -100,6 +101,7 @@ def test_check_reports_errors(tmp_path, capsys):
     assert "history.weather.tools.yaml:" in err and "unknown service 'gopher'" in err
 
 
+@pytest.mark.integration
 def test_serve_starts_prints_and_stops_on_ctrl_c(tmp_path):
     subnet = fresh_subnet()
     d = copy_tree(ZONES, tmp_path / "z", subnet)
@@ -128,6 +130,7 @@ def test_serve_starts_prints_and_stops_on_ctrl_c(tmp_path):
             proc.kill()
 
 
+@pytest.mark.integration
 def test_serve_refuses_broken_tree(tmp_path):
     d = copy_tree(ZONES, tmp_path / "z", fresh_subnet())
     (d / "maps.tools.yaml").write_text("origin: maps.tools.\nsoa: {serial: 1}\nnameservers: []\nbogus: 1\n")
@@ -210,6 +213,7 @@ def test_commands_name_a_missing_directory_as_such(tmp_path, capsys):
     assert "nowhere: no such directory" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_serve_on_a_port_in_use_says_what_to_do(tmp_path):
     d = copy_tree(ZONES, tmp_path / "z", fresh_subnet())
     import socket

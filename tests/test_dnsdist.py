@@ -26,8 +26,8 @@ from tooldns.serving.tree import TreeThread
 
 from conftest import REPLY_TIMEOUT, ROOT, WAIT_TIMEOUT, ZONES, copy_tree, free_port, fresh_subnet, wait_until
 
-pytestmark = pytest.mark.skipif(shutil.which("dnsdist") is None,
-                                reason="dnsdist is not installed (apt-get install dnsdist)")
+pytestmark = [pytest.mark.integration,  # dnsdist in front of servers on loopback
+              pytest.mark.skipif(shutil.which("dnsdist") is None, reason="dnsdist is not installed (apt-get install dnsdist)")]
 
 CONF = ROOT / "deploy" / "dnsdist.conf"
 
@@ -68,7 +68,7 @@ def view(msg: dns.message.Message) -> tuple:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, integration):
     """dnsdist on subnet.1 (public) and subnet.4 (its cache stage) in front of two backends (TreeThreads
     on subnet.2 and subnet.3, answer caches off so that every query they get counts)."""
     subnet = fresh_subnet()

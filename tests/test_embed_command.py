@@ -21,6 +21,8 @@ from tooldns.zone.zonefile import header_of, load_zone, write_zone
 
 from conftest import ZONES, copy_tree
 
+pytestmark = pytest.mark.slow  # trees built and embedded in-process, a second or two each
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):

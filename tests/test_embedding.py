@@ -33,6 +33,7 @@ def same_vectors(a, b, tolerance=1e-6) -> bool:
 
 # --- the interface and the package ------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_importing_the_package_loads_no_heavy_library():
     code = ("import json, sys, tooldns.embedding as e; before = sorted(sys.modules); "
             "e.make_embedder('hash').embed(['x']); print(json.dumps([before, sorted(sys.modules)]))")
@@ -78,6 +79,7 @@ def test_a_backend_needs_only_embed():
 
 # --- HashEmbedder ---------------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_hash_embedder_is_the_same_in_every_process():
     texts = [WEATHER, SLACK, "天气预报", ""]
     code = ("import json, sys; from tooldns.embedding import HashEmbedder; "
@@ -113,7 +115,7 @@ def test_hash_embedder_puts_similar_texts_closer():
 # --- OpenAIEmbedder against a local server ------------------------------------------------------------------
 
 @pytest.fixture
-def fake():
+def fake(integration):
     server = FakeLLM()
     yield server
     server.close()
@@ -309,6 +311,7 @@ def minilm():
     return embedder
 
 
+@pytest.mark.slow
 def test_local_embedder_with_the_real_model(minilm):
     assert (minilm.model, minilm.dim, minilm.device) == ("all-MiniLM-L6-v2", 384, "cpu")
     weather, climate, slack = minilm.embed([WEATHER, CLIMATE, SLACK])
@@ -318,6 +321,7 @@ def test_local_embedder_with_the_real_model(minilm):
     assert minilm.embed([]) == [] and minilm.counters() == {"calls": 2, "texts": 4}
 
 
+@pytest.mark.slow
 def test_local_embedder_batches_and_is_thread_safe(minilm):
     texts = [f"tool number {i} for weather" for i in range(70)]  # more than one batch of 64
     alone = minilm.embed(texts)

@@ -174,6 +174,7 @@ def test_a_build_keeps_the_examples_and_bakes_the_map_into_the_vectors(built):
     assert tree_warnings(read_tree(tmp / "z"), tmp / "z") == []
 
 
+@pytest.mark.slow
 def test_embed_gives_a_new_tool_the_same_map_and_check_says_when_the_map_is_gone(built, tmp_path):
     import shutil
 

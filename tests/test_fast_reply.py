@@ -216,6 +216,7 @@ def _trimmed(wire: bytes) -> bool:
                for o in dns.message.from_wire(wire).options)
 
 
+@pytest.mark.slow
 def test_shipped_tree_fast_replies_are_the_reference_bytes():
     answered = [r for seed, ix in enumerate(_indexes(ZONES)) for r in _check_zone(ix, 160, seed)]
     assert len(answered) > 1000
@@ -224,6 +225,7 @@ def test_shipped_tree_fast_replies_are_the_reference_bytes():
     assert any(r[3] & 0x10 for r in answered)  # CD copied from the query, on both paths (RFC 4035 3.1.6)
 
 
+@pytest.mark.slow
 def test_built_trees_fast_replies_are_the_reference_bytes(built):
     answered = [r for seed, ix in enumerate(_indexes(built / "bm25")) for r in _check_zone(ix, 120, seed)]
     hybrid = _indexes(built / "hybrid")
@@ -233,6 +235,7 @@ def test_built_trees_fast_replies_are_the_reference_bytes(built):
     assert any(b"cos=" in r for r in with_parts) and any(b"score=" in r and b"bm25=" not in r for r in with_parts)
 
 
+@pytest.mark.slow
 def test_compression_corner_cases_are_the_reference_bytes(built):
     (ix,) = _indexes(built / "odd")
     answered = _check_zone(ix, 1500, 7)
@@ -374,6 +377,7 @@ def _ask(port: int, data: bytes, udp: bool) -> bytes:
         return sock.recv(length, socket.MSG_WAITALL)
 
 
+@pytest.mark.integration
 def test_a_loopback_server_sends_the_reference_bytes_over_udp_and_tcp(built):
     (ix,) = _indexes(built / "odd")
     reference = ZoneResolver(StaticSource(ix))

@@ -89,6 +89,7 @@ def test_a_leaf_answers_the_best_tools_that_fit_instead_of_truncating(demo_tree)
     assert bad.rcode() == dns.rcode.FORMERR and "fit option must carry no data" in bad.options[-1].text
 
 
+@pytest.mark.integration
 def test_the_resolver_takes_the_tools_that_fit_instead_of_asking_again_over_tcp(tmp_path):
     """Tools with long names: six of them, brief, no longer fit a datagram. The resolver's leaf answer
     comes back trimmed over UDP; without the fit option, truncated and asked again over TCP."""
@@ -117,6 +118,7 @@ def test_the_resolver_takes_the_tools_that_fit_instead_of_asking_again_over_tcp(
     assert from_leaf and from_leaf == [t.name for t in full.tools if t.zone == LEAF][:len(from_leaf)]
 
 
+@pytest.mark.integration
 def test_a_signed_leaf_trims_before_signing(tmp_path):
     """With DO the full path answers: the tools kept are those that fit with their signatures, and
     the resolver validates them."""

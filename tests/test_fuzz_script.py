@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tooldns.fuzzpackets import Report, encode_name, floors, header, question
 
 from conftest import ROOT, ZONES, copy_tree, fresh_subnet
@@ -18,6 +20,7 @@ from conftest import ROOT, ZONES, copy_tree, fresh_subnet
 SCRIPT = ROOT / "scripts" / "fuzz" / "fuzz_server.py"
 
 
+@pytest.mark.integration
 def test_a_small_run_passes_its_floors(tmp_path):
     zones = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
     serve_help = subprocess.run([sys.executable, "-m", "tooldns.cli", "serve", "--help"], capture_output=True,

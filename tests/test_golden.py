@@ -131,7 +131,7 @@ def _send(address: str, port: int, query: bytes, tcp: bool) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def shipped_tree():
+def shipped_tree(integration):
     port = free_port("127.0.0.1")
     with TreeThread(ZONES, port) as tree:
         yield tree

@@ -150,6 +150,7 @@ def test_the_validator_fails_closed_on_records_dnspython_cannot_take():
         validator.check("tools.", [odd], [(odd.name, 16)])
 
 
+@pytest.mark.integration
 def test_bad_servers_timeouts_and_anchors_are_resolver_errors(tmp_path):
     for text in ("127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:0", "[::1]x", "[::1]:port", "", " ", ":5300",
                  "127.0.0.1:5354:1", "[127.0.0.1]:53", "[]:53"):
@@ -175,6 +176,7 @@ def test_bad_servers_timeouts_and_anchors_are_resolver_errors(tmp_path):
         assert proc.returncode == code and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("run", ["sync", "async"])
 def test_a_resolution_ends_at_its_lifetime_whatever_the_servers_do(run):
     """Root name servers that never answer: the walk gives up at its lifetime (LimitExceeded), not

@@ -390,7 +390,7 @@ def test_tools_without_parts_are_ordered_by_score_as_before():
 # -- real servers on loopback --
 
 @pytest.fixture(scope="module")
-def hybrid_tree(tmp_path_factory):
+def hybrid_tree(tmp_path_factory, integration):
     from tooldns.building.build import build
     from tooldns.building.trees import AutoTreeBuilder
     from test_build import synthetic_catalog

@@ -86,6 +86,7 @@ def _add_hostile_tools(zonedir):
     path.write_text(head + "tools:\n" + hostile + tools, encoding="utf-8")
 
 
+@pytest.mark.integration
 def test_resolver_returns_and_prints_clean_text(demo_dir, capsys):
     _add_hostile_tools(demo_dir)
     tree = start_tree(demo_dir)
@@ -107,6 +108,7 @@ def test_resolver_returns_and_prints_clean_text(demo_dir, capsys):
     assert "[removed]" in tool["description"] and "Ignore previous" not in tool["description"]
 
 
+@pytest.mark.integration
 def test_every_name_server_of_a_zone_dead_is_a_failure(demo_dir, capsys):
     tree = start_tree(demo_dir)
     try:

@@ -164,6 +164,7 @@ def _two_server_tree(tmp_path):
     return d, subnet
 
 
+@pytest.mark.integration
 def test_server_killed_mid_walk_uses_other_server(tmp_path):
     d, subnet = _two_server_tree(tmp_path)
     tree = start_tree(d)
@@ -191,6 +192,7 @@ NEW_TOOL = """\
 """
 
 
+@pytest.mark.integration
 def test_live_edit_add_change_remove_and_broken(demo_dir, caplog):
     tree = start_tree(demo_dir)
     path = demo_dir / "history.weather.tools.yaml"
@@ -222,6 +224,7 @@ def test_live_edit_add_change_remove_and_broken(demo_dir, caplog):
         tree.stop()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("listen", [False, True])
 def test_a_zone_file_added_while_serving_is_served_without_a_restart(demo_dir, caplog, listen):
     """A zone file added to the directory is checked and served from the next look: from a new server
@@ -261,6 +264,7 @@ def test_a_zone_file_added_while_serving_is_served_without_a_restart(demo_dir, c
         tree.stop()
 
 
+@pytest.mark.integration
 def test_a_zone_whose_name_servers_move_is_served_where_it_was_and_the_log_says_so(demo_dir, caplog):
     """A reloaded zone whose name server names another address is served on, with the new data, where its
     socket was bound at start (as an authoritative server's listening addresses are its own), and the
@@ -349,6 +353,7 @@ def test_intent_longer_than_the_option_allows_is_shortened_not_refused(demo_tree
     assert res.intent == intent  # the result still speaks of what was asked
 
 
+@pytest.mark.integration
 def test_timeout_moves_to_the_zones_other_server(tmp_path):
     """A name server that swallows queries (no reply, no ICMP): the walk times out and uses the other."""
     # The resolver has one timeout for every query, so the live servers of the walk must answer within
@@ -372,6 +377,7 @@ def test_timeout_moves_to_the_zones_other_server(tmp_path):
     assert res.stats.timeouts == 1
 
 
+@pytest.mark.integration
 def test_tcp_idle_connections_are_closed():
     import threading
 

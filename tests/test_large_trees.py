@@ -22,6 +22,8 @@ from tooldns.scoring.bm25 import BM25
 from tooldns.scoring.tokenize import tokenize
 from tooldns.zone.zonefile import load_zone
 
+pytestmark = pytest.mark.slow  # catalogs of thousands of tools, trees built in-process
+
 
 
 @pytest.fixture(scope="module")

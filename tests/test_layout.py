@@ -126,6 +126,7 @@ def test_protocol_needs_only_the_standard_library_and_the_client_only_dnspython(
             assert third_party <= ({"dns", "mcp"} if name == "resolver_client.mcp_server" else {"dns"}), (name, third_party)
 
 
+@pytest.mark.integration
 def test_importing_the_client_loads_nothing_of_the_server():
     code = "import json, sys, resolver_client; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
@@ -138,6 +139,7 @@ def test_importing_the_client_loads_nothing_of_the_server():
     assert not server_side, server_side
 
 
+@pytest.mark.integration
 def test_the_resolver_cli_starts_without_what_only_some_calls_use():
     """asyncio (the async shell) and DNSSEC with cryptography (--validate) are loaded when used: with
     the version looked up at import, they were a third of every ``tooldns-resolve`` start."""
@@ -148,6 +150,7 @@ def test_the_resolver_cli_starts_without_what_only_some_calls_use():
     assert not [m for m in loaded if m.split(".")[0] in ("asyncio", "cryptography") or m == "dns.dnssec"]
 
 
+@pytest.mark.integration
 def test_the_package_face_is_lazy_but_complete():
     code = ("import json, sys, tooldns; before = sorted(sys.modules); names = {n: type(getattr(tooldns, n)).__name__ "
             "for n in tooldns.__all__}; print(json.dumps([before, names]))")
@@ -157,6 +160,7 @@ def test_the_package_face_is_lazy_but_complete():
     assert {"TreeThread", "load_zone", "dump_zone", "build", "encode_intent", "make_scorer"} <= set(names)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("package", HEAVY)
 def test_the_server_cli_without_its_extra_says_what_to_install(package):
     """``pip install tooldns`` (no ``server`` extra) gives the client; ``tooldns`` then says what is missing."""

@@ -62,6 +62,7 @@ def test_build_address_names_one_address_for_every_zone(built):
     assert {ns.address for f in files for ns in load_zone(f).nameservers} == {address}
 
 
+@pytest.mark.integration
 def test_lazy_answers_as_the_tree_loaded_whole_within_max_loaded(built):
     zones, address = built
     with TreeThread(zones, free_port(address), listen=[address]) as whole, \
@@ -92,6 +93,7 @@ def _ask(address, port, zone, intent, tcp=False):
     return DNSRecord.parse(q.send(address, port, tcp=tcp, timeout=REPLY_TIMEOUT))
 
 
+@pytest.mark.integration
 def test_a_broken_zone_answers_servfail_until_fixed_and_the_others_keep_answering(built, tmp_path):
     _, address = built
     copy = _copied(built, tmp_path)
@@ -114,6 +116,7 @@ def test_a_broken_zone_answers_servfail_until_fixed_and_the_others_keep_answerin
         assert _ask(address, port, broken, "rain").header.rcode == RCODE.NOERROR
 
 
+@pytest.mark.integration
 def test_lazy_needs_the_addresses_to_serve_every_zone_on(built):
     zones, _ = built
     with pytest.raises(ValueError, match="--listen"):
@@ -123,6 +126,7 @@ def test_lazy_needs_the_addresses_to_serve_every_zone_on(built):
     assert out.returncode == 2 and "--listen" in out.stderr
 
 
+@pytest.mark.integration
 def test_tooldns_serve_lazy_says_what_it_serves_and_answers(built):
     zones, address = built
     port = free_port(address)
@@ -179,6 +183,7 @@ def test_a_zone_that_fails_in_any_way_is_unloadable_once_until_its_file_changes(
     assert not zones.loaded and origin in zones.failed
 
 
+@pytest.mark.integration
 def test_an_edit_of_a_dropped_zone_reaches_answers_the_server_had_cached(built, tmp_path):
     """The server's answer cache outlives a zone dropped past max_loaded; the watcher's look at the
     dropped zones' files is what makes an edit of one reach the answers."""
@@ -223,6 +228,7 @@ def test_a_dropped_zone_is_freed(built):
     assert index() is None and first not in zones.loaded
 
 
+@pytest.mark.slow
 def test_dropped_zones_are_freed_without_the_cycle_collector_and_loads_are_frozen_out_of_it(built):
     """Zones hold no reference cycles: with the collector off, every zone loaded, answered from (both
     paths) and dropped leaves nothing for it to find, which is what lets ``tooldns serve`` freeze
@@ -262,6 +268,7 @@ def test_dropped_zones_are_freed_without_the_cycle_collector_and_loads_are_froze
         gc.enable()
 
 
+@pytest.mark.slow
 def test_a_reloaded_zone_is_freed_without_the_cycle_collector(built, tmp_path):
     """The other half of what lets ``tooldns serve`` freeze loaded zones: an edit's reload leaves the
     old index to reference counting alone."""
@@ -346,6 +353,7 @@ def _add_airship(copy, origin: str, serial: int | None = None) -> None:
     path.write_text(text if serial is None else text.replace("  serial: 1\n", f"  serial: {serial}\n", 1))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("loaded", [True, False], ids=["leaf loaded", "leaf never loaded"])
 def test_a_leaf_edit_reaches_the_top_of_a_lazy_tree(built, tmp_path, loaded):
     """Parents of a lazy tree follow their children: a tool added to a leaf is findable from the top
@@ -377,6 +385,7 @@ def test_a_leaf_edit_reaches_the_top_of_a_lazy_tree(built, tmp_path, loaded):
         assert "zeppelin" in served_copy.summary.counts()  # loaded again with what it had learned
 
 
+@pytest.mark.integration
 def test_with_no_summaries_a_lazy_parent_keeps_its_files_copy(built, tmp_path):
     """``--no-summaries``: the edited leaf answers with its new tool, its parents keep their copies."""
     from conftest import wait_until

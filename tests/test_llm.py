@@ -20,7 +20,7 @@ DOCS = ["Historical weather archive for past dates", "Stock market quotes and pr
 
 
 @pytest.fixture
-def fake():
+def fake(integration):
     server = FakeLLM()
     yield server
     server.close()

@@ -12,9 +12,11 @@ from tooldns.building.catalog import load_catalogs
 from tooldns.building.llmtree import LLMTreeBuilder
 from tooldns.serving.tree import load_tree
 
+pytestmark = pytest.mark.integration  # a fake OpenAI server on loopback
+
 
 @pytest.fixture
-def fake():
+def fake(integration):
     server = FakeLLM()
     yield server
     server.close()

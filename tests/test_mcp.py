@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.integration  # the MCP server as a subprocess, servers on loopback
+
 pytest.importorskip("mcp")
 
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client  # noqa: E402

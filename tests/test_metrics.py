@@ -56,7 +56,7 @@ def server_of(tree, origin: str) -> str:
 
 
 @pytest.fixture
-def metrics_tree(demo_dir):
+def metrics_tree(demo_dir, integration):
     tree = start_tree(demo_dir, metrics=("127.0.0.1", 0))
     yield tree
     tree.stop()
@@ -129,6 +129,7 @@ def test_reloads_and_reload_errors(metrics_tree, demo_dir):
     assert value(families, "tooldns_zone_serial", zone="weather.tools.") >= zone["soa"]["serial"]
 
 
+@pytest.mark.integration
 def test_one_server_many_zones_counts_each_zone(demo_dir):
     """--listen puts every zone on one address: each query counts for the zone that answered it."""
     address = re.search(r"address: (127\.\d+\.\d+)\.\d+", (demo_dir / "tools.yaml").read_text()).group(1) + ".1"
@@ -154,6 +155,7 @@ def test_one_server_many_zones_counts_each_zone(demo_dir):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_rate_limited_responses(demo_dir):
     tree = start_tree(demo_dir, metrics=("127.0.0.1", 0), rate_limit=1)
     try:
@@ -178,6 +180,7 @@ def test_rate_limited_responses(demo_dir):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_llm_calls_tokens_and_fallbacks_survive_a_reload(tmp_path):
     from fake_openai import FakeLLM
 
@@ -217,6 +220,7 @@ def test_llm_calls_tokens_and_fallbacks_survive_a_reload(tmp_path):
         fake.close()
 
 
+@pytest.mark.integration
 def test_a_busy_metrics_port_is_a_clear_error(demo_dir):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -240,6 +244,7 @@ def _free_port_pair() -> int:
     raise RuntimeError("no two free ports in a row")
 
 
+@pytest.mark.integration
 def test_serve_with_workers_each_serves_its_metrics(tmp_path):
     """``--workers 2 --metrics``: worker i on PORT+i; the two endpoints' counts sum to the queries sent,
     and both workers append whole lines to one query log."""
@@ -269,6 +274,7 @@ def test_serve_with_workers_each_serves_its_metrics(tmp_path):
     assert sum(1 for line in lines if line["zone"] == "tools." and line["type"] == "SOA") == sent
 
 
+@pytest.mark.integration
 def test_serve_metrics_flag_errors(tmp_path):
     directory = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
     for args, message in ((["--metrics", "nowhere:99"], "not an IP address"),
@@ -279,6 +285,7 @@ def test_serve_metrics_flag_errors(tmp_path):
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("command", [["-m", "tooldns.cli"], ["-m", "resolver_client"]])
 def test_version_flags(command):
     proc = subprocess.run([sys.executable, *command, "--version"], capture_output=True, text=True, cwd=ROOT,

@@ -165,6 +165,7 @@ def test_cli_mode(demo_tree, capsys):
 
 # -- the benchmark, on a tiny catalog (as tests/test_bench.py runs it) --
 
+@pytest.mark.integration
 def test_bench_reports_every_mode_in_one_run(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps(synthetic_catalog(12)))
     queries = [{"id": "q1", "query": "song lyrics of an artist", "correct_tools": [{"id": "music_3"}, {"id": "music_4"}]},
@@ -189,6 +190,7 @@ def test_bench_reports_every_mode_in_one_run(tmp_path):
     assert "## Search modes" in report and "| get_all |" in report
 
 
+@pytest.mark.integration
 def test_bench_refuses_an_unknown_mode(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench" / "bench_retrieval.py"), "--services", "s.json",
                            "--queries", "q.json", "--modes", "get_one,get_many"], capture_output=True, text=True,

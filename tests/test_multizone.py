@@ -132,6 +132,7 @@ def test_a_reload_renews_the_group_and_empties_the_answer_cache(tmp_path):
     assert stores[1].listeners == []
 
 
+@pytest.mark.integration
 def test_one_socket_serves_every_shipped_zone_with_the_recorded_bytes():
     """The golden replies, every zone's queries sent to one address that serves all 25 zones. The one
     difference by design: a name below a child zone, which the parent's server alone refers to the
@@ -175,6 +176,7 @@ def _found(tree, intent: str) -> tuple:
     return res.stats.queries, [(t.name, t.zone, t.rank, round(t.score or 0, 4), t.path) for t in res.tools]
 
 
+@pytest.mark.integration
 def test_zones_sharing_addresses_resolve_as_zones_on_their_own(tmp_path):
     shared_dir = _shared_addresses(tmp_path / "shared", subnet := fresh_subnet())
     alone_dir = copy_tree(ZONES, tmp_path / "alone", alone := fresh_subnet())
@@ -241,6 +243,7 @@ def _wait_started(proc: subprocess.Popen) -> str:
     raise AssertionError("tooldns serve did not start:\n" + "".join(lines) + proc.stderr.read())
 
 
+@pytest.mark.integration
 def test_a_hundred_zones_on_one_address_fit_where_one_address_each_cannot(tmp_path):
     one = fresh_subnet()
     shared = _flat_tree(tmp_path / "shared", 100, lambda i: f"{one}.1")
@@ -261,6 +264,7 @@ def test_a_hundred_zones_on_one_address_fit_where_one_address_each_cannot(tmp_pa
     assert "ulimit" in err and "Traceback" not in err
 
 
+@pytest.mark.integration
 def test_the_soft_limit_is_raised_when_the_hard_limit_allows(tmp_path):
     subnet = fresh_subnet()
     spread = _flat_tree(tmp_path / "spread", 100, lambda i: f"{subnet}.{i + 2}")
@@ -279,6 +283,7 @@ def test_the_soft_limit_is_raised_when_the_hard_limit_allows(tmp_path):
     assert "raised the limit on open files from 100" in proc.stderr.read()
 
 
+@pytest.mark.integration
 def test_a_tree_on_port_0_picks_another_port_when_one_of_its_addresses_has_it_taken(monkeypatch):
     """Port 0: the first server picks a free port and the others share it. When another address has
     that port taken already (here a socket bound there just before), the tree tries another port

@@ -200,7 +200,7 @@ def _root_k(res) -> int:
 
 
 @pytest.fixture
-def narrow(tmp_path):
+def narrow(tmp_path, integration):
     tree = start_tree(walk_tree(tmp_path, NARROW))
     yield tree
     tree.stop()
@@ -238,6 +238,7 @@ def test_explicit_options_win_and_other_modes_keep_their_own(narrow):
     assert _root_k(builtin) == 3 and builtin.stats.plan_queries == 0 and builtin.stats.settings_from == BUILT_IN
 
 
+@pytest.mark.integration
 def test_a_tree_without_the_record_is_walked_as_before(tmp_path):
     tree = start_tree(walk_tree(tmp_path, walk=None))
     try:
@@ -316,6 +317,7 @@ def _denied(wire: bytes) -> bytes:
     return msg.to_wire()
 
 
+@pytest.mark.integration
 def test_a_malformed_record_falls_back_to_built_in_settings_with_an_error(tmp_path):
     with _proxied_root(walk_tree(tmp_path, NARROW)) as (root, proxy):
         proxy.alter = _rewrite_walk(b"tooldns-walk=1", b"k=2,0")
@@ -361,6 +363,7 @@ def test_the_mcp_server_goes_by_the_published_walk_unless_told_not_to(narrow):
 
 # -- the model the walk names --
 
+@pytest.mark.integration
 def test_a_published_model_is_run_here_when_it_can_be(tmp_path):
     zdir = walk_tree(tmp_path, WalkPlan(k=3, model="hash-64"))
     tree = start_tree(zdir)
@@ -392,6 +395,7 @@ def _model_served(tree, model: str) -> bool:
     return wait_until(served)
 
 
+@pytest.mark.integration
 def test_without_the_model_zones_that_embed_intents_do_it(tmp_path):
     zdir = walk_tree(tmp_path, WalkPlan(k=3, model="no-such-model"))
     path = zdir / "tools.yaml"
@@ -424,6 +428,7 @@ def _validating(root, zdir: Path) -> Resolver:
     return Resolver(root=root, validate=True, trust_anchor=_anchor(zdir), timeout=REPLY_TIMEOUT, cache=False)
 
 
+@pytest.mark.integration
 def test_a_signed_tree_s_walk_validates_and_is_used(tmp_path):
     zdir = _signed(tmp_path, NARROW)
     tree = start_tree(zdir)
@@ -438,6 +443,7 @@ def test_a_signed_tree_s_walk_validates_and_is_used(tmp_path):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_a_signed_tree_without_a_walk_proves_it_and_the_proof_is_kept(tmp_path):
     zdir = _signed(tmp_path, None)
     tree = start_tree(zdir)
@@ -450,6 +456,7 @@ def test_a_signed_tree_without_a_walk_proves_it_and_the_proof_is_kept(tmp_path):
         tree.stop()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("alter, said", [
     (_rewrite_walk(b"tooldns-walk=1", b"k=1"), "its record is bogus"),  # valid, but not what was signed
     (_unsigned, "is not signed"),

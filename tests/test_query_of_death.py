@@ -149,6 +149,7 @@ def test_a_label_with_a_dot_or_octets_outside_ascii_is_no_other_name(demo_tree, 
     assert _ask(demo_tree.tree.addresses["tools."][0], port, [b"tools"], tcp, qtype=6).answer
 
 
+@pytest.mark.integration
 def test_odd_labels_on_one_address_go_to_the_zone_they_lie_in(tmp_path):
     """The same names asked of one server for every zone (tooldns serve --listen): each goes to the zone
     it lies in, which answers as its own server does."""
@@ -171,6 +172,7 @@ def test_odd_labels_on_one_address_go_to_the_zone_they_lie_in(tmp_path):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_a_leaf_too_big_for_one_message_answers_over_tcp_what_fits(tmp_path):
     """A leaf of 3,000 tools asked for all of them (no intent, as ``dig`` asks) over TCP: the first
     records that fit 65,535 octets, TC set and an EDE text saying how many, instead of an empty

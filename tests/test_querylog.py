@@ -33,6 +33,7 @@ def asked(path) -> list[dict]:
     return [line for line in lines_of(path) if line["type"] != "SOA" and not line["name"].startswith(SUMMARY_LABEL)]
 
 
+@pytest.mark.integration
 def test_one_json_line_per_query_without_intents(demo_dir, tmp_path):
     log = tmp_path / "queries.jsonl"
     tree = start_tree(demo_dir, query_log=str(log))
@@ -60,6 +61,7 @@ def test_one_json_line_per_query_without_intents(demo_dir, tmp_path):
     assert INTENT not in log.read_text(encoding="utf-8")
 
 
+@pytest.mark.integration
 def test_intents_only_when_asked(demo_dir, tmp_path):
     log = tmp_path / "queries.jsonl"
     tree = start_tree(demo_dir, query_log=str(log), log_intents=True)
@@ -74,6 +76,7 @@ def test_intents_only_when_asked(demo_dir, tmp_path):
     assert all(line.count("\n") == 0 for line in log.read_text(encoding="utf-8").splitlines())
 
 
+@pytest.mark.integration
 def test_a_log_that_cannot_be_written_does_not_stop_serving(demo_dir, caplog):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full here")
@@ -144,6 +147,7 @@ def test_question_text_escapes_odd_octets():
     assert question_text(wire, question_end(wire)) == "a\\046b.\\000\\255.tools."
 
 
+@pytest.mark.integration
 def test_an_unwritable_path_is_a_clear_error(tmp_path):
     directory = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
     proc = subprocess.run([sys.executable, "-m", "tooldns.cli", "serve", str(directory), "--port", "0", "--query-log",
@@ -152,6 +156,7 @@ def test_an_unwritable_path_is_a_clear_error(tmp_path):
     assert proc.returncode == 3 and "cannot open the query log" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.integration
 def test_serve_logs_to_stderr_and_serves_metrics(tmp_path):
     """``tooldns serve --metrics 127.0.0.1:0 --query-log - --log-intents``, one process."""
     from test_metrics import scrape, value

@@ -255,6 +255,7 @@ def _tree_with_limit(tmp_path, per_second: int, **kwargs):
     return start_tree(d, **kwargs)
 
 
+@pytest.mark.integration
 def test_a_burst_from_one_prefix_is_limited_and_nobody_else_is(tmp_path):
     tree = _tree_with_limit(tmp_path, 5)
     try:
@@ -285,6 +286,7 @@ def test_a_burst_from_one_prefix_is_limited_and_nobody_else_is(tmp_path):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_with_rate_limiting_off_nothing_is_limited(tmp_path):
     tree = _tree_with_limit(tmp_path, 5, rate_limit=0)
     try:
@@ -296,6 +298,7 @@ def test_with_rate_limiting_off_nothing_is_limited(tmp_path):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_tooldns_serve_no_rate_limit(tmp_path):
     """The command line's switch, as load tests and the fuzzer use it: a zone limited to 1 a second is not."""
     d = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 from dnslib import CLASS, EDNS0, QTYPE, DNSRecord, EDNSOption
 
 from conftest import REPLY_TIMEOUT, ZONES
@@ -42,6 +43,7 @@ def test_the_packet_cache_stays_within_its_bytes_and_skips_long_queries():
     assert server.stats["cache_hits"] == hits + 2  # the newest entries are the ones kept
 
 
+@pytest.mark.integration
 def test_chaos_stats_carry_the_servers_counters(tmp_path):
     with TreeThread(ZONES, 0, rate_limit=0) as tree:
         address, port = tree.root()

@@ -109,6 +109,7 @@ def test_a_parent_refuses_malformed_or_inflated_summaries(doc, why):
         decode_summary([doc[i:i + 255] for i in range(0, len(doc), 255)], "maps.tools.")
 
 
+@pytest.mark.slow
 def test_a_summary_too_large_is_refused_and_a_large_zone_publishes_what_fits():
     huge = [b"x" * 255] * (MAX_SUMMARY_BYTES // 255 + 2)
     with pytest.raises(SummaryError, match="octets"):
@@ -134,6 +135,7 @@ def test_a_zone_publishes_the_words_of_its_tools_and_of_its_children(tmp_path):
     assert "zeppelin" not in dict(publish(maps).terms)  # maps' copy of routing is the hand-written one
 
 
+@pytest.mark.integration
 def test_a_built_leaf_publishes_its_facets_and_its_parent_goes_on_ranking_by_them(tmp_path):
     """A leaf of a built tree publishes the facets ``tooldns build`` wrote in its parent's delegation;
     after an organisation adds a tool to the leaf, the running root learns the leaf's summary with the
@@ -233,6 +235,7 @@ def test_the_summary_is_served_at_its_name_over_tcp(demo_tree):
 
 # -- live, on a running tree ------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_a_leaf_edit_is_findable_from_the_root_while_resolutions_run(demo_dir):
     """The issue's example: a tool about airships added to routing.maps.tools., asked of the root with
     K=1. Meanwhile another thread resolves in a loop (rate limiting off: it asks hundreds of times a
@@ -271,6 +274,7 @@ def test_a_leaf_edit_is_findable_from_the_root_while_resolutions_run(demo_dir):
     assert loops["ok"] > 0 and loops["empty"] == 0
 
 
+@pytest.mark.integration
 def test_zones_served_on_another_address_keep_each_other_fresh(demo_dir, caplog):
     """``tooldns serve DIR --listen ADDR``: every zone on an address its glue does not name. A parent
     asks a child served here where it is served, and hears of its edits without a NOTIFY (which
@@ -290,6 +294,7 @@ def test_zones_served_on_another_address_keep_each_other_fresh(demo_dir, caplog)
         tree.stop()
 
 
+@pytest.mark.integration
 def test_a_child_that_is_down_keeps_its_last_good_summary(demo_dir, caplog):
     tree = start_tree(demo_dir, summary_refresh=0.2)
     try:
@@ -449,6 +454,7 @@ children:
     return zonedir, subnet
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("strings, why", [
     ([b"x" * 255] * (MAX_SUMMARY_BYTES // 255 + 2), "octets"),  # oversized
     (encode_summary(PublishedSummary("honest.tools.", 101, "I am the honest one", terms=(("weather", 1),))),

@@ -14,6 +14,7 @@ import socket
 import struct
 import threading
 
+import pytest
 from dnslib import RCODE, DNSRecord
 
 from tooldns.serving.index import ZoneIndex
@@ -22,6 +23,8 @@ from tooldns.serving.server import MAX_TCP_PER_CLIENT, DNSServer
 from tooldns.zone.zonefile import load_zone
 
 from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, ZONES, fresh_subnet, wait_until
+
+pytestmark = pytest.mark.integration  # servers on loopback, held by many TCP connections
 
 ATTACKER, ATTACKER_2, LEGIT = "127.0.0.2", "127.0.0.4", "127.0.0.3"
 LONG = 3600.0  # an idle timeout no test waits for

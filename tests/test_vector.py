@@ -132,6 +132,7 @@ def test_meta_vector_ignored_flag():
     assert not decode_meta(encode_meta(FLAG_PRUNED, 30, "bm25")).vector_ignored
 
 
+@pytest.mark.integration
 def test_the_codec_needs_only_the_standard_library():
     """What importing the module loads, beyond what the interpreter had at start-up (site hooks), is stdlib."""
     code = ("import json, sys; before = set(sys.modules); import tooldns.protocol.vector; "

@@ -153,7 +153,7 @@ def test_a_split_intent_pictures_each_walk(demo_tree):
 
 
 @pytest.fixture
-def evil_tree(demo_dir):
+def evil_tree(demo_dir, integration):
     """The demo tree with markup in a tool's name, as a hostile zone might serve (the resolver already
     cuts markup out of descriptions: :func:`tooldns.protocol.hygiene.neutralise`)."""
     f = demo_dir / "hko.weather.tools.yaml"
@@ -273,6 +273,7 @@ def test_chromium_renders_the_page(demo_tree, tmp_path):
         assert f'<span class="zone">{zone}</span>' in dom
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (CI installs Debian's chromium)")
 def test_chromium_shows_a_script_in_a_description_as_text(tmp_path):
     res = Resolution("weather", 3, "any", [tool("Evil", "a.tools.", 0.9, description=EVIL)], Stats(queries=2),

@@ -68,7 +68,7 @@ def _txt(msg: dns.message.Message):
 
 
 @pytest.fixture
-def served(tmp_path):
+def served(tmp_path, integration):
     tree = start_tree(walk_tree(tmp_path))
     yield tree
     tree.stop()
@@ -98,6 +98,7 @@ def test_other_types_at_the_name_are_nodata_and_an_intent_changes_nothing(served
     assert [rd.strings for r in _txt(with_intent) for rd in r] == [STRINGS] and _txt(with_intent)[0].ttl == 3600
 
 
+@pytest.mark.integration
 def test_a_tree_without_a_walk_has_no_such_name(tmp_path):
     tree = start_tree(walk_tree(tmp_path, walk=None))
     try:
@@ -110,6 +111,7 @@ def test_a_tree_without_a_walk_has_no_such_name(tmp_path):
         tree.stop()
 
 
+@pytest.mark.integration
 def test_an_edit_of_the_walk_is_served_live(tmp_path):
     zdir = walk_tree(tmp_path)
     tree = start_tree(zdir)
@@ -164,6 +166,7 @@ def _bits(nsec) -> set[str]:
     return set(nsec[0].to_text().split()[1:])
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
 def test_a_signed_root_signs_its_walk_and_proves_what_is_not_there(tmp_path, tcp):
     tree = start_tree(walk_tree(tmp_path, sign=True))
@@ -184,6 +187,7 @@ def test_a_signed_root_signs_its_walk_and_proves_what_is_not_there(tmp_path, tcp
         tree.stop()
 
 
+@pytest.mark.integration
 def test_a_signed_root_without_a_walk_denies_the_name(tmp_path):
     tree = start_tree(walk_tree(tmp_path, walk=None, sign=True))
     try:

@@ -74,6 +74,7 @@ def _referral_to(children: int) -> DNSRecord:
     return reply
 
 
+@pytest.mark.slow
 def test_a_reply_longer_than_a_message_keeps_over_tcp_what_fits():
     """Over UDP a reply too long is sent empty with TC (the client retries over TCP); over TCP,
     where nothing is retried, its first records that fit 65,535 octets, each NS with its glue, TC

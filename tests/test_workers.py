@@ -18,6 +18,8 @@ from resolver_client import Resolver
 
 from conftest import REPLY_TIMEOUT, ROOT, WAIT_TIMEOUT, ZONES, copy_tree, free_port, fresh_subnet, wait_until
 
+pytestmark = pytest.mark.integration  # tooldns serve processes
+
 
 def serve(*args: str) -> tuple[subprocess.Popen, str]:
     """``tooldns serve ARGS`` in a process of its own, once it serves; its output so far."""

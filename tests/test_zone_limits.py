@@ -282,6 +282,7 @@ def _ask_tcp(address: tuple[str, int], qname: str, qtype: str, intent: str | Non
         return DNSRecord.parse(sock.recv(length, socket.MSG_WAITALL))
 
 
+@pytest.mark.integration
 def test_the_largest_tool_the_limits_allow_is_answered_over_dns(tmp_path):
     zonedir = tmp_path / "zones"
     zonedir.mkdir()
@@ -320,6 +321,7 @@ def _generated(n_tools: int, serial: int) -> str:
     return HEAD.replace("serial: 1", f"serial: {serial}") + "tools:\n" + tools
 
 
+@pytest.mark.slow
 def test_reloads_do_not_keep_what_they_replace(tmp_path):
     path = tmp_path / "a.tools.yaml"
     path.write_text(_generated(200, 1), encoding="utf-8")
