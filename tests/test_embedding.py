@@ -338,6 +338,7 @@ def test_local_embedder_batches_and_is_thread_safe(minilm):
     assert len(alone) == 70 and all(same_vectors(r, alone, 1e-5) for r in results)
 
 
+@pytest.mark.slow
 def test_local_embedder_from_a_directory_takes_its_name(minilm, tmp_path):
     from tooldns.embedding import LocalEmbedder
 
