@@ -293,8 +293,7 @@ def test_distinct_intents_are_new_texts_spliced_from_the_given_ones():
     """The benchmarks' stream of never-seen intents: the given ones first, then each the first half of
     one's words and the second half of another's and its number (a word no other text holds); never
     two alike, never longer than one datagram carries, the same stream run after run."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from benchlib import MAX_INTENT, distinct_intents
+    from tooldns.building.synth import MAX_INTENT, distinct_intents
 
     base = [f"rain forecast {city} then wind alerts {region}" for city, region in
             zip(("Oslo", "Lima", "Hanoi", "Perth", "Quito", "Dakar"), ("north", "coast", "delta", "west", "andes", "sahel"))]
@@ -318,8 +317,7 @@ def test_servers_that_log_much_after_starting_keep_running(tmp_path):
     64 KiB and then stops the servers at their next line (a root of 703 children without their zone
     files logs that much). Here a stand-in (through the *wrapper*) says it started, logs 1 MiB and
     leaves a file; it gets there only if its output is read."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from benchlib import start_servers, stop_servers
+    from tooldns.serving.spawn import start_servers, stop_servers
 
     done = tmp_path / "done"
     script = ("import sys, pathlib; print('1 zones; root zone on 127.0.0.1:5399; try', flush=True); "

@@ -198,3 +198,29 @@ def synth_catalog(entries: list[dict], n: int, seed: int = 0, dev_queries: list[
         made.append(s)
     own = {i: tools[i] for i in chosen}
     return tools, synth_queries(dev_queries or [], entries, made, own, n_queries, seed)
+
+
+#: the longest intent a distinct stream holds, in UTF-8 octets: what one datagram carries as the resolver sends it
+MAX_INTENT = 700
+
+
+def distinct_intents(base: list[str], count: int, seed: int = 0) -> list[str]:
+    """*count* different intents: *base* (less repeats and intents over :data:`MAX_INTENT` octets),
+    then each the first half of one intent's words and the second half of another's, pairs drawn
+    at random (*seed*), and its number (" 857", " 858" ...). Such an intent is new to every cache a
+    server keeps: its packet cache; its word caches, which meet one word never seen before (as
+    free text holds some: 88 % of ToolRet's odd-half dev queries hold a word none of the even half
+    does, 5 on average); and what a zone keeps per list of children it refers to, where a copy of
+    an intent already sent, numbered or not, is ranked, and answered, as that intent was."""
+    base = list(dict.fromkeys(t for t in base if len(t.encode("utf-8")) <= MAX_INTENT))
+    if not base:
+        return []
+    texts = dict.fromkeys(base[:count])
+    rng, words, number = random.Random(seed), [t.split() for t in base], len(base)
+    while len(texts) < count:
+        a, b = rng.sample(words, 2) if len(words) > 1 else (words[0], words[0])
+        parts, number = a[:len(a) // 2] + b[len(b) // 2:] + [str(number)], number + 1
+        while len(" ".join(parts).encode("utf-8")) > MAX_INTENT:
+            del parts[-2]
+        texts.setdefault(" ".join(parts))
+    return list(texts)
