@@ -23,13 +23,13 @@ get_one,get_important,get_all`` also resolves every query in each search mode
 each one's hit rate@1 and @10, recall@10, recall over every tool it returned, tools returned, DNS
 queries, bytes and resolution time per query.
 
-    python scripts/bench_retrieval.py \\
+    python scripts/bench/bench_retrieval.py \\
         --services ../shared/data/toolret/services.en.json \\
         --queries ../shared/data/toolret/queries.dev.en.json --json out/en.json
-    python scripts/bench_retrieval.py ... --no-embed                       # BM25 zones
-    python scripts/bench_retrieval.py ... --half odd --examples ../shared/data/toolret/queries.dev.en.json \\
+    python scripts/bench/bench_retrieval.py ... --no-embed                       # BM25 zones
+    python scripts/bench/bench_retrieval.py ... --half odd --examples ../shared/data/toolret/queries.dev.en.json \\
         --examples-half even                                             # learning from example intents
-    python scripts/bench_retrieval.py ... --modes get_one,get_important,get_all
+    python scripts/bench/bench_retrieval.py ... --modes get_one,get_important,get_all
 
 Inputs: a catalog list of {id, name, description, metadata} (several --services are merged:
 same id, one tool), and queries [{id, query, correct_tools: [{id}]}].
