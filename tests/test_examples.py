@@ -174,6 +174,19 @@ def test_a_build_keeps_the_examples_and_bakes_the_map_into_the_vectors(built):
     assert tree_warnings(read_tree(tmp / "z"), tmp / "z") == []
 
 
+def test_a_tree_with_examples_publishes_the_wider_walk_chosen_for_it(built, tmp_path):
+    from tooldns.building.build import EXAMPLES_WALK, HYBRID_WALK
+    from test_build import synthetic_catalog
+
+    tmp, _ = built
+    root = next(f.zone for f in read_tree(tmp / "z") if f.zone.origin == "tools.")
+    assert root.walk is not None and root.walk.k == EXAMPLES_WALK["k"] and root.walk.model == "hash-64"
+    (tmp_path / "services.json").write_text(json.dumps(synthetic_catalog()))
+    build([tmp_path / "services.json"], tmp_path / "z", embed="hash", tree_options=dict(max_children=4, max_leaf=10))
+    plain = next(f.zone for f in read_tree(tmp_path / "z") if f.zone.origin == "tools.")
+    assert plain.walk.k == HYBRID_WALK["k"] != EXAMPLES_WALK["k"]  # without examples: the plain hybrid walk
+
+
 @pytest.mark.slow
 def test_embed_gives_a_new_tool_the_same_map_and_check_says_when_the_map_is_gone(built, tmp_path):
     import shutil
