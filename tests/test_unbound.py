@@ -30,7 +30,7 @@ from tooldns.dnssec.keys import generate, load_keys
 from tooldns.dnssec.manage import keygen_tree
 from tooldns.serving.tree import TreeThread
 
-from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, ZONES, copy_tree, free_port, fresh_subnet, wait_until
+from conftest import WAIT_TIMEOUT, ZONES, copy_tree, free_port, fresh_subnet, wait_until
 
 UNBOUND = shutil.which("unbound") or shutil.which("unbound", path="/usr/sbin:/usr/local/sbin")  # sbin: off some PATHs
 HKO = "hko.weather.tools."

@@ -1,0 +1,82 @@
+"""The network simulator of the benchmarks (:mod:`tooldns.netsim`) in front of a real tree: a whole
+walk passes through it, held at least the set delay each way, over UDP and TCP; a share of datagrams is
+dropped and counted; a TCP exchange arrives whole and in order."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import dns.message
+import dns.query
+import dns.rcode
+import pytest
+
+from resolver_client import Resolver
+from tooldns.netsim import NetSim
+
+from conftest import WAIT_TIMEOUT, start_tree
+
+ONE_WAY = 0.02
+
+
+@pytest.fixture
+def tree_behind_sim(demo_dir, integration):
+    tree = start_tree(demo_dir)
+    port = tree.root()[1]
+    addresses = sorted({a for listed in tree.tree.addresses.values() for a in listed})
+    sim = NetSim([(a, port) for a in addresses], one_way=ONE_WAY).start()
+    yield tree, sim
+    sim.stop()
+    tree.stop()
+
+
+def test_a_walk_passes_through_the_simulator_and_waits_its_round_trips(tree_behind_sim):
+    tree, sim = tree_behind_sim
+    root = sim.address_of(tree.root())
+    assert root != tree.root()
+    res = Resolver(root=root, timeout=WAIT_TIMEOUT, cache=False).resolve("typhoon warning hong kong")
+    assert res.tools and res.stats.queries >= 3
+    assert sim.counters.udp_forwarded >= 2 * res.stats.queries  # each query and its reply
+    answered = [h for h in res.trace if h.rcode == "NOERROR"]
+    assert answered and all(h.ms >= 2 * ONE_WAY * 1000 * 0.95 for h in answered)  # a round trip at least, each
+    assert {h.server.rsplit(":", 1)[1] for h in res.trace} == {str(sim.port)}  # glue followed at the sim's port
+
+
+def test_datagrams_are_dropped_as_set_and_counted(tree_behind_sim):
+    tree, sim = tree_behind_sim
+    sim.set(one_way=0.0, loss=0.5)
+    root = sim.address_of(tree.root())
+    answered = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(0.2)
+        for i in range(60):
+            s.sendto(dns.message.make_query(f"q{i}.tools.", "A").to_wire(), root)
+            try:
+                s.recvfrom(4096)
+                answered += 1
+            except socket.timeout:
+                pass
+    assert sim.counters.udp_dropped > 0 and 0 < answered < 60
+    # both ways are dropped: about a quarter of the queries come back (60 x 0.5 x 0.5)
+    assert sim.counters.udp_dropped + sim.counters.udp_forwarded >= 60 + answered
+
+
+def test_tcp_passes_whole_and_in_order(tree_behind_sim):
+    tree, sim = tree_behind_sim
+    sim.set(one_way=0.005, jitter=0.01, loss=0.1)
+    address, port = sim.address_of(tree.root())
+    with socket.create_connection((address, port), timeout=WAIT_TIMEOUT) as conn:
+        for i in range(5):  # pipelined on one connection: the replies in order
+            dns.query.send_tcp(conn, dns.message.make_query(f"n{i}.tools.", "SOA"))
+        replies = [dns.query.receive_tcp(conn, expiration=time.time() + WAIT_TIMEOUT)[0] for _ in range(5)]
+    assert [r.question[0].name.to_text() for r in replies] == [f"n{i}.tools." for i in range(5)]
+    assert all(r.rcode() in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN) for r in replies)
+    assert sim.counters.tcp_connections == 1 and sim.counters.tcp_chunks >= 2
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError):
+        NetSim([("127.0.0.1", 53)], loss=1.0)
+    with pytest.raises(ValueError):
+        NetSim([], one_way=0.01)
