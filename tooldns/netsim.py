@@ -169,7 +169,7 @@ class NetSim:
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key, first: float) -> None:
         """Copy *reader* to *writer*, each chunk held its delay, in order (a stream is never reordered)."""
         loop = asyncio.get_running_loop()
-        due = loop.time() + first
+        due, extra = 0.0, first  # the first chunk waits the handshake too
         queue: asyncio.Queue = asyncio.Queue()
 
         async def deliver() -> None:
@@ -193,7 +193,7 @@ class NetSim:
                     self.counters.tcp_retransmitted += 1
                 self.counters.tcp_chunks += 1
                 self.counters.by_upstream[key] = self.counters.by_upstream.get(key, 0) + 1
-                due = max(due, loop.time() + delay)
+                due, extra = max(due, loop.time() + extra + delay), 0.0
                 queue.put_nowait((due, chunk))
         except (ConnectionError, OSError):
             pass
