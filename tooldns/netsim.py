@@ -234,7 +234,11 @@ class NetSim:
             relay.close()
         for server in self._servers:
             server.close()
-        self._loop.run_until_complete(asyncio.sleep(0))
+        pending = asyncio.all_tasks(self._loop)  # connections still pumping: ended before the loop closes
+        for task in pending:
+            task.cancel()
+        if pending:
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         self._loop.close()
 
     def start(self) -> "NetSim":
