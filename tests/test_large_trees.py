@@ -17,7 +17,7 @@ from conftest import ZONES
 from tooldns.building.catalog import parse_catalog
 from tooldns.building.synth import synth_catalog
 from tooldns.building.trees import (BALANCE, LEAF_SLACK, LEXICAL_SHAPE, WIDEST_ROOT, AutoTreeBuilder, auto_depth,
-                                    auto_shape, capacity_assign, route_scores)
+                                    auto_shape, best_first, capacity_assign, route_scores)
 from tooldns.scoring.bm25 import BM25
 from tooldns.scoring.tokenize import tokenize
 from tooldns.zone.zonefile import load_zone
@@ -101,6 +101,16 @@ def test_route_scores_are_bm25_of_the_groups_text():
         expected = index.scores_tokens(toks)
         assert indices[row][0] == int(np.argmax(expected))
         assert np.allclose(scores[row], [expected[c] for c in indices[row]])
+
+
+def test_best_first_is_a_stable_sort_cut_to_m_ties_and_all():
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        n, groups, m = int(rng.integers(1, 40)), int(rng.integers(1, 30)), int(rng.integers(1, 10))
+        s = rng.integers(0, 3, size=(n, groups)).astype(float)  # many ties, zeros among them
+        if trial % 2:
+            s = np.where(rng.random((n, groups)) < 0.3, 0.0, rng.random((n, groups)))
+        assert (best_first(s, m) == np.argsort(-s, axis=1, kind="stable")[:, :m]).all(), trial
 
 
 def test_capacity_assign_is_argmax_until_a_group_is_full():

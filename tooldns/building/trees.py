@@ -200,10 +200,34 @@ def route_scores(counts, labels, n_groups: int, k1: float, b: float, top: int = 
     for start in range(0, n, chunk):
         s = counts[start:start + chunk] @ by_term
         s = s if isinstance(s, np.ndarray) else s.toarray()
-        order = np.argsort(-s, axis=1, kind="stable")[:, :m]
+        order = best_first(s, m)
         indices[start:start + chunk] = order
         scores[start:start + chunk] = np.take_along_axis(s, order, axis=1)
     return indices, scores
+
+
+def best_first(s, m: int):
+    """The columns of each row's *m* largest values of *s*, largest first, ties by column: exactly
+    ``np.argsort(-s, kind="stable")[:, :m]``, at the cost of a partition where a row's m-th value is not
+    tied (a full sort of 700 groups a member was a fifth of a 100,000-tool build)."""
+    import numpy as np
+
+    neg = -s
+    if s.shape[1] <= m:
+        return np.argsort(neg, axis=1, kind="stable")[:, :m]
+    kth = np.partition(neg, m - 1, axis=1)[:, m - 1:m]
+    mask = neg <= kth  # the m best, and any tied with the m-th
+    exact = mask.sum(axis=1) == m
+    order = np.empty((s.shape[0], m), dtype=np.intp)
+    rows = np.nonzero(exact)[0]
+    if rows.size:
+        cols = np.nonzero(mask[rows])[1].reshape(-1, m)  # each row's m columns, in column order
+        within = np.argsort(np.take_along_axis(neg[rows], cols, axis=1), axis=1, kind="stable")
+        order[rows] = np.take_along_axis(cols, within, axis=1)
+    tied = np.nonzero(~exact)[0]
+    if tied.size:  # a tie across the m-th place: the full sort decides it by column
+        order[tied] = np.argsort(neg[tied], axis=1, kind="stable")[:, :m]
+    return order
 
 
 def capacity_assign(indices, scores, n_groups: int, capacity: int):
