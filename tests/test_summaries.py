@@ -266,6 +266,7 @@ def test_a_leaf_edit_is_findable_from_the_root_while_resolutions_run(demo_dir):
         counters = tree.tree.summaries.counters()
         assert counters["notifies_sent"] >= 2 and counters["notifies_received"] >= 2
         assert counters["summaries_learned"] >= 2 and counters["notifies_refused"] == 0
+        assert wait_until(lambda: tree.tree.summaries.counters()["notifies_acked"] >= 2)  # acks still match
     finally:
         done.set()
         worker.join(REPLY_TIMEOUT * 3)
@@ -533,3 +534,51 @@ def test_vectors_of_two_models_are_refused():
     doc = json.dumps({"format": "tooldns-summary/1", "zone": "maps.tools.", "serial": 1, "vectors": two}).encode()
     with pytest.raises(SummaryError, match="several models"):
         decode_summary([doc], "maps.tools.")
+
+
+@pytest.mark.integration
+def test_a_notify_is_acknowledged_only_by_its_target_with_its_question(tmp_path):
+    """Before, any datagram with the NOTIFY's message ID counted as its acknowledgement: one of 65,536
+    guesses, from anyone. Now it must come from an address the NOTIFY went to, with its opcode and
+    question; the others are dropped (and counted)."""
+    import asyncio
+
+    from tooldns.serving.index import ZoneIndex
+    from tooldns.serving.resolver import StaticSource, ZoneResolver
+    from tooldns.serving.server import DNSServer
+
+    subnet = fresh_subnet()
+    loop = asyncio.new_event_loop()
+    worker = threading.Thread(target=loop.run_forever, daemon=True)
+    worker.start()
+    server = DNSServer(ZoneResolver(StaticSource(ZoneIndex(load_zone(ZONES / "weather.tools.yaml")))),
+                       f"{subnet}.1", 0)
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(REPLY_TIMEOUT)
+    parent, stranger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        parent.bind((f"{subnet}.2", 0))
+        stranger.bind((f"{subnet}.3", 0))
+        notify = dns.message.make_query("weather.tools.", "SOA")
+        notify.flags = dns.flags.AA
+        notify.set_opcode(dns.opcode.NOTIFY)
+
+        async def expect():
+            return server.expect_reply(notify.to_wire(), [parent.getsockname()])
+
+        acked = asyncio.run_coroutine_threadsafe(expect(), loop).result(REPLY_TIMEOUT)
+        ack = dns.message.make_response(notify)
+        other = dns.message.make_query("maps.tools.", "SOA", id=notify.id)
+        other.flags = dns.flags.AA
+        other.set_opcode(dns.opcode.NOTIFY)
+        for n, (sock, reply) in enumerate([(stranger, ack), (parent, dns.message.make_response(other))], 1):
+            sock.sendto(reply.to_wire(), (server.address, server.port))
+            assert wait_until(lambda: server.stats["dropped"] == n), n
+            assert not acked.done()
+        parent.sendto(ack.to_wire(), (server.address, server.port))
+        assert wait_until(acked.done) and server.stats["dropped"] == 2
+    finally:
+        parent.close()
+        stranger.close()
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(REPLY_TIMEOUT)
+        loop.call_soon_threadsafe(loop.stop)
+        worker.join(REPLY_TIMEOUT)

@@ -53,7 +53,7 @@ from dnslib.server import BaseResolver
 from ..zone.model import RateLimit
 from .ratelimit import SEND, SLIP, RateLimiter, kind_of, slip_reply
 from .reply import error_reply
-from .wire import MAX_MESSAGE, MalformedRequest, pack_reply, parse_request
+from .wire import MAX_MESSAGE, MalformedRequest, pack_reply, parse_request, skip_name
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,15 @@ class _Connection:
         self.open = True
 
 
+def _question(data: bytes) -> bytes | None:
+    """The first question of message *data* (name, type and class; the name lower-cased), or None."""
+    try:
+        end = skip_name(data, 12) if len(data) > 12 and (data[4] or data[5]) else 0
+    except ValueError:
+        return None
+    return data[12:end].lower() + data[end:end + 4] if end and len(data) >= end + 4 else None
+
+
 class DNSServer:
     """Serve *resolver* (a :class:`Served`) on one address and port, over UDP and TCP.
 
@@ -175,8 +184,9 @@ class DNSServer:
         self._pressed = False  # more than half of the TCP slots taken
         self._tcp_tasks: set[asyncio.Task] = set()
         self._pool: ThreadPoolExecutor | None = None
-        #: message id -> the future of the reply to a message this server sent (NOTIFY)
-        self._awaited: dict[int, asyncio.Future] = {}
+        #: message id -> the future of the reply to a message this server sent (NOTIFY), the addresses
+        #: it went to, its question (lower-cased wire) and opcode (expect_reply)
+        self._awaited: dict[int, tuple] = {}
         self.stats = {"udp": 0, "tcp": 0, "dropped": 0, "truncated": 0, "cache_hits": 0, "rate_limited": 0,
                       "slipped": 0, "tcp_refused": 0, "tcp_evicted": 0}
         self._observers: tuple = ()  # see observe()
@@ -335,20 +345,28 @@ class DNSServer:
         if self._udp is not None and not self._udp.is_closing():
             self._udp.sendto(wire, address)
 
-    def expect_reply(self, message_id: int) -> asyncio.Future:
-        """A future that gets the first reply with *message_id* that reaches this server's UDP socket."""
-        future = self._awaited.get(message_id)
-        if future is None or future.done():
-            future = self._awaited[message_id] = asyncio.get_running_loop().create_future()
-        return future
+    def expect_reply(self, message: bytes, sources) -> asyncio.Future:
+        """A future that gets the first reply to *message* (the wire of a query this server sent) that
+        reaches its UDP socket from one of *sources* ((address, port) pairs) with the message's ID,
+        opcode and question; a datagram that matches the ID alone (a guess, from anyone) is dropped."""
+        message_id = int.from_bytes(message[:2], "big")
+        held = self._awaited.get(message_id)
+        if held is None or held[0].done():
+            future = asyncio.get_running_loop().create_future()
+            self._awaited[message_id] = (future, frozenset(sources), _question(message), message[2] & 0x78)
+            return future
+        return held[0]
 
     def forget_reply(self, message_id: int) -> None:
         self._awaited.pop(message_id, None)
 
-    def _replied(self, data: bytes) -> None:
-        future = self._awaited.pop(int.from_bytes(data[:2], "big"), None)
-        if future is not None and not future.done():
-            future.set_result(data)
+    def _replied(self, data: bytes, addr) -> None:
+        message_id = int.from_bytes(data[:2], "big")
+        held = self._awaited.get(message_id)
+        if (held is not None and not held[0].done() and tuple(addr[:2]) in held[1]
+                and data[2] & 0x78 == held[3] and _question(data) == held[2]):
+            del self._awaited[message_id]
+            held[0].set_result(data)
         else:
             self.stats["dropped"] += 1
 
@@ -363,7 +381,7 @@ class DNSServer:
 
             def datagram_received(self, data, addr):
                 if server._awaited and len(data) > 2 and data[2] & 0x80:  # a reply to what we sent
-                    server._replied(data)
+                    server._replied(data, addr)
                     return
                 server.stats["udp"] += 1
                 if server._may_block():
