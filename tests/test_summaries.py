@@ -84,6 +84,7 @@ def test_a_summary_survives_its_txt_strings_and_says_whose_it_is():
 @pytest.mark.parametrize("doc, why", [
     (b"not json", "not UTF-8 JSON"),
     (b"[1, 2]", "JSON object"),
+    (b"[" * 50_000, "nests too deeply"),  # the decoder's recursion, not a child out of reach
     ({"format": "tooldns-summary/9"}, "format"),
     ({"extra": 1}, "unknown keys"),
     ({"serial": -1}, "serial"),
@@ -462,6 +463,7 @@ children:
      "says it is 'honest.tools.'"),  # forged: another zone's
     (encode_summary(PublishedSummary("liar.tools.", 101, "stuffed", tools=1, terms=(("weather", 5000),))),
      "counted 5000"),  # stuffed
+    ([b"[" * 255] * 200, "nests too deeply"),  # counted as refused, not as a child out of reach
 ])
 def test_a_parent_refuses_an_oversized_forged_or_stuffed_summary(tmp_path, caplog, strings, why):
     zonedir, subnet = _liar_tree(tmp_path)

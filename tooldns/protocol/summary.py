@@ -160,6 +160,8 @@ def decode_summary(strings: list[bytes], zone: str) -> PublishedSummary:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise SummaryError(f"summary of {zone} is not UTF-8 JSON: {exc}") from None
+    except RecursionError:  # "[[[[...": the decoder's recursion, not a child out of reach
+        raise SummaryError(f"summary of {zone} nests too deeply to be read") from None
     if not isinstance(doc, dict):
         raise SummaryError(f"summary of {zone} must be a JSON object")
     unknown = set(doc) - _KEYS
