@@ -53,6 +53,7 @@ from dnslib.server import BaseResolver
 from ..zone.model import RateLimit
 from .ratelimit import SEND, SLIP, RateLimiter, kind_of, slip_reply
 from .reply import error_reply
+from .sockbuf import DEFAULT_RCVBUF, raise_rcvbuf, udp_drops
 from .wire import MAX_MESSAGE, MalformedRequest, pack_reply, parse_request, skip_name
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ class DNSServer:
     responses a second; 0 turns rate limiting off. *rate_limit_exempt*: networks never limited, on
     top of the zone's. *reuse_port*: bind with SO_REUSEPORT, so that several processes serve the
     same address and port and the kernel spreads queries (UDP) and connections (TCP) over them.
+    *rcvbuf*: the UDP receive buffer asked for, in bytes (0: the system's default; :mod:`.sockbuf`).
     """
 
     def __init__(self, resolver: Served, address: str = "127.0.0.1", port: int = 53, *, tcp_idle: float = TCP_IDLE,
@@ -155,7 +157,7 @@ class DNSServer:
                  max_tcp_per_client: int = MAX_TCP_PER_CLIENT, cache_size: int = 4096,
                  cache_bytes: int = 4 * 2**20,
                  rate_limit: int | None = None, rate_limit_exempt: Sequence[str] = (),
-                 reuse_port: bool = False) -> None:
+                 reuse_port: bool = False, rcvbuf: int = DEFAULT_RCVBUF) -> None:
         if rate_limit is not None and rate_limit < 0:
             raise ValueError(f"rate_limit must be None or a whole number of at least 0, not {rate_limit!r}")
         self.resolver = resolver
@@ -169,6 +171,9 @@ class DNSServer:
         self.rate_limit = rate_limit
         self.rate_limit_exempt = tuple(str(ipaddress.ip_network(n, strict=False)) for n in rate_limit_exempt)
         self.reuse_port = reuse_port
+        self.rcvbuf = rcvbuf
+        #: the UDP socket's receive buffer as the kernel reports it once started (:mod:`.sockbuf`)
+        self.rcvbuf_effective: int | None = None
         self._cache: OrderedDict[tuple[bytes, bool], bytes] = OrderedDict()
         self._cache_bytes = 0
         self.cache_bytes = cache_bytes
@@ -411,8 +416,13 @@ class DNSServer:
                                                            reuse_port=self.reuse_port)
         if self.port == 0:
             self.port = self._udp.get_extra_info("sockname")[1]
+        self.rcvbuf_effective = raise_rcvbuf(self._udp.get_extra_info("socket"), self.rcvbuf)
         self._tcp = await asyncio.start_server(self._serve_tcp, self.address, self.port, reuse_address=True,
                                                reuse_port=self.reuse_port)
+
+    def udp_drops(self) -> int | None:
+        """Datagrams the kernel dropped before this server read them (its receive buffer full)."""
+        return udp_drops(self._udp.get_extra_info("socket")) if self._udp is not None else None
 
     # -- TCP connection slots and idle timeouts --
     def _busy(self) -> bool:
