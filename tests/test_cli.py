@@ -231,3 +231,15 @@ def test_resolve_says_once_when_zones_did_not_use_the_vector(demo_tree, capsys):
     assert capsys.readouterr().err.count("the intent's vector was not used") == 1
     assert resolve_main(["historical weather Hong Kong", *at(demo_tree)]) == 0
     assert "vector" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["check", str(ZONES)], ["dnssec", "show", str(ZONES)], ["--help"]])
+def test_tooldns_into_a_pipe_closed_early_is_no_error(command):
+    """`tooldns dnssec show zones/ | head`: the reader stops reading; before, "tooldns: [Errno 32]
+    Broken pipe" and exit 3. Now the rest goes nowhere, quietly (Python's documentation on SIGPIPE)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written: every write meets a closed pipe
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", *command], stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    err = proc.communicate(timeout=WAIT_TIMEOUT)[1].decode()
+    assert err == "" and proc.returncode in (0, 1), (proc.returncode, err)

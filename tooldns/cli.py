@@ -439,7 +439,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe can be caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # the reader went away (tooldns dnssec show | head): as Python's documentation of SIGPIPE advises,
+        # what is left to write goes nowhere, and the exit is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except ZoneFileError as exc:
         print(str(exc), file=sys.stderr)
         return 1
