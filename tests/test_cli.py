@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -106,8 +107,8 @@ def test_serve_starts_prints_and_stops_on_ctrl_c(tmp_path):
     subnet = fresh_subnet()
     d = copy_tree(ZONES, tmp_path / "z", subnet)
     port = free_port(subnet + ".1")
-    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(d), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(d), "--port", str(port),
+                             "--rcvbuf", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = []
         deadline = time.monotonic() + 20
@@ -119,6 +120,9 @@ def test_serve_starts_prints_and_stops_on_ctrl_c(tmp_path):
         text = "".join(lines)
         assert f"{subnet}.1 " in text
         assert "hko.weather.tools." in text
+        rmem_max = int(open("/proc/sys/net/core/rmem_max").read())
+        granted = int(re.search(r"UDP receive buffer: (\d+) bytes", text).group(1))  # as the kernel reports it
+        assert granted in (2 * 1_000_000, 2 * min(1_000_000, rmem_max))  # forced (as root), or capped
         from resolver_client import Resolver
         with Resolver(root=(f"{subnet}.1", port), timeout=REPLY_TIMEOUT) as r:
             assert r.resolve("historical weather Hong Kong").tools
