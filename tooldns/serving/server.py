@@ -142,6 +142,14 @@ def _question(data: bytes) -> bytes | None:
     return data[12:end].lower() + data[end:end + 4] if end and len(data) >= end + 4 else None
 
 
+def _endpoint(addr) -> tuple[str, int]:
+    """(address, port) of a socket address, the address in its canonical text (``::1``, not ``0::1``)."""
+    try:
+        return str(ipaddress.ip_address(addr[0])), addr[1]
+    except ValueError:
+        return addr[0], addr[1]
+
+
 class DNSServer:
     """Serve *resolver* (a :class:`Served`) on one address and port, over UDP and TCP.
 
@@ -358,7 +366,8 @@ class DNSServer:
         held = self._awaited.get(message_id)
         if held is None or held[0].done():
             future = asyncio.get_running_loop().create_future()
-            self._awaited[message_id] = (future, frozenset(sources), _question(message), message[2] & 0x78)
+            self._awaited[message_id] = (future, frozenset(_endpoint(a) for a in sources), _question(message),
+                                         message[2] & 0x78)
             return future
         return held[0]
 
@@ -368,7 +377,7 @@ class DNSServer:
     def _replied(self, data: bytes, addr) -> None:
         message_id = int.from_bytes(data[:2], "big")
         held = self._awaited.get(message_id)
-        if (held is not None and not held[0].done() and tuple(addr[:2]) in held[1]
+        if (held is not None and not held[0].done() and _endpoint(addr) in held[1]
                 and data[2] & 0x78 == held[3] and _question(data) == held[2]):
             del self._awaited[message_id]
             held[0].set_result(data)
