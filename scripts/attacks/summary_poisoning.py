@@ -20,6 +20,8 @@ as a running server scores it after fetching the summary: nothing here depends o
 
     python scripts/attacks/summary_poisoning.py
     python scripts/attacks/summary_poisoning.py --child finance.tools. --words 200
+    python scripts/attacks/summary_poisoning.py --zones built/ --child weather-forecast.tools. \\
+        --queries ../shared/data/toolret/queries.dev.en.json      # a tree tooldns build made of ToolRet
 """
 
 from __future__ import annotations
@@ -58,6 +60,20 @@ INTENTS = [
 ]
 
 
+def root_file(zonedir: Path) -> Path:
+    """The root's zone file: ``tools.yaml`` in the shipped tree, ``root.yaml`` in a built one."""
+    return zonedir / "tools.yaml" if (zonedir / "tools.yaml").exists() else zonedir / "root.yaml"
+
+
+def unrelated_queries(path: str, zonedir: Path, child: str, n: int) -> list[str]:
+    """The first *n* queries of a ToolRet query file none of whose correct tools is in *child*'s zone."""
+    import json
+
+    own = {tool.id for tool in load_zone(zonedir / f"{child}yaml").tools}
+    queries = json.loads(Path(path).read_text(encoding="utf-8"))
+    return [q["query"] for q in queries if not own & {t["id"] for t in q["correct_tools"]}][:n]
+
+
 def rank_of(store: ZoneStore, child: str, intent: str) -> int:
     candidates = store.index.child_candidates
     ranking = candidates.scorer.rank(intent, len(candidates.entries)).items
@@ -81,10 +97,10 @@ def stuffed(honest: PublishedSummary, words: list[str], tools: int) -> Published
                             tuple(sorted(terms.items(), key=lambda tn: (-tn[1], tn[0]))))
 
 
-def ranks(zonedir: Path, child: str, published: PublishedSummary) -> tuple[list[int], str]:
+def ranks(zonedir: Path, child: str, published: PublishedSummary, intents: list[str]) -> tuple[list[int], str]:
     """The child's rank for each intent once the root has learned every child's published summary
     (the others' as their zone files make them) and *published* for *child*."""
-    store = ZoneStore(zonedir / "tools.yaml")
+    store = ZoneStore(root_file(zonedir))
     learned, note = {}, ""
     for delegation in store.file_zone.children:
         if delegation.name != child:
@@ -96,7 +112,7 @@ def ranks(zonedir: Path, child: str, published: PublishedSummary) -> tuple[list[
             store.learn({name: learned_summary(decode_summary(encode_summary(summary), name))})
         except SummaryError as exc:
             note = f"refused: {exc}"
-    return [rank_of(store, child, intent) for intent in INTENTS], note
+    return [rank_of(store, child, intent) for intent in intents], note
 
 
 def main() -> int:
@@ -104,19 +120,22 @@ def main() -> int:
     parser.add_argument("--zones", default=str(ROOT / "zones"))
     parser.add_argument("--child", default="code.tools.")
     parser.add_argument("--words", type=int, default=70)
+    parser.add_argument("--queries", help="a ToolRet query file: its first 25 queries whose correct tools are "
+                        "not in the child, in place of the 25 intents written for the shipped tree")
     parser.add_argument("--tools", type=int, default=MAX_TOOLS, help=f"tools the stuffed summary claims "
                         f"(default {MAX_TOOLS}: as many as a parent accepts)")
     args = parser.parse_args()
     zonedir = Path(args.zones)
     honest = publish(load_zone(zonedir / f"{args.child}yaml"))  # code.tools. -> code.tools.yaml
     words = common_words(zonedir, args.words)
+    intents = unrelated_queries(args.queries, zonedir, args.child, len(INTENTS)) if args.queries else INTENTS
     cases = [("honest", honest), (f"stuffed, {args.tools} tools", stuffed(honest, words, args.tools)),
              (f"stuffed, honest count ({honest.tools})", stuffed(honest, words, honest.tools))]
-    print(f"{args.child} among the root's {len(load_zone(zonedir / 'tools.yaml').children)} children, "
-          f"{len(INTENTS)} intents unrelated to it; {args.words} words stuffed: {' '.join(words[:12])} ...")
+    print(f"{args.child} among the root's {len(load_zone(root_file(zonedir)).children)} children, "
+          f"{len(intents)} intents unrelated to it; {args.words} words stuffed: {' '.join(words[:12])} ...")
     print(f"{'summary':32} {'first':>5} {'top 3':>5} {'mean rank':>9}  ranks")
     for what, summary in cases:
-        got, note = ranks(zonedir, args.child, summary)
+        got, note = ranks(zonedir, args.child, summary, intents)
         print(f"{what:32} {sum(r == 1 for r in got):5d} {sum(r <= 3 for r in got):5d} {sum(got) / len(got):9.2f}  "
               f"{' '.join(map(str, got))}{'  (' + note + ')' if note else ''}", flush=True)
     return 0

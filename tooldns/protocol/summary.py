@@ -26,8 +26,8 @@ A parent accepts only what :func:`decode_summary` accepts: the zone it asked for
 letters and digits, at most 64 characters), each counted at most :data:`MAX_REPEATS` times per
 tool beneath (as zone files cap repeated words), at most :data:`TERMS_PER_TOOL` distinct terms per
 tool (plus as many again) counted at most :data:`MAX_REPEATS` times as much in all, at most
-:data:`MAX_FACETS` facets of such terms, each standing for at most :data:`FACET_TOOLS` tools (its
-terms counted at most MAX_REPEATS times that, the summary's tools at most that many a facet),
+:data:`MAX_FACETS` facets of such terms, each standing for at most :data:`FACET_TOOLS` tools (a
+summary with facets holds at most that many tools a facet),
 printable description and keywords within the zone-file limits. Anything else is refused with a
 :class:`SummaryError` saying why; :func:`fit_summary` makes what a parent accepts.
 
@@ -73,8 +73,8 @@ MAX_VECTORS = CENTROIDS
 #: none, and its parent ranks its whole summary
 MAX_FACETS = 16
 #: the most tools one facet stands for (``tooldns build`` and :func:`tooldns.scoring.bm25.facets_of`
-#: group tools by this many): a facet's term counted more than MAX_REPEATS times this is refused, and a
-#: summary with facets stands for at most this many tools a facet
+#: group tools by this many): a summary with facets stands for at most this many tools a facet, so
+#: that its terms (and its facets' terms) may be counted at most MAX_REPEATS times that many, plus 3
 FACET_TOOLS = 4
 #: the most distinct terms a summary may carry per tool it says it holds (plus as many again for the
 #: zone's own description and keywords); the most of any ToolRet tool is 148. The count mass (every
@@ -133,12 +133,12 @@ def fit_summary(zone: str, serial: int, description: str, keywords: tuple[str, .
     *facets* (counted terms of groups of tools) when there are at most :data:`MAX_FACETS` and they
     fit in half the octets, none otherwise."""
     tools = min(max(0, tools), MAX_TOOLS)
-    grouped = tuple(filter(None, (tuple(_ranked(f, MAX_REPEATS * FACET_TOOLS)[:MAX_TERMS]) for f in facets)))
+    if facets and len(facets) <= MAX_FACETS:
+        tools = min(tools, FACET_TOOLS * len(facets))
+    cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
+    grouped = tuple(filter(None, (tuple(_ranked(f, cap)[:MAX_TERMS]) for f in facets)))
     if len(grouped) > MAX_FACETS or len(_payload(PublishedSummary(zone, 0, facets=grouped))) > MAX_SUMMARY_BYTES // 2:
         grouped = ()
-    if grouped:
-        tools = min(tools, FACET_TOOLS * len(grouped))
-    cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
     ranked = _within_mass(_ranked(counts, cap)[:min(MAX_TERMS, _most_terms(tools))], tools)
     description = clip(printable(description), MAX_DESCRIPTION_BYTES)
     keywords = tuple(clip(printable(k), MAX_KEYWORD_BYTES) for k in keywords[:MAX_KEYWORDS])
@@ -227,7 +227,7 @@ def decode_summary(strings: list[bytes], zone: str) -> PublishedSummary:
         raise SummaryError(f"summary of {zone}: {len(ranked)} terms counted {sum(n for _, n in ranked)} times; "
                            f"with {tools} tools at most {_most_terms(tools)} terms counted {_most_mass(tools)} "
                            f"times are accepted")
-    facets = _facets(doc.get("facets", []), zone)
+    facets = _facets(doc.get("facets", []), tools, zone)
     if facets and tools > FACET_TOOLS * len(facets):
         raise SummaryError(f"summary of {zone}: {tools} tools in {len(facets)} facets; a facet stands for at most "
                            f"{FACET_TOOLS} tools")
@@ -235,10 +235,9 @@ def decode_summary(strings: list[bytes], zone: str) -> PublishedSummary:
                             tools, ranked, _vectors(doc.get("vectors", []), zone), facets)
 
 
-def _terms(terms: dict, tools: int, zone: str, what: str = "term", cap: int | None = None) -> tuple[tuple[str, int], ...]:
-    """Counted index *terms* (of a summary of *tools* tools, or of one of its facets, whose *cap* is
-    given) checked, most frequent first."""
-    cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS if cap is None else cap
+def _terms(terms: dict, tools: int, zone: str, what: str = "term") -> tuple[tuple[str, int], ...]:
+    """Counted index *terms* (of a summary, or of one of its facets) checked, most frequent first."""
+    cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
     for term, n in terms.items():
         if len(term) > MAX_TERM_CHARS or not _TERM.match(term):
             raise SummaryError(f"summary of {zone}: {term[:40]!r} is not an index term "
@@ -249,14 +248,13 @@ def _terms(terms: dict, tools: int, zone: str, what: str = "term", cap: int | No
     return tuple(sorted(terms.items(), key=lambda tn: (-tn[1], tn[0])))
 
 
-def _facets(items, zone: str) -> tuple[tuple[tuple[str, int], ...], ...]:
-    """The facets of a summary: at most :data:`MAX_FACETS` objects of counted index terms, none empty,
-    each term counted at most as often as :data:`FACET_TOOLS` tools hold it."""
+def _facets(items, tools: int, zone: str) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """The facets of a summary: at most :data:`MAX_FACETS` objects of counted index terms, none empty."""
     if (not isinstance(items, list) or len(items) > MAX_FACETS
             or not all(isinstance(f, dict) and 0 < len(f) <= MAX_TERMS for f in items)):
         raise SummaryError(f"summary of {zone}: facets must be a list of at most {MAX_FACETS} objects of "
                            f"1 to {MAX_TERMS} terms")
-    return tuple(_terms(f, FACET_TOOLS, zone, "facet term", MAX_REPEATS * FACET_TOOLS) for f in items)
+    return tuple(_terms(f, tools, zone, "facet term") for f in items)
 
 
 def _vectors(items, zone: str) -> tuple[bytes, ...]:
