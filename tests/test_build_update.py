@@ -498,3 +498,23 @@ def test_a_zones_own_tools_compete_with_its_children_in_facets(built):
     assert scorer.facets is not None and index.child_candidates.entries[-1] is SELF
     best, score = scorer.rank("zeppelin airship flights", 1).items[0]
     assert index.child_candidates.entries[best] is SELF and score > 0
+
+
+def test_an_update_that_cannot_write_leaves_every_file_whole_and_no_temporary_one(tree, tmp_path):
+    """``tooldns build --update`` in a child process whose files may not grow past 1 byte
+    (RLIMIT_FSIZE): its first write fails (EFBIG, a clear error, exit 3), every file of the tree is as
+    it was and no temporary file is left in it."""
+    import subprocess
+    import sys
+
+    before = {p.relative_to(tree): p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps(synthetic_catalog() + [ZEPPELIN]))
+    code = "\n".join(["import resource, sys",
+                      "from tooldns.cli import main",
+                      "resource.setrlimit(resource.RLIMIT_FSIZE, (1, 1))",
+                      "sys.exit(main(sys.argv[1:]))"])
+    proc = subprocess.run([sys.executable, "-c", code, "build", "--update", str(catalog), "--out", str(tree)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3 and "File too large" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert {p.relative_to(tree): p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before

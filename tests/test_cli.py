@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -106,8 +107,8 @@ def test_serve_starts_prints_and_stops_on_ctrl_c(tmp_path):
     subnet = fresh_subnet()
     d = copy_tree(ZONES, tmp_path / "z", subnet)
     port = free_port(subnet + ".1")
-    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(d), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(d), "--port", str(port),
+                             "--rcvbuf", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = []
         deadline = time.monotonic() + 20
@@ -119,6 +120,9 @@ def test_serve_starts_prints_and_stops_on_ctrl_c(tmp_path):
         text = "".join(lines)
         assert f"{subnet}.1 " in text
         assert "hko.weather.tools." in text
+        rmem_max = int(open("/proc/sys/net/core/rmem_max").read())
+        granted = int(re.search(r"UDP receive buffer: (\d+) bytes", text).group(1))  # as the kernel reports it
+        assert granted in (2 * 1_000_000, 2 * min(1_000_000, rmem_max))  # forced (as root), or capped
         from resolver_client import Resolver
         with Resolver(root=(f"{subnet}.1", port), timeout=REPLY_TIMEOUT) as r:
             assert r.resolve("historical weather Hong Kong").tools
@@ -231,3 +235,15 @@ def test_resolve_says_once_when_zones_did_not_use_the_vector(demo_tree, capsys):
     assert capsys.readouterr().err.count("the intent's vector was not used") == 1
     assert resolve_main(["historical weather Hong Kong", *at(demo_tree)]) == 0
     assert "vector" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["check", str(ZONES)], ["dnssec", "show", str(ZONES)], ["--help"]])
+def test_tooldns_into_a_pipe_closed_early_is_no_error(command):
+    """`tooldns dnssec show zones/ | head`: the reader stops reading; before, "tooldns: [Errno 32]
+    Broken pipe" and exit 3. Now the rest goes nowhere, quietly (Python's documentation on SIGPIPE)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written: every write meets a closed pipe
+    proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", *command], stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    err = proc.communicate(timeout=WAIT_TIMEOUT)[1].decode()
+    assert err == "" and proc.returncode in (0, 1), (proc.returncode, err)

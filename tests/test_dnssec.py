@@ -625,3 +625,62 @@ def test_odd_and_longest_names_are_denied_with_proofs_that_validate(tmp_path):
             assert _validate_all(denied, {dnskey.name: dnskey}) == 2, name
     finally:
         tree.stop()
+
+
+def test_keygen_changes_only_the_ds_of_the_zone_files_it_writes(tmp_path):
+    """Before, a parent's file was dumped anew through the schema: ``minimum: 300`` (a default)
+    dropped, ``serial`` moved after ``description``, long descriptions re-wrapped. Now only ``ds:``
+    lines are added; files without a child to hand a DS to are not written at all."""
+    zdir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    before = {p.name: (p.read_text(encoding="utf-8"), p.stat().st_mtime_ns) for p in zdir.glob("*.yaml")}
+    report = keygen_tree(zdir)
+    parents = {Path(path).name for _, path in report.ds_written}
+    assert "tools.yaml" in parents and "weather.tools.yaml" in parents
+    for path in zdir.glob("*.yaml"):
+        text, stamp = before[path.name]
+        if path.name not in parents:
+            assert path.stat().st_mtime_ns == stamp, path.name  # not rewritten
+            continue
+        new = path.read_text(encoding="utf-8").splitlines()
+        added = [line for line in new if line not in text.splitlines()]
+        assert [line for line in new if line not in added] == text.splitlines(), path.name  # every line, in order
+        assert added and all(line.lstrip().startswith(("ds:", "- '")) for line in added), added
+        assert all(c.ds for c in load_zone(path).children)
+    again = {p.name: p.stat().st_mtime_ns for p in zdir.glob("*.yaml")}
+    assert keygen_tree(zdir).ds_written == [] and {p.name: p.stat().st_mtime_ns for p in zdir.glob("*.yaml")} == again
+
+
+def test_a_ds_swapped_at_a_rollover_replaces_the_old_lines(tmp_path):
+    zdir = copy_tree(ZONES, tmp_path / "zones", fresh_subnet())
+    keygen_tree(zdir, zones=[HKO])
+    parent = next(p for p in zdir.glob("*.yaml") if load_zone(p).origin == "weather.tools.")
+    first = parent.read_text(encoding="utf-8")
+    new = roll(zdir, HKO)
+    write_ds(zdir, [HKO], tags=[new.key_tag])
+    child = next(c for c in load_zone(parent).children if c.name == HKO)
+    assert child.ds == (new.ds_text(),)
+    lines = parent.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(first.splitlines()) and sum(a != b for a, b in zip(lines, first.splitlines())) == 1
+
+
+def test_a_key_state_that_cannot_be_written_leaves_the_old_file_and_no_temporary_one(tmp_path):
+    """Written in a child process whose files may not grow past 1 byte (RLIMIT_FSIZE): the write fails
+    (EFBIG), the old JSON is whole and no temporary file is left beside it (before: a stray
+    ``.json.tmp``)."""
+    import sys
+
+    keys = tmp_path / "keys"
+    key = generate(HKO)
+    write_key(keys, key)
+    before = {p.name: p.read_bytes() for p in keys.iterdir()}
+    code = "\n".join(["import resource, sys",
+                      "from tooldns.dnssec.keys import load_keys, set_state",
+                      f"key = load_keys(sys.argv[1], {HKO!r})[0]",
+                      "resource.setrlimit(resource.RLIMIT_FSIZE, (1, 1))",
+                      "try:",
+                      "    set_state(sys.argv[1], key, 'retired')",
+                      "except OSError:",
+                      "    sys.exit(7)"])
+    proc = subprocess.run([sys.executable, "-c", code, str(keys)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 7, proc.stderr
+    assert {p.name: p.read_bytes() for p in keys.iterdir()} == before

@@ -340,3 +340,76 @@ def test_zone_of_a_server_of_several_zones(demo_dir):
         assert zone_of(data, question_end(data)) == zone
         assert zone_of(data, question_end(data)) == zone  # remembered
     assert zone_of(struct.pack("!6H", 1, 0, 0, 0, 0, 0), 0) == "tools."
+
+
+@pytest.mark.integration
+def test_udp_receive_buffer_is_raised_by_default(demo_dir):
+    """Before, each server kept the system's default receive buffer (208 KiB here): a burst of 1 kB
+    queries past about 200 was dropped by the kernel. Now it asks for DEFAULT_RCVBUF, forced where
+    allowed, else capped at net.core.rmem_max (the kernel reports twice what it grants)."""
+    from tooldns.serving.sockbuf import DEFAULT_RCVBUF
+
+    rmem_max = int(open("/proc/sys/net/core/rmem_max").read())
+    tree = start_tree(demo_dir)
+    try:
+        for server in tree.tree.sockets.values():
+            assert server.rcvbuf_effective >= min(DEFAULT_RCVBUF, rmem_max)
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as plain:
+                assert server.rcvbuf_effective > plain.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    finally:
+        tree.stop()
+
+
+@pytest.mark.integration
+def test_kernel_drops_of_a_burst_are_counted(demo_dir):
+    """A burst sent while the server's event loop is busy overflows a small receive buffer: the
+    datagrams the kernel drops never reach the server, and only /proc/net/udp tells of them."""
+    import threading
+
+    tree = start_tree(demo_dir, metrics=("127.0.0.1", 0), rcvbuf=4096, rate_limit=0)
+    busy, release = threading.Event(), threading.Event()
+    try:
+        root = tree.root()
+        server = tree.tree.sockets[root[0]]
+        assert server.udp_drops() == 0 and value(scrape(tree.tree.metrics_address),
+                                                 "tooldns_server_udp_kernel_drops_total") == 0
+        tree.loop.call_soon_threadsafe(lambda: (busy.set(), release.wait(WAIT_TIMEOUT)))  # the loop reads nothing
+        assert busy.wait(WAIT_TIMEOUT)
+        query = intent_query("tools.").to_wire()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for _ in range(500):
+                sock.sendto(query, root)
+        release.set()
+        assert wait_until(lambda: server.stats["udp"] + (server.udp_drops() or 0) >= 500)
+        drops = server.udp_drops()
+        assert drops > 0
+        families = scrape(tree.tree.metrics_address)
+        assert value(families, "tooldns_server_udp_kernel_drops_total", server=f"dns://{root[0]}:{root[1]}") == drops
+        assert value(families, "tooldns_server_udp_receive_buffer_bytes") > 0
+    finally:
+        release.set()
+        tree.stop()
+
+
+def test_rcvbuf_falls_back_to_the_capped_option_where_forcing_is_not_allowed():
+    """Without CAP_NET_ADMIN, SO_RCVBUFFORCE fails: SO_RCVBUF is asked instead (capped at rmem_max)."""
+    from tooldns.serving.sockbuf import SO_RCVBUFFORCE, raise_rcvbuf
+
+    class Unprivileged:  # a real socket that refuses to be forced, as for a user without the capability
+        def __init__(self, sock):
+            self.sock, self.asked = sock, []
+
+        def setsockopt(self, level, option, value):
+            self.asked.append(option)
+            if option == SO_RCVBUFFORCE:
+                raise PermissionError(1, "Operation not permitted")
+            self.sock.setsockopt(level, option, value)
+
+        def getsockopt(self, level, option):
+            return self.sock.getsockopt(level, option)
+
+    rmem_max = int(open("/proc/sys/net/core/rmem_max").read())
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        wrapped = Unprivileged(sock)
+        assert raise_rcvbuf(wrapped, 8 * rmem_max) == 2 * rmem_max  # the kernel's cap, doubled as it reports
+        assert wrapped.asked == [SO_RCVBUFFORCE, socket.SO_RCVBUF]

@@ -178,3 +178,25 @@ def test_serve_logs_to_stderr_and_serves_metrics(tmp_path):
     assert code == 0
     logged = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any(line["intent"] == INTENT and line["zone"] == "tools." for line in logged)
+
+
+def test_line_separators_in_an_intent_are_escaped(tmp_path):
+    """U+0085 and U+2028 end a line for Python's splitlines, U+009B starts a terminal's escape: an
+    intent holding them must stay on its one line, and read back as it was sent."""
+    log = tmp_path / "q.jsonl"
+    qlog = QueryLog(str(log), intents=True, interval=60)
+
+    class Server:
+        class resolver:
+            class source:
+                class index:
+                    origin = "tools."
+
+    record = qlog.recorder(Server)
+    intent = "weather\u0085{\"forged\": 1}\u2028next\u2029\u009b31m red\u202e"
+    query = intent_query("tools.", intent, 2)
+    record(query.to_wire(), dns.message.make_response(query).to_wire(), True, ("192.0.2.1", 53), 1000, False)
+    qlog.close()
+    text = log.read_text(encoding="utf-8")
+    assert len(text.splitlines()) == 1 and not any(c in text for c in "\u0085\u2028\u2029\u009b\u202e")
+    assert lines_of(log)[0]["intent"] == intent

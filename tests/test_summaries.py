@@ -84,6 +84,7 @@ def test_a_summary_survives_its_txt_strings_and_says_whose_it_is():
 @pytest.mark.parametrize("doc, why", [
     (b"not json", "not UTF-8 JSON"),
     (b"[1, 2]", "JSON object"),
+    (b"[" * 50_000, "nests too deeply"),  # the decoder's recursion, not a child out of reach
     ({"format": "tooldns-summary/9"}, "format"),
     ({"extra": 1}, "unknown keys"),
     ({"serial": -1}, "serial"),
@@ -100,6 +101,9 @@ def test_a_summary_survives_its_txt_strings_and_says_whose_it_is():
     ({"facets": [{"weather": 1}] * 17}, "facets must be a list"),
     ({"facets": [{"Has Space": 1}]}, "not an index term"),
     ({"facets": [{"weather": 10**6}], "tools": 2}, "facet term 'weather' counted"),
+    ({"facets": [{"weather": 1}], "tools": 5}, "a facet stands for at most 4 tools"),
+    ({"terms": {f"w{i}": 1 for i in range(1025)}, "tools": 1}, "at most 1024 terms"),  # 512 a tool, plus 512
+    ({"terms": {f"w{i}": 6 for i in range(600)}, "tools": 1}, "counted 3072 times are accepted"),
 ])
 def test_a_parent_refuses_malformed_or_inflated_summaries(doc, why):
     if isinstance(doc, dict):
@@ -266,6 +270,7 @@ def test_a_leaf_edit_is_findable_from_the_root_while_resolutions_run(demo_dir):
         counters = tree.tree.summaries.counters()
         assert counters["notifies_sent"] >= 2 and counters["notifies_received"] >= 2
         assert counters["summaries_learned"] >= 2 and counters["notifies_refused"] == 0
+        assert wait_until(lambda: tree.tree.summaries.counters()["notifies_acked"] >= 2)  # acks still match
     finally:
         done.set()
         worker.join(REPLY_TIMEOUT * 3)
@@ -461,6 +466,7 @@ children:
      "says it is 'honest.tools.'"),  # forged: another zone's
     (encode_summary(PublishedSummary("liar.tools.", 101, "stuffed", tools=1, terms=(("weather", 5000),))),
      "counted 5000"),  # stuffed
+    ([b"[" * 255] * 200, "nests too deeply"),  # counted as refused, not as a child out of reach
 ])
 def test_a_parent_refuses_an_oversized_forged_or_stuffed_summary(tmp_path, caplog, strings, why):
     zonedir, subnet = _liar_tree(tmp_path)
@@ -533,3 +539,115 @@ def test_vectors_of_two_models_are_refused():
     doc = json.dumps({"format": "tooldns-summary/1", "zone": "maps.tools.", "serial": 1, "vectors": two}).encode()
     with pytest.raises(SummaryError, match="several models"):
         decode_summary([doc], "maps.tools.")
+
+
+@pytest.mark.integration
+def test_a_notify_is_acknowledged_only_by_its_target_with_its_question(tmp_path):
+    """Before, any datagram with the NOTIFY's message ID counted as its acknowledgement: one of 65,536
+    guesses, from anyone. Now it must come from an address the NOTIFY went to, with its opcode and
+    question; the others are dropped (and counted)."""
+    import asyncio
+
+    from tooldns.serving.index import ZoneIndex
+    from tooldns.serving.resolver import StaticSource, ZoneResolver
+    from tooldns.serving.server import DNSServer
+
+    subnet = fresh_subnet()
+    loop = asyncio.new_event_loop()
+    worker = threading.Thread(target=loop.run_forever, daemon=True)
+    worker.start()
+    server = DNSServer(ZoneResolver(StaticSource(ZoneIndex(load_zone(ZONES / "weather.tools.yaml")))),
+                       f"{subnet}.1", 0)
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(REPLY_TIMEOUT)
+    parent, stranger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        parent.bind((f"{subnet}.2", 0))
+        stranger.bind((f"{subnet}.3", 0))
+        notify = dns.message.make_query("weather.tools.", "SOA")
+        notify.flags = dns.flags.AA
+        notify.set_opcode(dns.opcode.NOTIFY)
+
+        async def expect():
+            return server.expect_reply(notify.to_wire(), [parent.getsockname()])
+
+        acked = asyncio.run_coroutine_threadsafe(expect(), loop).result(REPLY_TIMEOUT)
+        ack = dns.message.make_response(notify)
+        other = dns.message.make_query("maps.tools.", "SOA", id=notify.id)
+        other.flags = dns.flags.AA
+        other.set_opcode(dns.opcode.NOTIFY)
+        for n, (sock, reply) in enumerate([(stranger, ack), (parent, dns.message.make_response(other))], 1):
+            sock.sendto(reply.to_wire(), (server.address, server.port))
+            assert wait_until(lambda: server.stats["dropped"] == n), n
+            assert not acked.done()
+        parent.sendto(ack.to_wire(), (server.address, server.port))
+        assert wait_until(acked.done) and server.stats["dropped"] == 2
+    finally:
+        parent.close()
+        stranger.close()
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(REPLY_TIMEOUT)
+        loop.call_soon_threadsafe(loop.stop)
+        worker.join(REPLY_TIMEOUT)
+
+
+def test_fit_keeps_a_summary_within_what_its_tools_could_hold():
+    """A zone of one tool with a long description of its own publishes at most 1,024 terms counted at
+    most 3,072 times: what a parent accepts, never a refused summary."""
+    counts = Counter({f"w{i}": 1 + i % 3 for i in range(5000)})
+    fitted = fit_summary("one.tools.", 1, "one", (), counts, tools=1)
+    assert len(fitted.terms) <= 1024 and sum(n for _, n in fitted.terms) <= 3072
+    assert decode_summary(encode_summary(fitted), "one.tools.") == fitted
+    faceted = fit_summary("f.tools.", 1, "f", (), Counter({"route": 40}), tools=50,
+                          facets=(Counter({"route": 20}), Counter({"route": 20})))
+    assert faceted.tools == 8 and dict(faceted.facets[0]) == {"route": 20}  # 2 facets of 4 tools at most
+    assert dict(faceted.terms) == {"route": 27}  # counted at most 3 times a tool, plus 3
+    assert decode_summary(encode_summary(faceted), "f.tools.") == faceted
+
+
+STUFFING_INTENTS = ["historical weather Hong Kong", "will it rain in London tomorrow", "hourly temperature forecast",
+                    "driving directions to the airport", "convert an address to coordinates", "stock price of Tesla",
+                    "exchange rate euro to dollar", "search Wikipedia for the French revolution",
+                    "send a slack message to the team", "read my unread emails", "add an event to my calendar",
+                    "severe weather alerts in Texas"]
+
+
+def _root_with(zonedir: Path, child: str, published: PublishedSummary) -> ZoneStore:
+    """The shipped root after learning every child's published summary, *published* for *child*."""
+    import dataclasses
+
+    store = ZoneStore(zonedir / "tools.yaml")
+    for delegation in store.file_zone.children:
+        summary = published if delegation.name == child else publish(load_zone(zonedir / f"{delegation.name}yaml"))
+        summary = dataclasses.replace(summary, serial=summary.serial + 1)
+        store.learn({delegation.name: learned_summary(decode_summary(encode_summary(summary), delegation.name))})
+    return store
+
+
+def _firsts(store: ZoneStore, child: str) -> int:
+    candidates = store.index.child_candidates
+    return sum(candidates.entries[candidates.scorer.rank(intent, 1).items[0][0]].name == child
+               for intent in STUFFING_INTENTS)
+
+
+def test_claiming_ten_million_tools_buys_a_stuffed_summary_nothing(tmp_path):
+    """A child of the root publishes its terms and 70 words common in the tree's tools, each counted as
+    often as the parent accepts. Before, claiming 10,000,000 tools (each word counted 30 million
+    times) made it first for 3 of these 12 intents, none of them about it: BM25's term frequency
+    saturates, and the mean length it is compared with grew with it, so that every stuffed word
+    weighed in full. Now a child's length counts at most 4 times the median in that mean: the
+    claim buys nothing over the child's real count of tools."""
+    from tooldns.protocol.summary import MAX_TOOLS
+    from tooldns.scoring.tokenize import tokenize
+
+    child = "code.tools."
+    honest = publish(load_zone(ZONES / "code.tools.yaml"))
+    common = Counter(t for path in ZONES.glob("*.yaml") for tool in load_zone(path).tools for t in tokenize(tool.text()))
+    words = [t for t, _ in common.most_common(70)]
+
+    def stuffed(tools: int) -> PublishedSummary:
+        terms = {**dict(honest.terms), **{w: 3 * tools + 3 for w in words}}
+        return PublishedSummary(child, honest.serial, honest.description, honest.keywords, tools,
+                                tuple(sorted(terms.items(), key=lambda tn: (-tn[1], tn[0]))))
+
+    assert _firsts(_root_with(ZONES, child, honest), child) == 0
+    claimed, real = (_firsts(_root_with(ZONES, child, stuffed(n)), child) for n in (MAX_TOOLS, honest.tools))
+    assert claimed <= real <= 1, (claimed, real)

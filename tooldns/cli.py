@@ -44,6 +44,7 @@ try:
     from .embedding.registry import make_embedder
     from .scoring.hybrid import one_blas_thread
     from .serving.server import MAX_TCP, MAX_TCP_PER_CLIENT, TCP_IDLE, TCP_IDLE_BUSY
+    from .serving.sockbuf import DEFAULT_RCVBUF
     from .serving.descriptors import ensure_descriptors
     from .serving.gcpolicy import freeze_tree
     from .serving.metrics import parse_address
@@ -58,6 +59,7 @@ except ModuleNotFoundError as exc:
     _MISSING: str | None = exc.name  # said by main(), instead of a traceback
     DEFAULT_PORT = 5300
     DEFAULT_MAX_LOADED = 10_000
+    DEFAULT_RCVBUF = 16 * 2**20
 else:
     _MISSING = None
 
@@ -65,7 +67,7 @@ else:
 def _server_options(args) -> dict:
     """The ``serve`` flags given, as :class:`DNSServer` keyword arguments (the ones left out keep its defaults)."""
     options = {key: getattr(args, key) for key in ("rate_limit", "max_tcp", "max_tcp_per_client", "tcp_idle",
-                                                    "tcp_idle_busy") if getattr(args, key) is not None}
+                                                    "tcp_idle_busy", "rcvbuf") if getattr(args, key) is not None}
     if args.rate_limit_exempt:
         options["rate_limit_exempt"] = tuple(args.rate_limit_exempt)
     return options
@@ -110,6 +112,15 @@ def _print_started(tree, note: str = "") -> None:
           flush=True)
 
 
+def _print_rcvbuf(tree) -> None:
+    """The UDP receive buffers the kernel gave (it caps what was asked at net.core.rmem_max unless the
+    process may force it; it reports twice what it grants, its bookkeeping included)."""
+    sizes = sorted({server.rcvbuf_effective for server in tree.sockets.values() if server.rcvbuf_effective})
+    if sizes:
+        print(f"UDP receive buffer: {' to '.join(str(n) for n in sizes[::max(1, len(sizes) - 1)])} bytes "
+              f"(as the kernel reports it)", flush=True)
+
+
 async def _run_tree(tree, args) -> None:
     await tree.start()
     if tree.metrics_address is not None:
@@ -120,6 +131,7 @@ async def _run_tree(tree, args) -> None:
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, tree.look)  # before "started": a SIGHUP then must not stop it
     _print_reports(args)
+    _print_rcvbuf(tree)
     _print_started(tree)
     await stop.wait()
     _print_counters(tree.counters())
@@ -311,6 +323,10 @@ def _add_limit_flags(s: argparse.ArgumentParser) -> None:
                    help=f"seconds a TCP connection may wait idle for its next query (default {TCP_IDLE:g})")
     s.add_argument("--tcp-idle-busy", type=_seconds, metavar="S",
                    help=f"the same while more than half of --max-tcp are taken (default {TCP_IDLE_BUSY:g})")
+    s.add_argument("--rcvbuf", type=bounded(int, 0, most=2**31 - 1, what="a number of bytes, 0 or more"),
+                   metavar="BYTES", help=f"UDP receive buffer of each server, so that bursts wait instead of being "
+                                         f"dropped (default {DEFAULT_RCVBUF}; the kernel caps it at "
+                                         f"net.core.rmem_max unless allowed to force it; 0: the system's default)")
 
 
 def _mcp(argv: list[str], replace: bool = False) -> int:
@@ -423,7 +439,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe can be caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # the reader went away (tooldns dnssec show | head): as Python's documentation of SIGPIPE advises,
+        # what is left to write goes nowhere, and the exit is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except ZoneFileError as exc:
         print(str(exc), file=sys.stderr)
         return 1

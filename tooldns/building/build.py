@@ -45,7 +45,7 @@ from ..scoring.hybrid import as_array
 from ..scoring.tokenize import tokenize
 from ..serving.index import own_tools_terms
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
-from ..zone.zonefile import write_zone
+from ..zone.zonefile import write_atomically, write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
 from .examples import MAP_PREFIX, add_examples, fit_map, read_examples, save_map
 from .state import SELF, BuildState, ChildTerms, Totals, ZoneEntry, tool_digest
@@ -89,8 +89,7 @@ class BuildReport:
     llm_cost: dict = field(default_factory=dict)
 
     def write(self, outdir: Path) -> None:
-        (outdir / "build-report.json").write_text(json.dumps(self.__dict__, ensure_ascii=False, indent=2),
-                                                  encoding="utf-8")
+        write_atomically(outdir / "build-report.json", json.dumps(self.__dict__, ensure_ascii=False, indent=2))
 
     def text(self) -> str:
         ls = self.leaf_sizes
@@ -324,7 +323,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
             progress(f"wrote {n}/{len(layout.order)} zones")
     report.warnings.extend(dict.fromkeys(label_warnings))  # a tool placed twice is warned once
     _account(report, mapping, layout)
-    (outdir / "catalog-map.json").write_text(json.dumps(mapping, ensure_ascii=False, indent=0), encoding="utf-8")
+    write_atomically(outdir / "catalog-map.json", json.dumps(mapping, ensure_ascii=False, indent=0))
     state.write(outdir)
     report.seconds = time.perf_counter() - t0
     report.write(outdir)

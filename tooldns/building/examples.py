@@ -27,6 +27,7 @@ from pathlib import Path
 from ..embedding.embedder import Embedder
 from ..embedding.vectormap import VectorMap, fit_held_out
 from ..exceptions import BuildError, EmbeddingError
+from ..zone.zonefile import write_atomically
 from .catalog import Catalog, fit_to_limits
 
 #: what a map file is called beside the zone files: vector-map-<digest>.npz
@@ -111,12 +112,7 @@ def map_path(directory: str | os.PathLike, digest: str) -> Path:
 def save_map(directory: str | os.PathLike, vmap: VectorMap) -> Path:
     """Write *vmap* beside the zone files (through a temporary file renamed into place)."""
     path = map_path(directory, vmap.digest)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(vmap.to_bytes())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, vmap.to_bytes())
     return path
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..chat import ChatModel, extract_json
+from ..zone.zonefile import write_atomically
 from .catalog import Catalog
 from .trees import Category, Progress, _quiet, slug, unique_label
 
@@ -108,9 +109,8 @@ class LLMTreeBuilder:
         data = extract_json(content, object_only=True)  # an unparsable answer is not cached: asked again next time
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"messages": messages, "content": content}, ensure_ascii=False), encoding="utf-8")
-            tmp.replace(path)  # atomic: an interrupted build never leaves half an entry
+            # atomic: an interrupted build never leaves half an entry, nor a temporary file
+            write_atomically(path, json.dumps({"messages": messages, "content": content}, ensure_ascii=False))
         return data
 
     def _parallel(self, fn, items: list) -> list:

@@ -36,6 +36,7 @@ import dns.rdataclass
 import dns.rdatatype
 
 from ..exceptions import DNSSECError
+from ..zone.zonefile import write_atomically
 
 #: algorithm names as ``tooldns dnssec keygen --algorithm`` takes them -> DNSSEC algorithm numbers
 ALGORITHMS = {"ed25519": 15, "p256": 13}
@@ -117,10 +118,7 @@ def write_key(keydir: str | os.PathLike, key: ZoneKey) -> Path:
     d = Path(keydir)
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     pem = d / f"{key.stem}.pem"
-    fd = os.open(pem, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(_pem(key.private_key))
-    os.chmod(pem, 0o600)
+    write_atomically(pem, _pem(key.private_key), mode=0o600)  # never half a key, never readable by others
     write_state(keydir, key)
     return pem
 
@@ -129,10 +127,7 @@ def write_state(keydir: str | os.PathLike, key: ZoneKey) -> None:
     """Write the JSON file of *key* (its state changed, say)."""
     meta = {"zone": key.zone, "algorithm": key.algorithm, "key_tag": key.key_tag, "created": key.created,
             "state": key.state}
-    path = Path(keydir) / f"{key.stem}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomically(Path(keydir) / f"{key.stem}.json", json.dumps(meta, indent=1) + "\n")
 
 
 def set_state(keydir: str | os.PathLike, key: ZoneKey, state: str) -> ZoneKey:

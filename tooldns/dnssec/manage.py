@@ -2,8 +2,9 @@
 
 What ``tooldns dnssec`` runs (``docs/dnssec.md``). Keys live in the key directory (``ZONEDIR/keys``
 unless told); DS records go into the parent's zone file, in the delegation (``ds:``), as a real
-parent's operator publishes the DS its child hands over. A parent's file is rewritten through the
-one schema (:func:`tooldns.zone.zonefile.write_zone`, atomically), keeping its leading comment lines.
+parent's operator publishes the DS its child hands over. A parent's file is edited in place
+(:func:`tooldns.zone.zonefile.with_ds`: only its ``ds:`` lines change, its keys' order, defaults and
+comments stay) and written atomically, and only when its DS change.
 
     >>> report = keygen_tree("zones")        # keys for zones without one, DS written into parents
     >>> roll("zones", "hko.weather.tools.")   # rollover step 1: a new key published beside the old
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from ..exceptions import DNSSECError
 from ..protocol import names
-from ..zone.zonefile import header_of, load_zone, write_zone, zone_files
+from ..zone.zonefile import load_zone, parse_zone, with_ds, write_atomically, zone_files
 from .keys import DEFAULT_ALGORITHM, ZoneKey, generate, load_keys, set_state, write_key
 
 
@@ -79,17 +80,23 @@ def write_ds(zonedir: str | os.PathLike, zones: list[str] | None = None, tags: l
     written = []
     for path in zone_files(zonedir):
         zone = load_zone(path)
-        children, changed = [], False
+        text = original = Path(path).read_text(encoding="utf-8")
+        children = []
         for child in zone.children:
             if wanted is None or child.name in wanted:
                 ds = tuple(k.ds_text() for k in load_keys(keys, child.name)
                            if (k.key_tag in tags if tags else k.state == "active"))
                 if ds and ds != child.ds:
-                    child, changed = replace(child, ds=ds), True
+                    # the file as its operator wrote it, but for this delegation's ds (not dumped anew:
+                    # that would drop its defaults and reorder its keys)
+                    text = with_ds(text, child.label, ds)
+                    child = replace(child, ds=ds)
                     written.append((child.name, str(path)))
             children.append(child)
-        if changed:
-            write_zone(replace(zone, children=tuple(children)), path, header=header_of(path))
+        if text != original:
+            if parse_zone(text, str(path)) != replace(zone, children=tuple(children)):
+                raise DNSSECError(f"{path}: writing the DS would change more than the DS; add them by hand")
+            write_atomically(path, text)
     return written
 
 

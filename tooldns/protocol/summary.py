@@ -24,9 +24,12 @@ that has them (an unknown key).
 A parent accepts only what :func:`decode_summary` accepts: the zone it asked for, at most
 :data:`MAX_SUMMARY_BYTES` octets, :data:`MAX_TERMS` terms that are index terms (lower-case
 letters and digits, at most 64 characters), each counted at most :data:`MAX_REPEATS` times per
-tool beneath (as zone files cap repeated words), at most :data:`MAX_FACETS` facets of such terms,
+tool beneath (as zone files cap repeated words), at most :data:`TERMS_PER_TOOL` distinct terms per
+tool (plus as many again) counted at most :data:`MAX_REPEATS` times as much in all, at most
+:data:`MAX_FACETS` facets of such terms, each standing for at most :data:`FACET_TOOLS` tools (a
+summary with facets holds at most that many tools a facet),
 printable description and keywords within the zone-file limits. Anything else is refused with a
-:class:`SummaryError` saying why.
+:class:`SummaryError` saying why; :func:`fit_summary` makes what a parent accepts.
 
     >>> s = fit_summary("maps.tools.", 7, "Maps", ("map",), Counter({"map": 3, "route": 2}), tools=2)
     >>> decode_summary(encode_summary(s), "maps.tools.") == s
@@ -69,6 +72,15 @@ MAX_VECTORS = CENTROIDS
 #: and :func:`tooldns.scoring.bm25.facets_of`): a child with more groups of tools beneath it has
 #: none, and its parent ranks its whole summary
 MAX_FACETS = 16
+#: the most tools one facet stands for (``tooldns build`` and :func:`tooldns.scoring.bm25.facets_of`
+#: group tools by this many): a summary with facets stands for at most this many tools a facet, so
+#: that its terms (and its facets' terms) may be counted at most MAX_REPEATS times that many, plus 3
+FACET_TOOLS = 4
+#: the most distinct terms a summary may carry per tool it says it holds (plus as many again for the
+#: zone's own description and keywords); the most of any ToolRet tool is 148. The count mass (every
+#: term's count summed) is bounded at MAX_REPEATS times as much: a summary cannot say more than its
+#: tools could hold
+TERMS_PER_TOOL = 512
 _TERM = re.compile(r"^[^\W_A-Z]+$", re.UNICODE)
 _KEYS = {"format", "zone", "serial", "description", "keywords", "tools", "terms", "vectors", "facets"}
 
@@ -120,14 +132,17 @@ def fit_summary(zone: str, serial: int, description: str, keywords: tuple[str, .
     fit :data:`MAX_TERMS` and :data:`MAX_SUMMARY_BYTES`, each capped as :func:`decode_summary` caps;
     *facets* (counted terms of groups of tools) when there are at most :data:`MAX_FACETS` and they
     fit in half the octets, none otherwise."""
+    tools = min(max(0, tools), MAX_TOOLS)
+    if facets and len(facets) <= MAX_FACETS:
+        tools = min(tools, FACET_TOOLS * len(facets))
     cap = MAX_REPEATS * max(1, tools) + MAX_REPEATS
-    ranked = _ranked(counts, cap)[:MAX_TERMS]
-    description = clip(printable(description), MAX_DESCRIPTION_BYTES)
-    keywords = tuple(clip(printable(k), MAX_KEYWORD_BYTES) for k in keywords[:MAX_KEYWORDS])
-    vectors = tuple(vectors[:MAX_VECTORS])
     grouped = tuple(filter(None, (tuple(_ranked(f, cap)[:MAX_TERMS]) for f in facets)))
     if len(grouped) > MAX_FACETS or len(_payload(PublishedSummary(zone, 0, facets=grouped))) > MAX_SUMMARY_BYTES // 2:
         grouped = ()
+    ranked = _within_mass(_ranked(counts, cap)[:min(MAX_TERMS, _most_terms(tools))], tools)
+    description = clip(printable(description), MAX_DESCRIPTION_BYTES)
+    keywords = tuple(clip(printable(k), MAX_KEYWORD_BYTES) for k in keywords[:MAX_KEYWORDS])
+    vectors = tuple(vectors[:MAX_VECTORS])
     head = len(_payload(PublishedSummary(zone, serial, description, keywords, tools, (), vectors, grouped)))
     size, kept = head, 0
     for term, n in ranked:
@@ -136,6 +151,26 @@ def fit_summary(zone: str, serial: int, description: str, keywords: tuple[str, .
             break
         kept += 1
     return PublishedSummary(zone, serial, description, keywords, tools, tuple(ranked[:kept]), vectors, grouped)
+
+
+def _most_terms(tools: int) -> int:
+    """The most distinct terms a summary of *tools* tools may carry."""
+    return TERMS_PER_TOOL * (max(1, tools) + 1)
+
+
+def _most_mass(tools: int) -> int:
+    """The most a summary of *tools* tools may count all its terms together."""
+    return MAX_REPEATS * _most_terms(tools)
+
+
+def _within_mass(ranked: list[tuple[str, int]], tools: int) -> list[tuple[str, int]]:
+    """The most frequent of *ranked* whose counts sum to at most :func:`_most_mass`."""
+    left = _most_mass(tools)
+    for i, (_, n) in enumerate(ranked):
+        left -= n
+        if left < 0:
+            return ranked[:i]
+    return ranked
 
 
 def _ranked(counts, cap: int) -> list[tuple[str, int]]:
@@ -160,6 +195,8 @@ def decode_summary(strings: list[bytes], zone: str) -> PublishedSummary:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise SummaryError(f"summary of {zone} is not UTF-8 JSON: {exc}") from None
+    except RecursionError:  # "[[[[...": the decoder's recursion, not a child out of reach
+        raise SummaryError(f"summary of {zone} nests too deeply to be read") from None
     if not isinstance(doc, dict):
         raise SummaryError(f"summary of {zone} must be a JSON object")
     unknown = set(doc) - _KEYS
@@ -186,9 +223,16 @@ def decode_summary(strings: list[bytes], zone: str) -> PublishedSummary:
     if not isinstance(terms, dict) or len(terms) > MAX_TERMS:
         raise SummaryError(f"summary of {zone}: terms must be an object of at most {MAX_TERMS} terms")
     ranked = _terms(terms, tools, zone)
+    if len(ranked) > _most_terms(tools) or sum(n for _, n in ranked) > _most_mass(tools):
+        raise SummaryError(f"summary of {zone}: {len(ranked)} terms counted {sum(n for _, n in ranked)} times; "
+                           f"with {tools} tools at most {_most_terms(tools)} terms counted {_most_mass(tools)} "
+                           f"times are accepted")
+    facets = _facets(doc.get("facets", []), tools, zone)
+    if facets and tools > FACET_TOOLS * len(facets):
+        raise SummaryError(f"summary of {zone}: {tools} tools in {len(facets)} facets; a facet stands for at most "
+                           f"{FACET_TOOLS} tools")
     return PublishedSummary(zone, serial, printable(description), tuple(printable(k) for k in keywords),
-                            tools, ranked, _vectors(doc.get("vectors", []), zone), _facets(doc.get("facets", []),
-                                                                                          tools, zone))
+                            tools, ranked, _vectors(doc.get("vectors", []), zone), facets)
 
 
 def _terms(terms: dict, tools: int, zone: str, what: str = "term") -> tuple[tuple[str, int], ...]:

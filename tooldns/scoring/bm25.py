@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..exceptions import ScorerError
 from ..protocol.budget import Budget, Store
-from ..protocol.summary import MAX_FACETS
+from ..protocol.summary import FACET_TOOLS, MAX_FACETS
 from .scorer import Ranking, Scorer
 from .tokenize import Tokenized, as_ascii, ascii_words, tokenize, word_terms
 
@@ -83,7 +83,7 @@ ROWS = Budget(1 << 25)
 #: a delegation's facets (``facets`` in zone files): groups of FACET_SIZE of the tools beneath it,
 #: in catalog order, for a child of at most MAX_FACETS groups (larger children have none; the limit
 #: is also what a published summary may carry, :mod:`tooldns.protocol.summary`)
-FACET_SIZE = 4
+FACET_SIZE = FACET_TOOLS
 #: children of more tools than this have no facets
 MAX_FACET_TOOLS = FACET_SIZE * MAX_FACETS
 
@@ -301,12 +301,32 @@ class CorpusStats:
         return CorpusStats(self.n_docs, self.avgdl, {t: self.df[t] for t in terms if t in self.df})
 
 
+#: in the mean length of counted documents (the summaries of children, as parents rank them whole; not
+#: tools' texts, nor facets), a document counts at most this many times the median length: one child
+#: whose published summary counts its terms thousands of times (a summary stuffed with common words,
+#: docs/security.md) is then long beside the others, and its terms weigh less, instead of making every
+#: other document look short and its own terms weigh as much as any
+LENGTH_OUTLIER = 4
+
+
+def robust_avgdl(doc_counts: Sequence[dict[str, int]]) -> float:
+    """The mean length of documents given as term counts, each length capped at :data:`LENGTH_OUTLIER`
+    times the median."""
+    lengths = sorted(sum(c.values()) for c in doc_counts)
+    if not lengths:
+        return 0.0
+    middle = len(lengths) // 2
+    median = lengths[middle] if len(lengths) % 2 else (lengths[middle - 1] + lengths[middle]) / 2
+    most = LENGTH_OUTLIER * median if median > 0 else math.inf  # half of them empty: no median to go by
+    return sum(min(n, most) for n in lengths) / len(lengths)
+
+
 class BM25:
     """An inverted index with precomputed per-posting weights."""
 
     def __init__(self, docs: Sequence[str] | None = None, *, k1: float = 1.5, b: float = 0.75,
                  stats: CorpusStats | None = None, tokenizer: Callable[[str], list[str]] = tokenize,
-                 tokens: Sequence[Sequence[str]] | None = None) -> None:
+                 tokens: Sequence[Sequence[str]] | None = None, robust_length: bool = True) -> None:
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         self.tokenizer = tokenizer
@@ -316,7 +336,10 @@ class BM25:
         self.n = len(doc_counts)
         local = CorpusStats.from_counts(doc_counts)
         n_docs = stats.n_docs if stats else local.n_docs
-        avgdl = (stats.avgdl if stats else local.avgdl) or 1.0
+        # counted documents (summaries of children, facets) are what a child publishes: one inflated
+        # count must not set the length every other document is measured against
+        counted = robust_length and docs is not None and any(isinstance(d, Tokenized) for d in docs)
+        avgdl = (stats.avgdl if stats else robust_avgdl(doc_counts) if counted else local.avgdl) or 1.0
         postings: dict[str, _Posting] = {}
         get = postings.get
         for i, counts in enumerate(doc_counts):
@@ -466,7 +489,9 @@ class FacetRanker:
 
     def __init__(self, docs: Sequence[Tokenized], k1: float, b: float) -> None:
         self.n = len(docs)
-        self.index = BM25([Tokenized(" ", facet) for d in docs for facet in d.facets], k1=k1, b=b)
+        # facets stand for 4 tools at most, their counts capped so (tooldns.protocol.summary): their
+        # mean length is the plain mean, as tooldns build measured them with
+        self.index = BM25([Tokenized(" ", facet) for d in docs for facet in d.facets], k1=k1, b=b, robust_length=False)
         #: the document each facet is of
         self.owners = [i for i, d in enumerate(docs) for _ in d.facets]
         self._numbers = owner_numbers(self.owners) if owner_numbers is not None else None  # as best_sums reads them

@@ -303,6 +303,10 @@ class TreeMetrics(Collector):
         entries = family("tooldns_cache_entries", "Replies held in the packet cache.", GaugeMetricFamily)
         cache_bytes = family("tooldns_cache_size_bytes", "Bytes held in the packet cache.", GaugeMetricFamily)
         connections = family("tooldns_tcp_connections", "TCP connections open.", GaugeMetricFamily)
+        kernel_drops = family("tooldns_server_udp_kernel_drops", "UDP datagrams the kernel dropped before the "
+                              "server read them (its receive buffer full: --rcvbuf), from /proc/net/udp.")
+        rcvbuf = family("tooldns_server_udp_receive_buffer_bytes", "The UDP socket's receive buffer as the "
+                        "kernel reports it (twice what it grants, its bookkeeping included).", GaugeMetricFamily)
         for rec in list(self.recorders):
             server, stats = rec.server, dict(rec.server.stats)
             label = _server_label(server)
@@ -313,7 +317,12 @@ class TreeMetrics(Collector):
             entries.add_metric([label], len(server._cache))
             cache_bytes.add_metric([label], server._cache_bytes)
             connections.add_metric([label], len(server._conns))
-        return [*out.values(), limited, entries, cache_bytes, connections]
+            drops = server.udp_drops()
+            if drops is not None:  # not Linux, or the socket closed: no sample rather than a wrong one
+                kernel_drops.add_metric([label], drops)
+            if server.rcvbuf_effective is not None:
+                rcvbuf.add_metric([label], server.rcvbuf_effective)
+        return [*out.values(), limited, entries, cache_bytes, connections, kernel_drops, rcvbuf]
 
     def _zones(self):
         reloads = CounterMetricFamily("tooldns_zone_reloads", "Edits of the zone file loaded and served.",

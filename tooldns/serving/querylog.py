@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -50,6 +51,14 @@ INTERVAL = 0.1
 #: the pending queue holds at most MAX_PENDING times this many bytes
 MAX_KEPT_BYTES = 4096
 _WARN_EVERY = 60.0
+#: what JSON may carry raw but a reader of lines must not see raw: C1 controls (U+0085 ends a line
+#: for Python's ``str.splitlines``, U+009B starts a terminal's escape sequence), DEL, the Unicode line
+#: and paragraph separators and bidirectional overrides; written as ``\uXXXX`` escapes instead
+_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def question_text(data: bytes, end: int) -> str | None:
@@ -160,7 +169,8 @@ class QueryLog:
         }
         if self.intents:
             record["intent"] = intent.text if intent is not None else None
-        return json.dumps(record, ensure_ascii=False, separators=(", ", ": "))
+        # these characters can only stand inside JSON strings, where an escape means the same
+        return _UNSAFE.sub(_escaped, json.dumps(record, ensure_ascii=False, separators=(", ", ": ")))
 
     def _run(self) -> None:
         while not self._closing.wait(self.interval):

@@ -53,7 +53,8 @@ from dnslib.server import BaseResolver
 from ..zone.model import RateLimit
 from .ratelimit import SEND, SLIP, RateLimiter, kind_of, slip_reply
 from .reply import error_reply
-from .wire import MAX_MESSAGE, MalformedRequest, pack_reply, parse_request
+from .sockbuf import DEFAULT_RCVBUF, raise_rcvbuf, udp_drops
+from .wire import MAX_MESSAGE, MalformedRequest, pack_reply, parse_request, skip_name
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,23 @@ class _Connection:
         self.open = True
 
 
+def _question(data: bytes) -> bytes | None:
+    """The first question of message *data* (name, type and class; the name lower-cased), or None."""
+    try:
+        end = skip_name(data, 12) if len(data) > 12 and (data[4] or data[5]) else 0
+    except ValueError:
+        return None
+    return data[12:end].lower() + data[end:end + 4] if end and len(data) >= end + 4 else None
+
+
+def _endpoint(addr) -> tuple[str, int]:
+    """(address, port) of a socket address, the address in its canonical text (``::1``, not ``0::1``)."""
+    try:
+        return str(ipaddress.ip_address(addr[0])), addr[1]
+    except ValueError:
+        return addr[0], addr[1]
+
+
 class DNSServer:
     """Serve *resolver* (a :class:`Served`) on one address and port, over UDP and TCP.
 
@@ -139,6 +157,7 @@ class DNSServer:
     responses a second; 0 turns rate limiting off. *rate_limit_exempt*: networks never limited, on
     top of the zone's. *reuse_port*: bind with SO_REUSEPORT, so that several processes serve the
     same address and port and the kernel spreads queries (UDP) and connections (TCP) over them.
+    *rcvbuf*: the UDP receive buffer asked for, in bytes (0: the system's default; :mod:`.sockbuf`).
     """
 
     def __init__(self, resolver: Served, address: str = "127.0.0.1", port: int = 53, *, tcp_idle: float = TCP_IDLE,
@@ -146,7 +165,7 @@ class DNSServer:
                  max_tcp_per_client: int = MAX_TCP_PER_CLIENT, cache_size: int = 4096,
                  cache_bytes: int = 4 * 2**20,
                  rate_limit: int | None = None, rate_limit_exempt: Sequence[str] = (),
-                 reuse_port: bool = False) -> None:
+                 reuse_port: bool = False, rcvbuf: int = DEFAULT_RCVBUF) -> None:
         if rate_limit is not None and rate_limit < 0:
             raise ValueError(f"rate_limit must be None or a whole number of at least 0, not {rate_limit!r}")
         self.resolver = resolver
@@ -160,6 +179,9 @@ class DNSServer:
         self.rate_limit = rate_limit
         self.rate_limit_exempt = tuple(str(ipaddress.ip_network(n, strict=False)) for n in rate_limit_exempt)
         self.reuse_port = reuse_port
+        self.rcvbuf = rcvbuf
+        #: the UDP socket's receive buffer as the kernel reports it once started (:mod:`.sockbuf`)
+        self.rcvbuf_effective: int | None = None
         self._cache: OrderedDict[tuple[bytes, bool], bytes] = OrderedDict()
         self._cache_bytes = 0
         self.cache_bytes = cache_bytes
@@ -175,8 +197,9 @@ class DNSServer:
         self._pressed = False  # more than half of the TCP slots taken
         self._tcp_tasks: set[asyncio.Task] = set()
         self._pool: ThreadPoolExecutor | None = None
-        #: message id -> the future of the reply to a message this server sent (NOTIFY)
-        self._awaited: dict[int, asyncio.Future] = {}
+        #: message id -> the future of the reply to a message this server sent (NOTIFY), the addresses
+        #: it went to, its question (lower-cased wire) and opcode (expect_reply)
+        self._awaited: dict[int, tuple] = {}
         self.stats = {"udp": 0, "tcp": 0, "dropped": 0, "truncated": 0, "cache_hits": 0, "rate_limited": 0,
                       "slipped": 0, "tcp_refused": 0, "tcp_evicted": 0}
         self._observers: tuple = ()  # see observe()
@@ -335,20 +358,29 @@ class DNSServer:
         if self._udp is not None and not self._udp.is_closing():
             self._udp.sendto(wire, address)
 
-    def expect_reply(self, message_id: int) -> asyncio.Future:
-        """A future that gets the first reply with *message_id* that reaches this server's UDP socket."""
-        future = self._awaited.get(message_id)
-        if future is None or future.done():
-            future = self._awaited[message_id] = asyncio.get_running_loop().create_future()
-        return future
+    def expect_reply(self, message: bytes, sources) -> asyncio.Future:
+        """A future that gets the first reply to *message* (the wire of a query this server sent) that
+        reaches its UDP socket from one of *sources* ((address, port) pairs) with the message's ID,
+        opcode and question; a datagram that matches the ID alone (a guess, from anyone) is dropped."""
+        message_id = int.from_bytes(message[:2], "big")
+        held = self._awaited.get(message_id)
+        if held is None or held[0].done():
+            future = asyncio.get_running_loop().create_future()
+            self._awaited[message_id] = (future, frozenset(_endpoint(a) for a in sources), _question(message),
+                                         message[2] & 0x78)
+            return future
+        return held[0]
 
     def forget_reply(self, message_id: int) -> None:
         self._awaited.pop(message_id, None)
 
-    def _replied(self, data: bytes) -> None:
-        future = self._awaited.pop(int.from_bytes(data[:2], "big"), None)
-        if future is not None and not future.done():
-            future.set_result(data)
+    def _replied(self, data: bytes, addr) -> None:
+        message_id = int.from_bytes(data[:2], "big")
+        held = self._awaited.get(message_id)
+        if (held is not None and not held[0].done() and _endpoint(addr) in held[1]
+                and data[2] & 0x78 == held[3] and _question(data) == held[2]):
+            del self._awaited[message_id]
+            held[0].set_result(data)
         else:
             self.stats["dropped"] += 1
 
@@ -363,7 +395,7 @@ class DNSServer:
 
             def datagram_received(self, data, addr):
                 if server._awaited and len(data) > 2 and data[2] & 0x80:  # a reply to what we sent
-                    server._replied(data)
+                    server._replied(data, addr)
                     return
                 server.stats["udp"] += 1
                 if server._may_block():
@@ -393,8 +425,13 @@ class DNSServer:
                                                            reuse_port=self.reuse_port)
         if self.port == 0:
             self.port = self._udp.get_extra_info("sockname")[1]
+        self.rcvbuf_effective = raise_rcvbuf(self._udp.get_extra_info("socket"), self.rcvbuf)
         self._tcp = await asyncio.start_server(self._serve_tcp, self.address, self.port, reuse_address=True,
                                                reuse_port=self.reuse_port)
+
+    def udp_drops(self) -> int | None:
+        """Datagrams the kernel dropped before this server read them (its receive buffer full)."""
+        return udp_drops(self._udp.get_extra_info("socket")) if self._udp is not None else None
 
     # -- TCP connection slots and idle timeouts --
     def _busy(self) -> bool:

@@ -440,9 +440,10 @@ class SummaryKeeper:
             message = dns.message.make_query(origin, dns.rdatatype.SOA)
             message.flags = dns.flags.AA  # the opcode lives in the flags: set it after them
             message.set_opcode(dns.opcode.NOTIFY)
-            acked = server.expect_reply(message.id)
+            wire = message.to_wire()
+            acked = server.expect_reply(wire, targets)  # only from them, to this question
             for target in targets:
-                server.send(message.to_wire(), target)
+                server.send(wire, target)
                 self.stats["notifies_sent"] += 1
             try:
                 async with asyncio.timeout(2.0 ** attempt):

@@ -60,7 +60,7 @@ DEFAULT_PORT = 5300
 PORT_ATTEMPTS = 20
 #: what a Tree passes on to each of its servers
 _SERVER_OPTIONS = {"rate_limit", "rate_limit_exempt", "max_tcp", "max_tcp_per_client", "tcp_idle", "tcp_idle_busy",
-                   "reuse_port"}
+                   "reuse_port", "rcvbuf"}
 _POLICY_COUNTERS = ("rate_limited", "slipped", "tcp_refused", "tcp_evicted")
 
 
@@ -160,7 +160,7 @@ class Tree:
                  summaries: bool = True, summary_refresh: float | None = None, signing: Signing | None = None,
                  lazy: bool = False, max_loaded: int = DEFAULT_MAX_LOADED, **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
-        ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``.
+        ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``, ``rcvbuf``.
 
         The files are looked at every *watch_interval* seconds for edits (0: never; :meth:`look` looks
         once, as ``tooldns serve`` does on SIGHUP)."""

@@ -952,20 +952,58 @@ def write_zone(zone: Zone, path: str | os.PathLike, header: str = "") -> None:
     write_atomically(path, dump_zone(zone, header))
 
 
-def write_atomically(path: str | os.PathLike, text: str) -> None:
-    """Write *text* to *path* through a temporary file in the same directory, flushed to the disk
-    and renamed into place: a reader (a server polling the file) sees the old version or the new
-    one, never half of one, and so does whoever looks after a crash. The file keeps its
-    permissions. Zone files are written so, and whatever a built tree keeps beside them."""
+def with_ds(text: str, label: str, ds: tuple[str, ...]) -> str:
+    """Zone file *text* (one that loads) with the DS records of its child *label* set to *ds*, and
+    nothing else of it changed: its keys' order, its defaults, its comments and its quoting stay as
+    written (``tooldns dnssec`` hands a child's DS to its parent so). The ``ds:`` key is replaced
+    where the delegation has one, or added as its last key."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)  # safe: the file loaded, so it has no aliases or tags
+    child = next((item for key, value in root.value if key.value == "children" for item in value.value
+                  if any(k.value == "label" and v.value == label for k, v in item.value)), None)
+    if child is None:
+        raise ZoneFileError(f"no child {label!r} in the zone file")
+    if child.flow_style:
+        raise ZoneFileError(f"child {label!r} is written as a flow mapping; add its ds by hand")
+    indent = " " * child.value[0][0].start_mark.column
+    block = f"{indent}ds:\n" + "".join(f"{indent}- '{d}'\n" for d in ds)
+
+    def after(node) -> int:
+        """Where the line of the last scalar of *node* ends (past its newline): a collection's own end
+        mark lies at the next token, past blank lines and comments that belong to what follows."""
+        while isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.value:
+            node = node.value[-1][1] if isinstance(node, yaml.MappingNode) else node.value[-1]
+        mark = node.end_mark
+        if mark.column == 0 and mark.index > 0 and text[mark.index - 1] == "\n":
+            return mark.index  # a block scalar ends where the next line starts
+        end = text.find("\n", mark.index)
+        return len(text) if end < 0 else end + 1
+
+    old = next(((k, v) for k, v in child.value if k.value == "ds"), None)
+    if old is not None:
+        start = text.rfind("\n", 0, old[0].start_mark.index) + 1
+        return text[:start] + block + text[after(old[1]):]
+    at = after(child)
+    return text[:at] + ("" if at == 0 or text[at - 1] == "\n" else "\n") + block + text[at:]
+
+
+def write_atomically(path: str | os.PathLike, data: str | bytes, mode: int | None = None) -> None:
+    """Write *data* (text is written as UTF-8) to *path* through a temporary file in the same
+    directory, flushed to the disk and renamed into place: a reader (a server polling the file) sees
+    the old version or the new one, never half of one, and so does whoever looks after a crash; a
+    write that fails (disk full, a file size limit) leaves the old file whole and no temporary file.
+    The file keeps its permissions, or gets *mode* (a key: 0600, from its creation on). Zone files
+    are written so, and key files, and whatever a built tree keeps beside them."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # no *.yaml: a server never reads it
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if mode is not None else 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
             fh.flush()
             os.fsync(fh.fileno())
         try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+            os.chmod(tmp, mode if mode is not None else os.stat(path).st_mode & 0o7777)
         except OSError:
             pass  # a new file: the umask's mode
         os.replace(tmp, path)
