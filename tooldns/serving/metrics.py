@@ -339,7 +339,7 @@ class TreeMetrics(Collector):
             zone = store.index.zone
             origin = zone.origin
             reloads.add_metric([origin], store.reloads)
-            failures.add_metric([origin], getattr(store, "reload_errors", 0))
+            failures.add_metric([origin], store.reload_errors)
             failing.add_metric([origin], 1 if store.last_error else 0)
             serial.add_metric([origin], zone.soa.serial)
             tools.add_metric([origin], len(zone.tools))
