@@ -84,7 +84,9 @@ class Stats:
     tcp_retries: int = 0
     timeouts: int = 0
     nodes_visited: int = 0  # distinct zones asked
-    ms: float = 0.0
+    ms: float = 0.0  # from the resolution's turn to its end (the wait for a turn is ``queued_ms``)
+    #: milliseconds the resolution waited for a turn, the resolver's ``max_walks`` being out (a gateway's queue)
+    queued_ms: float = 0.0
     fallbacks: int = 0  # answers flagged as produced by a fallback scorer
     embed_ms: float = 0.0  # time spent embedding the intent (once per resolution)
     intent_shortened: int = 0  # the intent's length in bytes, when it was cut to fit the option

@@ -423,3 +423,84 @@ def test_chaos_stats_query(demo_tree):
             assert pairs["zone"] == "tools." and reply.rr[0].ttl == 0
             counts.append(int(pairs["queries"]))
     assert counts[1] == counts[0] + 1
+
+
+class _HoldingServer:
+    """A UDP name server that holds every query until *gate* are held, or *hold* seconds have passed since
+    the first of them, then refuses them all; it counts the most queries it held at once (the walks a
+    resolver had out together against it)."""
+
+    def __init__(self, gate: int, hold: float = 0.3) -> None:
+        import threading
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((f"{fresh_subnet()}.1", 0))
+        self.sock.settimeout(0.05)
+        self.gate, self.hold, self.peak, self.done = gate, hold, 0, threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.sock.getsockname()
+
+    def _serve(self) -> None:
+        held, first = [], 0.0
+        while not self.done.is_set():
+            try:
+                wire, client = self.sock.recvfrom(65535)
+                held.append((wire, client))
+                first = first or time.monotonic()
+                self.peak = max(self.peak, len(held))
+            except socket.timeout:
+                pass
+            if held and (len(held) >= self.gate or time.monotonic() - first >= self.hold):
+                for wire, client in held:
+                    reply = bytearray(wire[:12])
+                    reply[2] |= 0x80  # QR
+                    reply[3] = (reply[3] & 0xF0) | RCODE.REFUSED
+                    self.sock.sendto(bytes(reply) + wire[12:], client)
+                held, first = [], 0.0
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(WAIT_TIMEOUT)
+        self.sock.close()
+
+
+@pytest.mark.integration
+def test_a_resolver_bounds_the_walks_it_has_out_at_once_and_the_others_wait_their_turn():
+    """A gateway asking for many resolutions at once (issue 42, item 7): by default at most MAX_WALKS of them
+    walk together, each with its own fan-out of sockets, the published walk's query included; the others
+    queue, and every one of them is answered (here: refused, as the server answers everything)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from resolver_client.resolver import MAX_WALKS
+
+    calls = 3 * MAX_WALKS
+    server = _HoldingServer(gate=calls)
+    try:
+        resolver = AsyncResolver(root=server.address, timeout=REPLY_TIMEOUT)
+
+        async def many():
+            return await asyncio.gather(*(resolver.resolve(f"weather {i}") for i in range(calls)),
+                                        return_exceptions=True)
+
+        outcomes = asyncio.run(many())
+        assert all(isinstance(o, ResolverError) and "REFUSED" in str(o) for o in outcomes), outcomes[:3]
+        assert server.peak == MAX_WALKS
+        server.peak = 0
+        with Resolver(root=server.address, timeout=REPLY_TIMEOUT) as sync, ThreadPoolExecutor(calls) as pool:
+            futures = [pool.submit(sync.resolve, f"weather {i}") for i in range(calls)]
+            assert all(isinstance(f.exception(WAIT_TIMEOUT), ResolverError) for f in futures)
+        assert server.peak == MAX_WALKS
+        server.peak = 0
+        bounded = AsyncResolver(root=server.address, timeout=REPLY_TIMEOUT, max_walks=2)
+
+        async def six():
+            return await asyncio.gather(*(bounded.resolve(f"w {i}") for i in range(6)), return_exceptions=True)
+
+        asyncio.run(six())
+        assert server.peak == 2
+    finally:
+        server.close()
