@@ -34,7 +34,7 @@ from .cli import ECHO, clipped, port_arg, timeout_arg
 from .describe import Parameter, ToolInfo, adescribe, tool_name
 from .exceptions import NoServersReachable, ResolverError
 from .modes import DEFAULT_MODE, MODES, check_mode
-from .resolver import AsyncResolver, parse_server
+from .resolver import MAX_WALKS, AsyncResolver, parse_server
 from .results import Resolution, Tool
 
 try:
@@ -50,7 +50,8 @@ else:
 
 ModeName = Literal["get_one", "get_important", "get_all"]
 ServiceName = Literal["any", "mcp", "a2a", "http", "skill"]
-#: tools whose details (full TXT record) are looked up at once after a walk
+#: tools whose details (full TXT record) are looked up at once, over every find_tools call together (a
+#: gateway's hundred calls at once hold at most this many lookups' sockets, beside the resolver's walks)
 DETAIL_LOOKUPS = 16
 
 INSTRUCTIONS = """\
@@ -118,6 +119,7 @@ class ToolFinder:
         self.mode = check_mode(mode)
         #: zone -> its name servers, as the last walks met them
         self.servers: dict[str, list[tuple[str, int]]] = {}
+        self._lookups: asyncio.Semaphore | None = None  # DETAIL_LOOKUPS turns, made in the server's event loop
 
     async def find(self, intent: str, k: int | None = None, service: str | None = None,
                    mode: str | None = None) -> Found:
@@ -133,8 +135,9 @@ class ToolFinder:
         if not tools:
             raise ResolverError(_nothing_found(intent, service, mode, res))
         warnings = list(res.errors)
-        limit = asyncio.Semaphore(DETAIL_LOOKUPS)
-        found = await asyncio.gather(*(self._found(t, limit, warnings) for t in tools))
+        if self._lookups is None:
+            self._lookups = asyncio.Semaphore(DETAIL_LOOKUPS)
+        found = await asyncio.gather(*(self._found(t, self._lookups, warnings) for t in tools))
         return Found(intent, mode, service, list(found), warnings)
 
     async def describe(self, name: str) -> ToolInfo:
@@ -251,6 +254,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="organisations to trust (comma-separated labels); others are skipped")
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
     p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each DNS reply (default 1)")
+    p.add_argument("--max-walks", type=_walks_arg, default=MAX_WALKS,
+                   help=f"find_tools walks run at once, over every session; the others wait for a turn (default "
+                        f"{MAX_WALKS}; docs/mcp.md, \"Many calls at once\")")
     p.add_argument("--embed", metavar="MODEL", help="embed intents and send their vectors (minilm, local:PATH, "
                    "openai:MODEL, hash), for trees built with tooldns build --embed (default: the model the tree's "
                    "published walk names, when it is installed here)")
@@ -263,6 +269,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _walks_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
+
+
 def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:
     from .cli import _embedder, _split, check_walk_args, parse_ks, walk_beam  # as tooldns-resolve handles them
 
@@ -270,7 +286,7 @@ def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:
     check_walk_args(args, p)
     resolver = AsyncResolver(root=parse_server(args.root), root_zone=args.root_zone, timeout=args.timeout,
                              embedder=_embedder(args.embed), best_leaf_k=args.best_leaf_k, beam=walk_beam(args),
-                             published_walk=not args.no_published_walk)
+                             published_walk=not args.no_published_walk, max_walks=args.max_walks)
     return ToolFinder(resolver, k=ks if ks is None or len(ks) > 1 else ks[0], leaf_k=args.leaf_k,
                       service=args.service, mode=args.mode, trust=_split(args.trust), exclude=_split(args.exclude))
 
