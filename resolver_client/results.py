@@ -83,6 +83,7 @@ class Stats:
     packets: int = 0  # datagrams or TCP messages, both ways
     tcp_retries: int = 0
     timeouts: int = 0
+    timeout_retries: int = 0  # queries asked again (once each) after a timeout on the zone's last server
     nodes_visited: int = 0  # distinct zones asked
     ms: float = 0.0  # from the resolution's turn to its end (the wait for a turn is ``queued_ms``)
     #: milliseconds the resolution waited for a turn, the resolver's ``max_walks`` being out (a gateway's queue)

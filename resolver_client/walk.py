@@ -19,7 +19,8 @@ Rules it follows (``docs/protocol.md``):
   parallel (all at once: the driver sends them concurrently); a referral back to the zone itself
   (kind ``self``) asks for the zone's tools by the expanded name;
 * organisation children are followed only when trusted (``trust``) and not excluded;
-* a timeout, refusal or server failure moves on to the zone's next name server; TC moves to TCP;
+* a timeout, refusal or server failure moves on to the zone's next name server; a timeout on the
+  last (or only) one asks it once more; TC moves to TCP;
 * a response that does not match its query (ID, question) is treated like a lost one;
 * FORMERR ends the walk with :class:`IntentRejected`, carrying the server's EDE text;
 * depth and total queries are bounded; with a ``beam``, so are the zones asked at each depth: the
@@ -166,6 +167,8 @@ class Query:
     server_index: int = 0
     tcp: bool = False
     attempts: int = 0
+    #: asked again after a timeout already (a query is asked again once: :meth:`Walk._receive`)
+    timeout_retried: bool = False
     k: int = 3  # K carried by this query's intent option
     #: on the walk's best path: the root, and each child ranked first by a zone on it
     first: bool = True
@@ -196,7 +199,7 @@ class Query:
         fields = dict(qname=self.qname, zone=self.zone, servers=self.servers, path=self.path, depth=self.depth,
                       opt=self.opt, k=self.k, server_index=self.server_index, tcp=self.tcp,
                       attempts=self.attempts + 1, cache_key=self.cache_key, qtype=self.qtype, first=self.first,
-                      ranks=self.ranks)
+                      ranks=self.ranks, timeout_retried=self.timeout_retried)
         fields.update(changes)
         return Query(**fields)
 
@@ -458,10 +461,20 @@ class Walk:
         """The checked reply to *q*, or None and the queries that try elsewhere."""
         server, transport = _server_text(q), _transport(q)
         if error is not None or wire is None:
-            if isinstance(error, (TimeoutError, dns.exception.Timeout)):
+            timed_out = isinstance(error, (TimeoutError, dns.exception.Timeout))
+            if timed_out:
                 self.stats.timeouts += 1
             reason = type(error).__name__ if error is not None else "no reply"
-            self.trace.append(Hop(server, q.qname, transport, reason, ms, q.zone, note=str(error or "")))
+            hop = Hop(server, q.qname, transport, reason, ms, q.zone, note=str(error or ""))
+            self.trace.append(hop)
+            last = q.server_index + 1 >= min(len(q.servers), MAX_SERVERS_TRIED)
+            if timed_out and last and not q.timeout_retried and self.stats.queries < self.max_queries:
+                # a lost datagram, or a server process gone from under a shared port (--workers): asked
+                # once more, from a new socket, before the zone is given up (a zone with several servers
+                # has had the others asked already)
+                self.stats.timeout_retries += 1
+                hop.note = "timed out; asking again"
+                return None, [q.retry(timeout_retried=True)]
             return None, self._next_server(q, f"{server}: {reason}")
         self.stats.bytes_received += len(wire)
         self.stats.packets += 1

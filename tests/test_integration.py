@@ -504,3 +504,62 @@ def test_a_resolver_bounds_the_walks_it_has_out_at_once_and_the_others_wait_thei
         assert server.peak == 2
     finally:
         server.close()
+
+
+class _DroppingRelay:
+    """A UDP relay in front of a real name server that loses the first *drop* datagrams it is sent (a worker
+    of ``tooldns serve --workers`` killed with them in its socket) and relays the others, and their replies."""
+
+    def __init__(self, server: tuple[str, int], drop: int = 1) -> None:
+        import threading
+
+        self.server, self.drop, self.dropped, self.relayed = server, drop, 0, 0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((f"{fresh_subnet()}.1", server[1]))  # the tree's port: the one its referrals are followed on
+        self.sock.settimeout(0.05)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.sock.getsockname()
+
+    def _serve(self) -> None:
+        while not self.done.is_set():
+            try:
+                wire, client = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            if self.dropped < self.drop:
+                self.dropped += 1
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as up:
+                up.settimeout(WAIT_TIMEOUT)
+                up.sendto(wire, self.server)
+                self.sock.sendto(up.recv(65535), client)
+                self.relayed += 1
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(WAIT_TIMEOUT)
+        self.sock.close()
+
+
+def test_a_query_lost_once_is_asked_again_and_the_resolution_succeeds(demo_tree):
+    """The root's only server loses the first query (issue 42, item 10): the resolver asks it once more
+    instead of failing the resolution after one timeout; sync and async alike."""
+    for drive in ("sync", "async"):
+        relay = _DroppingRelay(demo_tree.root())
+        try:
+            kwargs = dict(root=relay.address, timeout=1.0, cache=False, published_walk=False)
+            if drive == "sync":
+                with Resolver(**kwargs) as r:
+                    res = r.resolve("historical weather Hong Kong")
+            else:
+                res = asyncio.run(AsyncResolver(**kwargs).resolve("historical weather Hong Kong"))
+        finally:
+            relay.close()
+        assert relay.dropped == 1 and relay.relayed >= 1, drive
+        assert res.stats.timeouts == 1 and res.stats.timeout_retries == 1, drive
+        assert res.tools and res.tools[0].zone == "hko.weather.tools.", (drive, res.errors)
