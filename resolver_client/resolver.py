@@ -288,8 +288,9 @@ class _BaseResolver:
         embedder, note = (self.embedder, "") if chosen.model is None else self._model_embedder(chosen.model)
         walk = self._walks(intent, chosen, service, trust, exclude, split, embedder)
         walks = getattr(walk, "walks", [walk])
+        spares = settings_for(GET_IMPORTANT).k if settings.floor is not None else 0
         for one in walks:  # a split intent's parts keep the floor too
-            one.floor = settings.floor
+            one.floor, one.floor_spares = settings.floor, spares
         self._account(walks[0], chosen, published, fetch, embedder, note)
         return walk, settings.top if top is None else top
 

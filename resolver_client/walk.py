@@ -27,7 +27,8 @@ Rules it follows (``docs/protocol.md``):
   children of a depth wait until every zone of the depth above has answered, and only the best
   ``beam`` of them, by the ranks on their paths, are asked;
 * with a relevance ``floor`` (search mode ``get_all``, :mod:`.modes`), only tools scoring at least
-  ``floor`` x the best score found are returned;
+  ``floor`` x the best score found are returned, and those a narrower walk would have found
+  (``floor_spares``);
 * with a ``validator`` (:mod:`.validate`), queries set DO, each zone visited is also asked for its
   DNSKEY RRset (its search replies wait for it), and the chain of trust is checked from the anchor
   down to every tool: each tool says ``dnssec`` secure or insecure; bogus data is dropped, counted
@@ -248,6 +249,10 @@ class Walk:
     #: relevance floor: only tools scoring at least ``floor`` x the best score are returned (tools
     #: without a score are kept); None: every tool found (search modes, :mod:`.modes`)
     floor: float | None = None
+    #: under the floor, a leaf's best ``floor_spares`` tools are kept when every zone on its path was
+    #: among the best ``floor_spares`` of its parent's referral: what a walk of that K finds (get_all
+    #: keeps what get_important finds by its built-in K of 3); 0: the floor spares nothing
+    floor_spares: int = 0
     #: DNSSEC: the chain of trust to check every reply against (None: no validation, no DO bit)
     validator: Validator | None = None
     #: with a validator: return only secure tools (insecure ones are dropped and counted)
@@ -283,6 +288,7 @@ class Walk:
         self.errors: list[str] = []
         self._vector_ignored = False  # a zone said it did not use the vector (said once in errors)
         self._tools: dict[str, Tool] = {}
+        self._spared: set[str] = set()  # keys of the tools the floor keeps (floor_spares)
         self._asked: set[tuple[str, str]] = set()
         self._zones: set[str] = set()
         self.fatal: ResolverError | None = None
@@ -626,6 +632,8 @@ class Walk:
                 dnssec=status,
             )
             found.append(tool)
+            if tool.rank <= self.floor_spares and all(r <= self.floor_spares for r in q.ranks):
+                self._spared.add(tool.key)
             old = self._tools.get(tool.key)
             if old is None or (tool.score or 0) > (old.score or 0):
                 self._tools[tool.key] = tool
@@ -755,7 +763,7 @@ class Walk:
         tools.sort(key=lambda t: (-(t.score or 0.0), t.rank, t.zone, t.name))
         if self.floor is not None and tools and (tools[0].score or 0) > 0:
             least = self.floor * tools[0].score
-            tools = [t for t in tools if t.score is None or t.score >= least]
+            tools = [t for t in tools if t.score is None or t.score >= least or t.key in self._spared]
         if top is not None:
             tools = tools[:top]
         self.stats.nodes_visited = len(self._zones)
