@@ -61,7 +61,7 @@ from tooldns.protocol.brief import BRIEF_OPTION_CODE, encode_brief
 from tooldns.protocol.fit import FIT_OPTION_CODE, encode_fit
 from tooldns.protocol.vector import VECTOR_OPTION_CODE
 
-from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
+from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError, ValidationFailed
 from .message import Reply, is_reply_to, make_query, opt_record, parse_reply
 from .results import Hop, Referral, Resolution, Stats, Tool
 from .validate import BOGUS, INSECURE, SECURE, Bogus, Validator
@@ -448,7 +448,8 @@ class Walk:
 
     def _bogus(self, zone: str, why: str) -> None:
         self.stats.bogus += 1
-        self.errors.append(f"{zone}: bogus: {why}")
+        if f"{zone}: bogus: {why}" not in self.errors:  # one zone's keys fail every reply of it alike
+            self.errors.append(f"{zone}: bogus: {why}")
 
     def _check(self, q: Query, section, wanted: list[tuple[str, int]]) -> str:
         """Validate *wanted* RRsets of *section* with the keys of the zone asked: SECURE or INSECURE
@@ -772,5 +773,7 @@ class Walk:
             raise LimitExceeded("; ".join(self.errors))
         if self.unreachable and not tools:  # not "nothing matches": the answer may be behind a dead zone
             raise NoServersReachable("; ".join(self.errors))
+        if self.stats.bogus and not tools:  # nor here: behind data that failed validation (a wrong anchor)
+            raise ValidationFailed("DNSSEC validation failed: " + "; ".join(e for e in self.errors if ": bogus: " in e))
         return Resolution(self.intent, self.k, self.service, tools, self.stats, self.trace, list(self.errors))
 
