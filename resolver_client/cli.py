@@ -193,7 +193,7 @@ def _print(res, args, unmatched: int = 0) -> None:
         data = res.to_dict()
         if args.trace:
             from dataclasses import asdict
-            data["trace"] = [asdict(h) for h in res.trace]
+            data["trace"] = [{**asdict(h), "tools": [t.to_dict() for t in h.tools]} for h in res.trace]
         print(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         if args.trace:

@@ -83,7 +83,7 @@ class ToolInfo:
 def tool_name(tool: Tool) -> str:
     """The DNS name of a tool a walk found: ``<label>._<service>._tcp.<zone>`` (walks ask for TCP
     tools, so every tool they return is one)."""
-    return f"{tool.label}._{tool.service}._tcp.{tool.zone}" if tool.label else ""
+    return tool.dns_name
 
 
 def parse_param(text: str) -> Parameter:

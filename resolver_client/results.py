@@ -35,6 +35,18 @@ class Tool:
     dnssec: str = ""
 
     @property
+    def dns_name(self) -> str:
+        """The tool's DNS name, ``<label>._<service>._tcp.<zone>`` (walks ask for TCP tools), its handle for
+        ``describe_tool``; "" when its leaf named no owner for it. ``name`` is its human name, its title."""
+        return f"{self.label}._{self.service}._tcp.{self.zone}" if self.label else ""
+
+    def to_dict(self) -> dict:
+        """The tool as JSON has it, as ``tooldns mcp`` does: ``name`` its DNS name, ``title`` its human name."""
+        data = asdict(self)
+        title = data.pop("name")
+        return {"name": self.dns_name, "title": title, **data}
+
+    @property
     def key(self) -> str:
         """Identity for merging: the catalog id when known, else the tool's own DNS name."""
         return self.id or f"{self.label}.{self.zone}"
@@ -131,7 +143,7 @@ class Resolution:
     def to_dict(self) -> dict:
         return {
             "intent": self.intent, "k": self.k, "service": self.service,
-            "tools": [asdict(t) for t in self.tools],
+            "tools": [t.to_dict() for t in self.tools],
             "stats": asdict(self.stats),
             "errors": list(self.errors),
         }

@@ -36,7 +36,9 @@ def test_resolve_json(demo_tree, capsys):
     assert resolve_main(["send a slack message", *at(demo_tree), "--json", "--k", "2"]) == 0
     data = json.loads(capsys.readouterr().out)
     tool = data["tools"][0]
-    assert {"name", "service", "target", "port", "zone", "score"} <= set(tool)
+    assert {"name", "title", "service", "target", "port", "zone", "score"} <= set(tool)
+    # as tooldns mcp's find_tools: the DNS name as name, the human name as title
+    assert tool["name"] == f"{tool['label']}._{tool['service']}._tcp.{tool['zone']}" and "Slack" in tool["title"]
     assert {"queries", "bytes_sent", "bytes_received", "packets", "ms"} <= set(data["stats"])
 
 
