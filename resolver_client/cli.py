@@ -302,11 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                    "HTML page (the zones asked, scores and ranks, branches not followed, tools, timings)")
     _add_dnssec_flags(p)
     args = p.parse_args(argv)
-    if (args.validate or args.require_secure) and not args.anchor:
-        p.error("--validate and --require-secure need --anchor FILE (the root zone's DNSKEY or DS)")
-    if not args.intent.strip():
-        p.error("the intent is empty: say in words what the agent wants to do, e.g. "
-                "tooldns-resolve \"historical weather Hong Kong\"")
+    _check_args(args, p)
     ks = parse_ks(args, p)
     check_walk_args(args, p)
     try:
@@ -326,6 +322,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"at 127.0.0.1:5300; --root HOST:PORT names another)", file=sys.stderr)
         return 3
     return _finish(res, args)
+
+
+def _check_args(args, p: argparse.ArgumentParser) -> None:
+    """A usage error for an empty intent, and for --validate or --require-secure without --anchor."""
+    if not args.intent.strip():
+        p.error("the intent is empty: say in words what the agent wants to do, e.g. "
+                "tooldns-resolve \"historical weather Hong Kong\"")
+    if (args.validate or args.require_secure) and not args.anchor:
+        p.error("--validate and --require-secure need --anchor FILE (the root zone's DNSKEY or DS)")
 
 
 def _finish(res: Resolution, args) -> int:

@@ -348,8 +348,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve_http(app: "MCPServer", args, level: str) -> None:
     """Serve *app* over streamable HTTP as the SDK's ``run`` does, behind :class:`.mcp_http.SessionsPerClient`."""
-    import anyio
-    import uvicorn
+    import uvicorn  # the mcp SDK's own HTTP server (its dependency)
 
     asgi = app.streamable_http_app(streamable_http_path=args.path, session_idle_timeout=args.session_idle,
                                    host=args.host)
@@ -358,7 +357,7 @@ def _serve_http(app: "MCPServer", args, level: str) -> None:
     # and a flood from 127.0.0.1 could name a new address with each session
     server = uvicorn.Server(uvicorn.Config(bounded, host=args.host, port=args.port, log_level=level.lower(),
                                            proxy_headers=False))
-    anyio.run(server.serve)
+    asyncio.run(server.serve())
 
 
 if __name__ == "__main__":

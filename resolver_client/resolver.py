@@ -121,6 +121,13 @@ def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple
     return _host(text, text), default_port
 
 
+def _check_walks(max_walks: int | None) -> int | None:
+    """*max_walks* when it is a whole number of at least 1, or None; ResolverError otherwise."""
+    if max_walks is not None and (isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1):
+        raise ResolverError(f"max_walks must be a whole number of at least 1 or None, not {max_walks!r}")
+    return max_walks
+
+
 def _timed(walk: Walk | WalkGroup, asked: float, t0: float) -> None:
     """Put in *walk*'s stats how long the resolution took from *t0* and waited for its turn before it."""
     now = time.perf_counter()
@@ -186,9 +193,7 @@ class _BaseResolver:
         self.published_walk = published_walk
         #: resolutions run at once at most (the published walk's query included); the others wait for a
         #: turn, and ``stats.queued_ms`` says how long. None: no bound
-        if max_walks is not None and (isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1):
-            raise ResolverError(f"max_walks must be a whole number of at least 1 or None, not {max_walks!r}")
-        self.max_walks = max_walks
+        self.max_walks = _check_walks(max_walks)
         self._kept: tuple[float, Published] | None = None  # (monotonic expiry, what was learned)
         self._models: dict[str, tuple] = {}  # published model -> (embedder or None, why not)
 
