@@ -5,6 +5,8 @@ The ``mcp`` SDK's session manager bounds sessions over all clients together (10,
 :class:`SessionsPerClient`, an ASGI middleware in front of the SDK's app, counts the sessions each
 client address holds (an IPv4 address, an IPv6 /64) and answers a client that asks for one more than
 its share with HTTP 429 and a JSON-RPC error, before the SDK opens anything; the others are served.
+Only ``initialize`` requests without a session ID are counted before they are served (the body is read
+to tell); the sessionless requests of newer protocol versions open nothing and pass.
 A session counts from the response that gives it its ID (``Mcp-Session-Id``) until the client deletes
 it, the server answers 404 for it, or it has had no request in flight for the idle timeout, the rule
 by which the SDK itself closes it (pass the SDK the same timeout).
@@ -74,6 +76,10 @@ class SessionsPerClient:
             await self._opening(scope, receive, send)
 
     async def _opening(self, scope, receive, send) -> None:
+        receive, opens = await _peek_initialize(scope, receive)
+        if not opens:  # a request that can open no session (a sessionless one of newer clients): not counted
+            await self._watched(scope, receive, send, client_key(scope))
+            return
         client = client_key(scope)
         held = self._held(client)
         if held + self.opening.get(client, 0) >= self.limit:
@@ -82,6 +88,15 @@ class SessionsPerClient:
                           f"(HTTP DELETE) or wait until one has been idle for {self.idle:g} s")
             return
         self.opening[client] = self.opening.get(client, 0) + 1
+        try:
+            await self._watched(scope, receive, send, client)
+        finally:
+            self.opening[client] -= 1
+            if not self.opening[client]:
+                del self.opening[client]
+
+    async def _watched(self, scope, receive, send, client: str) -> None:
+        """Serve a request without a session ID; count the session its response opens, if any."""
         given: list[tuple[int, str]] = []
 
         async def watch(message) -> None:
@@ -93,9 +108,6 @@ class SessionsPerClient:
         try:
             await self.app(scope, receive, watch)
         finally:
-            self.opening[client] -= 1
-            if not self.opening[client]:
-                del self.opening[client]
             if given and given[0][0] < 400 and given[0][1]:
                 self.sessions[given[0][1]] = _Session(client, 0, time.monotonic())
                 self.clients.setdefault(client, set()).add(given[0][1])
@@ -138,6 +150,33 @@ class SessionsPerClient:
             ids.discard(sid)
             if not ids:
                 self.clients.pop(session.client, None)
+
+
+async def _peek_initialize(scope, receive, limit: int = 1 << 20):
+    """Read a POST's body (up to *limit* bytes) to tell whether it is an ``initialize`` request, the one that
+    opens a session; returns a ``receive`` that hands the app the body again, and the answer."""
+    if scope.get("method") != "POST":
+        return receive, False
+    taken, body, more = [], b"", True
+    while more and len(body) <= limit:
+        message = await receive()
+        taken.append(message)
+        if message["type"] != "http.request":
+            break
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+
+    async def replay():
+        return taken.pop(0) if taken else await receive()
+
+    try:
+        request = json.loads(body) if not more else None
+    except ValueError:
+        request = None
+    requests = request if isinstance(request, list) else [request]
+    # a body too large or not JSON is counted as opening one: the app refuses it, but it waits its turn
+    opens = request is None or any(isinstance(r, dict) and r.get("method") == "initialize" for r in requests)
+    return replay, opens
 
 
 async def _refuse(send, text: str) -> None:

@@ -271,3 +271,16 @@ def test_a_token_file_makes_http_require_the_bearer_token(demo_tree, tmp_path):
     out = subprocess.run([*TOOLDNS, "mcp", "--transport", "streamable-http", "--token-file", str(tmp_path / "empty")],
                          capture_output=True, text=True, timeout=WAIT_TIMEOUT)
     assert out.returncode == 2 and "holds no token" in out.stderr, out.stderr
+
+
+def test_many_calls_at_once_of_one_client_are_not_counted_as_sessions(demo_tree, tmp_path):
+    """The bound counts sessions, not requests: a client's 20 find_tools calls at once, over fewer sessions
+    than its share (the SDK's client may send them without a session ID), are all answered."""
+    with _http_server(demo_tree.root(), tmp_path, "--max-sessions-per-client", "2") as port:
+        async def script():
+            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=WAIT_TIMEOUT) as client:
+                return await asyncio.gather(*(client.call_tool("find_tools", {"intent": f"weather {i}"})
+                                              for i in range(20)), return_exceptions=True)
+
+        results = asyncio.run(script())
+    assert all(not isinstance(r, Exception) and not r.is_error for r in results), results[:3]
