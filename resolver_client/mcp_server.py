@@ -35,7 +35,7 @@ from .describe import Parameter, ToolInfo, adescribe, tool_name
 from .exceptions import NoServersReachable, ResolverError
 from .mcp_http import SESSION_IDLE, SESSIONS_PER_CLIENT, SessionsPerClient, read_token
 from .modes import DEFAULT_MODE, MODES, check_mode
-from .resolver import MAX_WALKS, AsyncResolver, parse_server
+from .resolver import MAX_WALKS, AsyncResolver, parse_server, seconds
 from .results import Resolution, Tool
 
 try:
@@ -265,7 +265,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="organisations to trust (comma-separated labels); others are skipped")
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
     p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each DNS reply (default 1)")
-    p.add_argument("--max-walks", type=_at_least_one, default=MAX_WALKS,
+    p.add_argument("--max-walks", type=_at_least_one, default=MAX_WALKS, metavar="N",
                    help=f"find_tools walks run at once, over every session; the others wait for a turn (default "
                         f"{MAX_WALKS}; docs/mcp.md, \"Many calls at once\")")
     p.add_argument("--embed", metavar="MODEL", help="embed intents and send their vectors (minilm, local:PATH, "
@@ -279,7 +279,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-sessions-per-client", type=_at_least_one, default=SESSIONS_PER_CLIENT, metavar="N",
                    help=f"HTTP: MCP sessions one client address (IPv6: its /64) holds at once; one more is answered "
                         f"429 (default {SESSIONS_PER_CLIENT})")
-    p.add_argument("--session-idle", type=timeout_arg, default=SESSION_IDLE, metavar="SECONDS",
+    p.add_argument("--session-idle", type=_idle_arg, default=SESSION_IDLE, metavar="SECONDS",
                    help=f"HTTP: a session without a request for this long is closed (default {SESSION_IDLE:g})")
     p.add_argument("--token-file", metavar="FILE", help="HTTP: require Authorization: Bearer <the first line of "
                    "FILE> of every request (401 without it)")
@@ -295,6 +295,13 @@ def _at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
     return value
+
+
+def _idle_arg(text: str) -> float:
+    try:
+        return seconds(text, "the session idle timeout")
+    except ResolverError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:

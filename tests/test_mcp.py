@@ -181,7 +181,9 @@ def test_bad_options_are_usage_errors():
                        (["--best-leaf-k", "0"], "--best-leaf-k must be from 1 to 255"),
                        (["--beam", "0"], "--beam must be at least 1"),
                        (["--beam", "3", "--no-beam"], "--beam and --no-beam do not go together"),
-                       (["--max-walks", "0"], "at least 1, not '0'")):
+                       (["--max-walks", "0"], "at least 1, not '0'"),
+                       (["--max-sessions-per-client", "0"], "at least 1, not '0'"),
+                       (["--session-idle", "0"], "the session idle timeout must be a number of seconds above 0")):
         out = subprocess.run([*TOOLDNS, "mcp", *args], capture_output=True, text=True, timeout=WAIT_TIMEOUT)
         assert out.returncode == 2 and says in out.stderr, out.stderr
 
