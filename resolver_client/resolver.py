@@ -306,7 +306,8 @@ class _BaseResolver:
         the walk goes by and where each setting came from."""
         stats = whole.stats
         if fetch is not None:
-            for name in ("queries", "cache_hits", "bytes_sent", "bytes_received", "packets", "tcp_retries", "timeouts"):
+            for name in ("queries", "cache_hits", "bytes_sent", "bytes_received", "packets", "tcp_retries", "timeouts",
+                         "timeout_retries"):
                 setattr(stats, name, getattr(stats, name) + getattr(fetch.stats, name))
             stats.plan_queries = fetch.stats.queries
         if published.error:
