@@ -64,6 +64,7 @@ class SessionsPerClient:
         self.clients: dict[str, set[str]] = {}  # client -> its session IDs
         self.opening: dict[str, int] = {}  # client -> its requests without a session ID being served
         self.refused = 0  # requests answered 429 (the count a test and the flood script read)
+        self._swept = time.monotonic()  # when every client's idle sessions were last forgotten
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -81,11 +82,15 @@ class SessionsPerClient:
             await self._watched(scope, receive, send, client_key(scope))
             return
         client = client_key(scope)
-        held = self._held(client)
-        if held + self.opening.get(client, 0) >= self.limit:
+        if time.monotonic() - self._swept >= self.idle:  # clients that never came back: their sessions ended
+            self._swept = time.monotonic()
+            for other in list(self.clients):
+                self._held(other)
+        held, opening = self._held(client), self.opening.get(client, 0)
+        if held + opening >= self.limit:
             self.refused += 1
-            await _refuse(send, f"too many sessions from {client}: {held} of {self.limit} open; close one "
-                          f"(HTTP DELETE) or wait until one has been idle for {self.idle:g} s")
+            await _refuse(send, f"too many sessions from {client}: {held} open and {opening} being opened, of "
+                          f"{self.limit}; close one (HTTP DELETE) or wait until one has been idle for {self.idle:g} s")
             return
         self.opening[client] = self.opening.get(client, 0) + 1
         try:

@@ -53,3 +53,9 @@ def test_only_initialize_requests_wait_for_a_place_and_each_session_opened_count
     firsts, calls, other = asyncio.run(script())
     assert firsts == [200, 200, 429] and calls == [200] * 5 and other == 200
     assert bounded.refused == 1 and {c: len(s) for c, s in bounded.clients.items()} == {"192.0.2.7": 2, "192.0.2.99": 1}
+    # sessions idle past the timeout are forgotten, those of clients that never come back included
+    for session in bounded.sessions.values():
+        session.last -= 1000
+    bounded._swept -= 1000
+    assert asyncio.run(call(initialize, host="198.51.100.1")) == 200
+    assert {c: len(s) for c, s in bounded.clients.items()} == {"198.51.100.1": 1} and len(bounded.sessions) == 1
