@@ -9,12 +9,13 @@ machine they drive), result types and the exception hierarchy rooted at :class:`
 """
 
 from .cache import ReplyCache
-from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
+from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError, ValidationFailed
 from .resolver import AsyncResolver, Resolver, parse_server
 from .results import Hop, Referral, Resolution, Stats, Tool
 from .walk import Query, Walk
 
 __all__ = [
     "AsyncResolver", "BadResponse", "Hop", "IntentRejected", "LimitExceeded", "NoServersReachable", "Query",
-    "Referral", "ReplyCache", "Resolution", "Resolver", "ResolverError", "Stats", "Tool", "Walk", "parse_server",
+    "Referral", "ReplyCache", "Resolution", "Resolver", "ResolverError", "Stats", "Tool", "ValidationFailed", "Walk",
+    "parse_server",
 ]

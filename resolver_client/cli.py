@@ -11,8 +11,8 @@ Where --k, --leaf-k, --best-leaf-k, --beam and --embed are not given, the walk t
 (``_walk.tools.``, docs/protocol.md section 6b) decides them in the default mode; --trace and --json
 say where each setting came from.
 
-Exit status: 0 tools found, 1 none found, 2 bad usage (or the --html file cannot be written),
-3 resolution failed.
+Exit status: 0 tools found, 1 none found, 2 bad usage (an empty intent, or the --html file cannot be
+written), 3 resolution failed (DNSSEC validation that left no tool included).
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def _print(res, args, unmatched: int = 0) -> None:
         data = res.to_dict()
         if args.trace:
             from dataclasses import asdict
-            data["trace"] = [asdict(h) for h in res.trace]
+            data["trace"] = [{**asdict(h), "tools": [t.to_dict() for t in h.tools]} for h in res.trace]
         print(json.dumps(data, ensure_ascii=False, indent=2))
     else:
         if args.trace:
@@ -201,12 +201,27 @@ def _print(res, args, unmatched: int = 0) -> None:
         print(format_table(res, details=args.details))
     for err in res.errors:
         print(f";; warning: {printable(err)}", file=sys.stderr)
+    for entry in unmet_trust(res, _split(args.trust)):
+        print(f";; warning: --trust {printable(entry)}: {printable(unmet_text(res))}", file=sys.stderr)
     if unmatched:
         print(f";; {unmatched} tool(s) the zones answered with left out: no word of the intent matched them "
               f"(score 0)", file=sys.stderr)
     if res.stats.intent_shortened:
         print(f";; the intent ({res.stats.intent_shortened} bytes) was cut at a word boundary to fit one query "
               f"(docs/protocol.md)", file=sys.stderr)
+
+
+def unmet_trust(res: Resolution, trust: list[str] | None) -> list[str]:
+    """The entries of *trust* that name no zone the walk met (a label or a whole name, as the walk matches
+    them): most likely a misspelt organisation, which the walk cannot tell from one off its path."""
+    met = {hop.zone for hop in res.trace} | {r.zone for hop in res.trace for r in hop.referrals}
+    names_met = {z.lower().rstrip(".") for z in met} | {z.split(".", 1)[0].lower() for z in met}
+    return [e for e in trust or [] if e.lower().rstrip(".") not in names_met]
+
+
+def unmet_text(res: Resolution) -> str:
+    orgs = sorted({r.zone.split(".", 1)[0] for hop in res.trace for r in hop.referrals if r.kind == "organisation"})
+    return ("no zone of that name was met on the walk (organisations met: " + (", ".join(orgs) or "none") + ")")
 
 
 def _add_dnssec_flags(p: argparse.ArgumentParser) -> None:
@@ -287,8 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                    "HTML page (the zones asked, scores and ranks, branches not followed, tools, timings)")
     _add_dnssec_flags(p)
     args = p.parse_args(argv)
-    if (args.validate or args.require_secure) and not args.anchor:
-        p.error("--validate and --require-secure need --anchor FILE (the root zone's DNSKEY or DS)")
+    _check_args(args, p)
     ks = parse_ks(args, p)
     check_walk_args(args, p)
     try:
@@ -310,6 +324,15 @@ def main(argv: list[str] | None = None) -> int:
     return _finish(res, args)
 
 
+def _check_args(args, p: argparse.ArgumentParser) -> None:
+    """A usage error for an empty intent, and for --validate or --require-secure without --anchor."""
+    if not args.intent.strip():
+        p.error("the intent is empty: say in words what the agent wants to do, e.g. "
+                "tooldns-resolve \"historical weather Hong Kong\"")
+    if (args.validate or args.require_secure) and not args.anchor:
+        p.error("--validate and --require-secure need --anchor FILE (the root zone's DNSKEY or DS)")
+
+
 def _finish(res: Resolution, args) -> int:
     """Print *res* (less the tools no word of the intent matched, which are not found ones), write
     the --html page; the exit status."""
@@ -326,6 +349,7 @@ def _finish(res: Resolution, args) -> int:
         except OSError as exc:
             print(f"tooldns-resolve: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
             return 2
+        print(f";; the walk's picture written to {os.path.abspath(args.html)}", file=sys.stderr)
     return 0 if shown.tools else 1
 
 

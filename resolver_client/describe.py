@@ -25,7 +25,7 @@ Errors are :class:`ResolverError` and its subclasses: not a tool's name, no such
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import dns.asyncquery
 import dns.exception
@@ -83,7 +83,7 @@ class ToolInfo:
 def tool_name(tool: Tool) -> str:
     """The DNS name of a tool a walk found: ``<label>._<service>._tcp.<zone>`` (walks ask for TCP
     tools, so every tool they return is one)."""
-    return f"{tool.label}._{tool.service}._tcp.{tool.zone}" if tool.label else ""
+    return tool.dns_name
 
 
 def parse_param(text: str) -> Parameter:
@@ -118,6 +118,7 @@ class Ask:
     servers: list[tuple[str, int]]
     server_index: int = 0
     from_hint: bool = False
+    timeout_retried: bool = False  # asked again after a timeout already (once: as the walk does)
 
     @property
     def server(self) -> tuple[str, int]:
@@ -155,6 +156,10 @@ class Lookup:
         """Account for the reply to *ask* (or the error instead); the next question, or None: done."""
         where = f"{ask.server[0]}:{ask.server[1]}"
         if reply is None:
+            timed_out = isinstance(error, (TimeoutError, dns.exception.Timeout))
+            if timed_out and ask.server_index + 1 >= len(ask.servers) and not ask.timeout_retried:
+                self.errors.append(f"{where}: {error}; asked again")
+                return replace(ask, timeout_retried=True)  # a lost datagram: the last server once more
             return self._next_server(ask, f"{where}: {error or 'no reply'}")
         rcode = reply.rcode()
         if rcode == dns.rcode.FORMERR:

@@ -5,6 +5,8 @@
     │                       carries the server's Extended DNS Error text
     ├── NoServersReachable  no name server of the root zone answered (timeouts, refused)
     ├── BadResponse         a response did not match its query or could not be parsed
+    ├── ValidationFailed    DNSSEC: what the walk met was bogus (a wrong trust anchor, forged or
+    │                       broken signatures) and no tool was left
     └── LimitExceeded       the walk hit its depth or query limit before finishing
 
 Each class's docstring is its default message. Library errors (dnspython, sockets) are mapped
@@ -33,6 +35,10 @@ class NoServersReachable(ResolverError):
 
 class BadResponse(ResolverError):
     """A response did not match its query."""
+
+
+class ValidationFailed(ResolverError):
+    """DNSSEC validation failed: the answers were bogus, and no tool was left."""
 
 
 class LimitExceeded(ResolverError):

@@ -33,8 +33,9 @@ from tooldns.protocol import names
 from .cli import ECHO, clipped, port_arg, timeout_arg
 from .describe import Parameter, ToolInfo, adescribe, tool_name
 from .exceptions import NoServersReachable, ResolverError
+from .mcp_http import SESSION_IDLE, SESSIONS_PER_CLIENT, SessionsPerClient, read_token
 from .modes import DEFAULT_MODE, MODES, check_mode
-from .resolver import AsyncResolver, parse_server
+from .resolver import MAX_WALKS, AsyncResolver, parse_server, seconds
 from .results import Resolution, Tool
 
 try:
@@ -50,7 +51,8 @@ else:
 
 ModeName = Literal["get_one", "get_important", "get_all"]
 ServiceName = Literal["any", "mcp", "a2a", "http", "skill"]
-#: tools whose details (full TXT record) are looked up at once after a walk
+#: tools whose details (full TXT record) are looked up at once, over every find_tools call together (a
+#: gateway's hundred calls at once hold at most this many lookups' sockets, beside the resolver's walks)
 DETAIL_LOOKUPS = 16
 
 INSTRUCTIONS = """\
@@ -118,6 +120,7 @@ class ToolFinder:
         self.mode = check_mode(mode)
         #: zone -> its name servers, as the last walks met them
         self.servers: dict[str, list[tuple[str, int]]] = {}
+        self._lookups: asyncio.Semaphore | None = None  # DETAIL_LOOKUPS turns, made in the server's event loop
 
     async def find(self, intent: str, k: int | None = None, service: str | None = None,
                    mode: str | None = None) -> Found:
@@ -133,8 +136,9 @@ class ToolFinder:
         if not tools:
             raise ResolverError(_nothing_found(intent, service, mode, res))
         warnings = list(res.errors)
-        limit = asyncio.Semaphore(DETAIL_LOOKUPS)
-        found = await asyncio.gather(*(self._found(t, limit, warnings) for t in tools))
+        if self._lookups is None:
+            self._lookups = asyncio.Semaphore(DETAIL_LOOKUPS)
+        found = await asyncio.gather(*(self._found(t, self._lookups, warnings) for t in tools))
         return Found(intent, mode, service, list(found), warnings)
 
     async def describe(self, name: str) -> ToolInfo:
@@ -187,10 +191,20 @@ def _nothing_found(intent: str, service: str, mode: str, res: Resolution) -> str
     return f"{text}: {', '.join(tips)}"
 
 
-def make_server(finder: ToolFinder, log_level: str = "WARNING") -> "MCPServer":
-    """An MCP server offering ``find_tools`` and ``describe_tool`` backed by *finder*."""
+def make_server(finder: ToolFinder, log_level: str = "WARNING", token: str | None = None) -> "MCPServer":
+    """An MCP server offering ``find_tools`` and ``describe_tool`` backed by *finder*; over HTTP, with
+    *token*, every request must carry ``Authorization: Bearer <token>`` (the SDK answers 401 otherwise)."""
+    auth = {}
+    if token is not None:
+        from mcp.server.auth.settings import AuthSettings
+
+        from .mcp_http import StaticToken
+
+        # the SDK's bearer-token check; no OAuth server: the issuer is never published (no resource URL)
+        auth = {"auth": AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None),
+                "token_verifier": StaticToken(token)}
     app = MCPServer("tooldns", title="ToolDNS tool discovery", instructions=INSTRUCTIONS, version=_version(),
-                    log_level=log_level)
+                    log_level=log_level, **auth)
     hints = ToolAnnotations(read_only_hint=True, open_world_hint=True)
 
     @app.tool(description=FIND_TOOLS, annotations=hints)
@@ -251,6 +265,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="organisations to trust (comma-separated labels); others are skipped")
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
     p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each DNS reply (default 1)")
+    p.add_argument("--max-walks", type=_at_least_one, default=MAX_WALKS, metavar="N",
+                   help=f"find_tools walks run at once, over every session; the others wait for a turn (default "
+                        f"{MAX_WALKS}; docs/mcp.md, \"Many calls at once\")")
     p.add_argument("--embed", metavar="MODEL", help="embed intents and send their vectors (minilm, local:PATH, "
                    "openai:MODEL, hash), for trees built with tooldns build --embed (default: the model the tree's "
                    "published walk names, when it is installed here)")
@@ -259,8 +276,32 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to serve HTTP on (default 127.0.0.1)")
     p.add_argument("--port", type=port_arg, default=8000, help="port to serve HTTP on (default 8000)")
     p.add_argument("--path", default="/mcp", help="HTTP path of the MCP endpoint (default /mcp)")
+    p.add_argument("--max-sessions-per-client", type=_at_least_one, default=SESSIONS_PER_CLIENT, metavar="N",
+                   help=f"HTTP: MCP sessions one client address (IPv6: its /64) holds at once; one more is answered "
+                        f"429 (default {SESSIONS_PER_CLIENT})")
+    p.add_argument("--session-idle", type=_idle_arg, default=SESSION_IDLE, metavar="SECONDS",
+                   help=f"HTTP: a session without a request for this long is closed (default {SESSION_IDLE:g})")
+    p.add_argument("--token-file", metavar="FILE", help="HTTP: require Authorization: Bearer <the first line of "
+                   "FILE> of every request (401 without it)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every tool call and error on stderr")
     return p
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
+
+
+def _idle_arg(text: str) -> float:
+    try:
+        return seconds(text, "the session idle timeout")
+    except ResolverError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:
@@ -270,7 +311,7 @@ def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:
     check_walk_args(args, p)
     resolver = AsyncResolver(root=parse_server(args.root), root_zone=args.root_zone, timeout=args.timeout,
                              embedder=_embedder(args.embed), best_leaf_k=args.best_leaf_k, beam=walk_beam(args),
-                             published_walk=not args.no_published_walk)
+                             published_walk=not args.no_published_walk, max_walks=args.max_walks)
     return ToolFinder(resolver, k=ks if ks is None or len(ks) > 1 else ks[0], leaf_k=args.leaf_k,
                       service=args.service, mode=args.mode, trust=_split(args.trust), exclude=_split(args.exclude))
 
@@ -287,17 +328,43 @@ def main(argv: list[str] | None = None) -> int:
         finder = _finder(args, p)
     except ResolverError as exc:
         p.error(str(exc))
-    app = make_server(finder, "INFO" if args.verbose else "WARNING")
+    token = None
+    if args.token_file is not None:
+        if args.transport == "stdio":
+            p.error("--token-file is for --transport streamable-http (over stdio the host that starts the server "
+                    "is its only client)")
+        try:
+            token = read_token(args.token_file)
+        except (OSError, ValueError) as exc:
+            p.error(f"--token-file: {exc}")
+    level = "INFO" if args.verbose else "WARNING"
+    app = make_server(finder, level, token)
     try:
         if args.transport == "stdio":
             app.run("stdio")
         else:  # stdio stays silent (its standard output is the protocol); a server says where it listens
             print(f"tooldns mcp: serving MCP (streamable HTTP) at http://{args.host}:{args.port}{args.path}, tools "
-                  f"found through {args.root}; Ctrl-C stops", file=sys.stderr, flush=True)
-            app.run("streamable-http", host=args.host, port=args.port, streamable_http_path=args.path)
+                  f"found through {args.root}; at most {args.max_sessions_per_client} sessions a client, closed "
+                  f"after {args.session_idle:g} s idle{'; bearer token required' if token else ''}; Ctrl-C stops",
+                  file=sys.stderr, flush=True)
+            _serve_http(app, args, level)
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _serve_http(app: "MCPServer", args, level: str) -> None:
+    """Serve *app* over streamable HTTP as the SDK's ``run`` does, behind :class:`.mcp_http.SessionsPerClient`."""
+    import uvicorn  # the mcp SDK's own HTTP server (its dependency)
+
+    asgi = app.streamable_http_app(streamable_http_path=args.path, session_idle_timeout=args.session_idle,
+                                   host=args.host)
+    bounded = SessionsPerClient(asgi, limit=args.max_sessions_per_client, idle=args.session_idle)
+    # proxy_headers off: uvicorn would otherwise take a loopback client's X-Forwarded-For as its address,
+    # and a flood from 127.0.0.1 could name a new address with each session
+    server = uvicorn.Server(uvicorn.Config(bounded, host=args.host, port=args.port, log_level=level.lower(),
+                                           proxy_headers=False))
+    asyncio.run(server.serve())
 
 
 if __name__ == "__main__":

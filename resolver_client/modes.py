@@ -14,8 +14,10 @@ K per depth:
   (``docs/building.md``), so scores compare across leaves and one floor over all of them holds;
   over hand-written zones without shared statistics (the demo tree) it can drop the tools of a
   second topic that happened to score lower.
-  It is not a strict superset of ``get_important``: that mode pads with each leaf's best three,
-  however weak, and ``get_all`` leaves out the weak ones. Below the root's children its walk is
+  The floor never drops a leaf's best three tools on a path of best threes (``Walk.floor_spares``),
+  so ``get_all`` returns every tool ``get_important`` finds by its built-in K of 3, however weak
+  (the README's "plan a trip: flights, hotel, weather" lost one to the floor before: 5 tools
+  against 6), and those of the wider walk above the floor. Below the root's children its walk is
   bounded by the resolver's default beam, 10 zones a depth here (:func:`.walk.auto_beam`;
   ``Resolver(beam=None)`` for none).
 

@@ -157,6 +157,10 @@ class PlanFetch:
         if resp is None:
             resp, why = self._receive(q, wire, error)
             if resp is None:
+                last = q.server_index + 1 >= min(len(q.servers), MAX_SERVERS_TRIED)
+                if isinstance(error, (TimeoutError, dns.exception.Timeout)) and last and not q.timeout_retried:
+                    self.stats.timeout_retries += 1  # asked once more, as the walk does (walk.Walk._receive)
+                    return [q.retry(timeout_retried=True)]
                 return self._next_server(q, why)
         if resp.flags & dns.flags.TC:
             if q.tcp:

@@ -20,10 +20,13 @@ default search mode (``published_walk=False``: the built-in settings alone).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import math
 import socket
+import threading
 import time
+import weakref
 from collections import deque
 import selectors
 
@@ -43,6 +46,11 @@ from .validate import TrustAnchor, Validator, load_anchor
 from .walk import AUTO_BEAM, Query, Walk, auto_beam
 
 DEFAULT_ROOT = ("127.0.0.1", 5300)
+#: resolutions one resolver runs at once (``max_walks``); the others wait for a turn. Each holds at most
+#: its fan-out of sockets (the root's K, the beam: 10 in get_all) and one TCP connection per zone
+#: server, so a gateway asking for hundreds at once neither runs out of files nor passes a server's 16
+#: TCP connections from one address (docs/security.md, "TCP limits"): it queues where it used to fail
+MAX_WALKS = 8
 #: the longest wait a resolver takes, for one reply or a whole resolution (a day: select() refuses far larger)
 MAX_SECONDS = 86400.0
 
@@ -113,6 +121,20 @@ def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple
     return _host(text, text), default_port
 
 
+def _check_walks(max_walks: int | None) -> int | None:
+    """*max_walks* when it is a whole number of at least 1, or None; ResolverError otherwise."""
+    if max_walks is not None and (isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1):
+        raise ResolverError(f"max_walks must be a whole number of at least 1 or None, not {max_walks!r}")
+    return max_walks
+
+
+def _timed(walk: Walk | WalkGroup, asked: float, t0: float) -> None:
+    """Put in *walk*'s stats how long the resolution took from *t0* and waited for its turn before it."""
+    now = time.perf_counter()
+    walk.stats.ms = (now - t0) * 1000
+    walk.stats.queued_ms = (t0 - asked) * 1000
+
+
 class _BaseResolver:
     def __init__(self, root=DEFAULT_ROOT, *, root_zone: str = "tools.", timeout: float = 1.0,
                  cache: ReplyCache | bool = True, max_depth: int = 8, max_queries: int = 256,
@@ -120,7 +142,7 @@ class _BaseResolver:
                  validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
                  details: bool = False, fit: bool = True, best_leaf_k: int | None = None,
                  beam: int | str | None = AUTO_BEAM, lifetime: float | None = None,
-                 published_walk: bool = True) -> None:
+                 published_walk: bool = True, max_walks: int | None = MAX_WALKS) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
@@ -169,6 +191,9 @@ class _BaseResolver:
         #: record's TTL (the negative TTL when there is none), whatever *cache* says; validated with
         #: *validate*. False: the built-in settings alone, and no such query
         self.published_walk = published_walk
+        #: resolutions run at once at most (the published walk's query included); the others wait for a
+        #: turn, and ``stats.queued_ms`` says how long. None: no bound
+        self.max_walks = _check_walks(max_walks)
         self._kept: tuple[float, Published] | None = None  # (monotonic expiry, what was learned)
         self._models: dict[str, tuple] = {}  # published model -> (embedder or None, why not)
 
@@ -268,8 +293,9 @@ class _BaseResolver:
         embedder, note = (self.embedder, "") if chosen.model is None else self._model_embedder(chosen.model)
         walk = self._walks(intent, chosen, service, trust, exclude, split, embedder)
         walks = getattr(walk, "walks", [walk])
+        spares = settings_for(GET_IMPORTANT).k if settings.floor is not None else 0
         for one in walks:  # a split intent's parts keep the floor too
-            one.floor = settings.floor
+            one.floor, one.floor_spares = settings.floor, spares
         self._account(walks[0], chosen, published, fetch, embedder, note)
         return walk, settings.top if top is None else top
 
@@ -280,7 +306,8 @@ class _BaseResolver:
         the walk goes by and where each setting came from."""
         stats = whole.stats
         if fetch is not None:
-            for name in ("queries", "cache_hits", "bytes_sent", "bytes_received", "packets", "tcp_retries", "timeouts"):
+            for name in ("queries", "cache_hits", "bytes_sent", "bytes_received", "packets", "tcp_retries", "timeouts",
+                         "timeout_retries"):
                 setattr(stats, name, getattr(stats, name) + getattr(fetch.stats, name))
             stats.plan_queries = fetch.stats.queries
         if published.error:
@@ -307,8 +334,12 @@ class Resolver(_BaseResolver):
 
     Queries go out at once on non-blocking sockets, UDP and TCP alike, and replies are taken as
     they arrive (a selector, no threads). Safe to share between threads: each call has its own
-    sockets.
+    sockets; at most ``max_walks`` calls walk at once, the others wait for a turn.
     """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._turns = threading.BoundedSemaphore(self.max_walks) if self.max_walks else contextlib.nullcontext()
 
     def resolve(self, intent: str, k: int | tuple[int, ...] | None = None, service: str = ANY_SERVICE, *, trust=None,
                 exclude=None, top: int | None = None, leaf_k: int | None = None, split: bool = False,
@@ -323,19 +354,23 @@ class Resolver(_BaseResolver):
         overrides the mode's own; an unknown mode raises :class:`ResolverError`. Where neither the
         caller nor the mode's name decides (K, leaf K, best leaf K and beam in the default mode, the
         model in every mode), the walk the tree publishes does, when the resolver asks for it
-        (``published_walk``; :mod:`.plan`)."""
-        t0 = time.perf_counter()
-        deadline = t0 + self.lifetime
+        (``published_walk``; :mod:`.plan`).
+
+        At most ``max_walks`` resolutions run at once; a call past them waits for a turn."""
         settings_for(mode)  # an unknown mode is refused before anything is sent
-        published, fetch = self._published(), None
-        if published is None:
-            fetch = self._plan_fetch()
-            self._drive(fetch, deadline)
-            published = self._learned(fetch)
-        walk, top = self._walk_for(intent, k, service, trust, exclude, top, leaf_k, split, mode, published, fetch)
-        self._drive(walk, deadline)
-        walk.stats.ms = (time.perf_counter() - t0) * 1000
-        return walk.result(top)
+        asked = time.perf_counter()
+        with self._turns:
+            t0 = time.perf_counter()
+            deadline = t0 + self.lifetime
+            published, fetch = self._published(), None
+            if published is None:
+                fetch = self._plan_fetch()
+                self._drive(fetch, deadline)
+                published = self._learned(fetch)
+            walk, top = self._walk_for(intent, k, service, trust, exclude, top, leaf_k, split, mode, published, fetch)
+            self._drive(walk, deadline)
+            _timed(walk, asked, t0)
+            return walk.result(top)
 
     def _drive(self, walk, deadline: float) -> None:
         """Send what *walk* (a :class:`Walk`, a :class:`WalkGroup` or a :class:`PlanFetch`) asks, all at
@@ -423,6 +458,10 @@ class Resolver(_BaseResolver):
 class AsyncResolver(_BaseResolver):
     """asyncio resolver with the same API, ``await resolver.resolve(...)``."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._loop_turns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its semaphore
+
     async def _exchange(self, q: Query) -> tuple[bytes | None, Exception | None, float]:
         t0 = time.perf_counter()
         address, port = q.server
@@ -436,19 +475,34 @@ class AsyncResolver(_BaseResolver):
                       trust=None, exclude=None, top: int | None = None, leaf_k: int | None = None, split: bool = False,
                       mode: str = GET_IMPORTANT) -> Resolution:
         """As :meth:`Resolver.resolve` (*mode*, explicit *k*, *leaf_k*, *top* overriding it, and the
-        published walk, alike)."""
-        t0 = time.perf_counter()
-        deadline = t0 + self.lifetime
+        published walk, and the turns of ``max_walks``, alike)."""
         settings_for(mode)  # an unknown mode is refused before anything is sent
-        published, fetch = self._published(), None
-        if published is None:
-            fetch = self._plan_fetch()
-            await self._drive(fetch, deadline)
-            published = self._learned(fetch)
-        walk, top = self._walk_for(intent, k, service, trust, exclude, top, leaf_k, split, mode, published, fetch)
-        await self._drive(walk, deadline)
-        walk.stats.ms = (time.perf_counter() - t0) * 1000
-        return walk.result(top)
+        asked = time.perf_counter()
+        async with self._turns():
+            t0 = time.perf_counter()
+            deadline = t0 + self.lifetime
+            published, fetch = self._published(), None
+            if published is None:
+                fetch = self._plan_fetch()
+                await self._drive(fetch, deadline)
+                published = self._learned(fetch)
+            walk, top = self._walk_for(intent, k, service, trust, exclude, top, leaf_k, split, mode, published, fetch)
+            await self._drive(walk, deadline)
+            _timed(walk, asked, t0)
+            return walk.result(top)
+
+    def _turns(self):
+        """The running event loop's semaphore of :attr:`max_walks` turns (an asyncio semaphore belongs to
+        the loop that first waits on it, and a resolver may outlive one ``asyncio.run``)."""
+        import asyncio
+
+        if self.max_walks is None:
+            return contextlib.nullcontext()
+        loop = asyncio.get_running_loop()
+        turns = self._loop_turns.get(loop)
+        if turns is None:
+            turns = self._loop_turns[loop] = asyncio.Semaphore(self.max_walks)
+        return turns
 
     async def _drive(self, walk, deadline: float) -> None:
         """As :meth:`Resolver._drive`, each query an asyncio task."""

@@ -35,6 +35,18 @@ class Tool:
     dnssec: str = ""
 
     @property
+    def dns_name(self) -> str:
+        """The tool's DNS name, ``<label>._<service>._tcp.<zone>`` (walks ask for TCP tools), its handle for
+        ``describe_tool``; "" when its leaf named no owner for it. ``name`` is its human name, its title."""
+        return f"{self.label}._{self.service}._tcp.{self.zone}" if self.label else ""
+
+    def to_dict(self) -> dict:
+        """The tool as JSON has it, as ``tooldns mcp`` does: ``name`` its DNS name, ``title`` its human name."""
+        data = asdict(self)
+        title = data.pop("name")
+        return {"name": self.dns_name, "title": title, **data}
+
+    @property
     def key(self) -> str:
         """Identity for merging: the catalog id when known, else the tool's own DNS name."""
         return self.id or f"{self.label}.{self.zone}"
@@ -83,8 +95,11 @@ class Stats:
     packets: int = 0  # datagrams or TCP messages, both ways
     tcp_retries: int = 0
     timeouts: int = 0
+    timeout_retries: int = 0  # queries asked again (once each) after a timeout on the zone's last server
     nodes_visited: int = 0  # distinct zones asked
-    ms: float = 0.0
+    ms: float = 0.0  # from the resolution's turn to its end (the wait for a turn is ``queued_ms``)
+    #: milliseconds the resolution waited for a turn, the resolver's ``max_walks`` being out (a gateway's queue)
+    queued_ms: float = 0.0
     fallbacks: int = 0  # answers flagged as produced by a fallback scorer
     embed_ms: float = 0.0  # time spent embedding the intent (once per resolution)
     intent_shortened: int = 0  # the intent's length in bytes, when it was cut to fit the option
@@ -128,7 +143,7 @@ class Resolution:
     def to_dict(self) -> dict:
         return {
             "intent": self.intent, "k": self.k, "service": self.service,
-            "tools": [asdict(t) for t in self.tools],
+            "tools": [t.to_dict() for t in self.tools],
             "stats": asdict(self.stats),
             "errors": list(self.errors),
         }

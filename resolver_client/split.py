@@ -86,7 +86,7 @@ class WalkGroup:
                 part_errors.append(f"part {walk.intent!r}: {exc}")
         for f in fields(Stats):
             value = getattr(whole.stats, f.name)
-            if f.name == "ms":  # the driver's
+            if f.name in ("ms", "queued_ms"):  # the driver's
                 continue
             if f.name == "intent_shortened" or not isinstance(value, (int, float)):
                 setattr(self.stats, f.name, value)  # the whole intent's: what the parts were walked by

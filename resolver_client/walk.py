@@ -19,14 +19,16 @@ Rules it follows (``docs/protocol.md``):
   parallel (all at once: the driver sends them concurrently); a referral back to the zone itself
   (kind ``self``) asks for the zone's tools by the expanded name;
 * organisation children are followed only when trusted (``trust``) and not excluded;
-* a timeout, refusal or server failure moves on to the zone's next name server; TC moves to TCP;
+* a timeout, refusal or server failure moves on to the zone's next name server; a timeout on the
+  last (or only) one asks it once more; TC moves to TCP;
 * a response that does not match its query (ID, question) is treated like a lost one;
 * FORMERR ends the walk with :class:`IntentRejected`, carrying the server's EDE text;
 * depth and total queries are bounded; with a ``beam``, so are the zones asked at each depth: the
   children of a depth wait until every zone of the depth above has answered, and only the best
   ``beam`` of them, by the ranks on their paths, are asked;
 * with a relevance ``floor`` (search mode ``get_all``, :mod:`.modes`), only tools scoring at least
-  ``floor`` x the best score found are returned;
+  ``floor`` x the best score found are returned, and those a narrower walk would have found
+  (``floor_spares``);
 * with a ``validator`` (:mod:`.validate`), queries set DO, each zone visited is also asked for its
   DNSKEY RRset (its search replies wait for it), and the chain of trust is checked from the anchor
   down to every tool: each tool says ``dnssec`` secure or insecure; bogus data is dropped, counted
@@ -59,7 +61,7 @@ from tooldns.protocol.brief import BRIEF_OPTION_CODE, encode_brief
 from tooldns.protocol.fit import FIT_OPTION_CODE, encode_fit
 from tooldns.protocol.vector import VECTOR_OPTION_CODE
 
-from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError
+from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError, ValidationFailed
 from .message import Reply, is_reply_to, make_query, opt_record, parse_reply
 from .results import Hop, Referral, Resolution, Stats, Tool
 from .validate import BOGUS, INSECURE, SECURE, Bogus, Validator
@@ -166,6 +168,8 @@ class Query:
     server_index: int = 0
     tcp: bool = False
     attempts: int = 0
+    #: asked again after a timeout already (a query is asked again once: :meth:`Walk._receive`)
+    timeout_retried: bool = False
     k: int = 3  # K carried by this query's intent option
     #: on the walk's best path: the root, and each child ranked first by a zone on it
     first: bool = True
@@ -196,7 +200,7 @@ class Query:
         fields = dict(qname=self.qname, zone=self.zone, servers=self.servers, path=self.path, depth=self.depth,
                       opt=self.opt, k=self.k, server_index=self.server_index, tcp=self.tcp,
                       attempts=self.attempts + 1, cache_key=self.cache_key, qtype=self.qtype, first=self.first,
-                      ranks=self.ranks)
+                      ranks=self.ranks, timeout_retried=self.timeout_retried)
         fields.update(changes)
         return Query(**fields)
 
@@ -245,6 +249,10 @@ class Walk:
     #: relevance floor: only tools scoring at least ``floor`` x the best score are returned (tools
     #: without a score are kept); None: every tool found (search modes, :mod:`.modes`)
     floor: float | None = None
+    #: under the floor, a leaf's best ``floor_spares`` tools are kept when every zone on its path was
+    #: among the best ``floor_spares`` of its parent's referral: what a walk of that K finds (get_all
+    #: keeps what get_important finds by its built-in K of 3); 0: the floor spares nothing
+    floor_spares: int = 0
     #: DNSSEC: the chain of trust to check every reply against (None: no validation, no DO bit)
     validator: Validator | None = None
     #: with a validator: return only secure tools (insecure ones are dropped and counted)
@@ -280,6 +288,7 @@ class Walk:
         self.errors: list[str] = []
         self._vector_ignored = False  # a zone said it did not use the vector (said once in errors)
         self._tools: dict[str, Tool] = {}
+        self._spared: set[str] = set()  # keys of the tools the floor keeps (floor_spares)
         self._asked: set[tuple[str, str]] = set()
         self._zones: set[str] = set()
         self.fatal: ResolverError | None = None
@@ -439,7 +448,8 @@ class Walk:
 
     def _bogus(self, zone: str, why: str) -> None:
         self.stats.bogus += 1
-        self.errors.append(f"{zone}: bogus: {why}")
+        if f"{zone}: bogus: {why}" not in self.errors:  # one zone's keys fail every reply of it alike
+            self.errors.append(f"{zone}: bogus: {why}")
 
     def _check(self, q: Query, section, wanted: list[tuple[str, int]]) -> str:
         """Validate *wanted* RRsets of *section* with the keys of the zone asked: SECURE or INSECURE
@@ -458,10 +468,20 @@ class Walk:
         """The checked reply to *q*, or None and the queries that try elsewhere."""
         server, transport = _server_text(q), _transport(q)
         if error is not None or wire is None:
-            if isinstance(error, (TimeoutError, dns.exception.Timeout)):
+            timed_out = isinstance(error, (TimeoutError, dns.exception.Timeout))
+            if timed_out:
                 self.stats.timeouts += 1
             reason = type(error).__name__ if error is not None else "no reply"
-            self.trace.append(Hop(server, q.qname, transport, reason, ms, q.zone, note=str(error or "")))
+            hop = Hop(server, q.qname, transport, reason, ms, q.zone, note=str(error or ""))
+            self.trace.append(hop)
+            last = q.server_index + 1 >= min(len(q.servers), MAX_SERVERS_TRIED)
+            if timed_out and last and not q.timeout_retried and self.stats.queries < self.max_queries:
+                # a lost datagram, or a server process gone from under a shared port (--workers): asked
+                # once more, from a new socket, before the zone is given up (a zone with several servers
+                # has had the others asked already)
+                self.stats.timeout_retries += 1
+                hop.note = "timed out; asking again"
+                return None, [q.retry(timeout_retried=True)]
             return None, self._next_server(q, f"{server}: {reason}")
         self.stats.bytes_received += len(wire)
         self.stats.packets += 1
@@ -613,6 +633,8 @@ class Walk:
                 dnssec=status,
             )
             found.append(tool)
+            if tool.rank <= self.floor_spares and all(r <= self.floor_spares for r in q.ranks):
+                self._spared.add(tool.key)
             old = self._tools.get(tool.key)
             if old is None or (tool.score or 0) > (old.score or 0):
                 self._tools[tool.key] = tool
@@ -742,7 +764,7 @@ class Walk:
         tools.sort(key=lambda t: (-(t.score or 0.0), t.rank, t.zone, t.name))
         if self.floor is not None and tools and (tools[0].score or 0) > 0:
             least = self.floor * tools[0].score
-            tools = [t for t in tools if t.score is None or t.score >= least]
+            tools = [t for t in tools if t.score is None or t.score >= least or t.key in self._spared]
         if top is not None:
             tools = tools[:top]
         self.stats.nodes_visited = len(self._zones)
@@ -751,5 +773,7 @@ class Walk:
             raise LimitExceeded("; ".join(self.errors))
         if self.unreachable and not tools:  # not "nothing matches": the answer may be behind a dead zone
             raise NoServersReachable("; ".join(self.errors))
+        if self.stats.bogus and not tools:  # nor here: behind data that failed validation (a wrong anchor)
+            raise ValidationFailed("DNSSEC validation failed: " + "; ".join(e for e in self.errors if ": bogus: " in e))
         return Resolution(self.intent, self.k, self.service, tools, self.stats, self.trace, list(self.errors))
 

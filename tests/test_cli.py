@@ -37,7 +37,9 @@ def test_resolve_json(demo_tree, capsys):
     assert resolve_main(["send a slack message", *at(demo_tree), "--json", "--k", "2"]) == 0
     data = json.loads(capsys.readouterr().out)
     tool = data["tools"][0]
-    assert {"name", "service", "target", "port", "zone", "score"} <= set(tool)
+    assert {"name", "title", "service", "target", "port", "zone", "score"} <= set(tool)
+    # as tooldns mcp's find_tools: the DNS name as name, the human name as title
+    assert tool["name"] == f"{tool['label']}._{tool['service']}._tcp.{tool['zone']}" and "Slack" in tool["title"]
     assert {"queries", "bytes_sent", "bytes_received", "packets", "ms"} <= set(data["stats"])
 
 
@@ -77,6 +79,28 @@ def test_resolve_service_and_trust_flags(demo_tree, capsys):
     assert resolve_main(["pull requests", *at(demo_tree), "--service", "mcp", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["tools"] and all(t["service"] == "mcp" for t in data["tools"])
+
+
+def test_a_misspelt_trusted_organisation_is_warned_of(demo_tree, capsys):
+    """--trust nosuchorg was taken silently; now a trust entry that names no zone the walk met is said."""
+    assert resolve_main(["typhoon warning", *at(demo_tree), "--trust", "hko,nosuchorg"]) == 0
+    err = capsys.readouterr().err
+    assert ";; warning: --trust nosuchorg: no zone of that name was met on the walk (organisations met: hko)" in err
+    assert "--trust hko" not in err
+
+
+def test_resolve_says_where_it_wrote_the_html_page(demo_tree, tmp_path, capsys):
+    page = tmp_path / "walk.html"
+    assert resolve_main(["typhoon warning", *at(demo_tree), "--html", str(page)]) == 0
+    assert f";; the walk's picture written to {page}" in capsys.readouterr().err and page.exists()
+
+
+def test_an_empty_intent_is_a_usage_error(capsys):
+    for intent in ("", "   "):
+        with pytest.raises(SystemExit) as info:
+            resolve_main([intent, "--root", "127.0.0.1:9"])
+        assert info.value.code == 2
+        assert "the intent is empty: say in words what the agent wants to do" in capsys.readouterr().err
 
 
 @pytest.mark.integration

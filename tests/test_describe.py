@@ -96,7 +96,9 @@ def test_known_servers_first_then_the_root_then_a_clear_error():
     assert ask.servers == [("127.0.0.5", 5300)]
     ask = lookup.take(ask, None, ConnectionRefusedError("refused"))
     assert (ask.zone, ask.servers) == ("tools.", ROOT)  # the zone's server moved: walk down again
-    assert lookup.take(ask, None, TimeoutError("no reply")) is None
+    again = lookup.take(ask, None, TimeoutError("no reply"))  # the root's only server: asked once more
+    assert (again.zone, again.server, again.timeout_retried) == ("tools.", ROOT[0], True)
+    assert lookup.take(again, None, TimeoutError("no reply")) is None
     with pytest.raises(NoServersReachable, match="no name server of tools. answered"):
         lookup.result()
 

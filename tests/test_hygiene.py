@@ -104,7 +104,7 @@ def test_resolver_returns_and_prints_clean_text(demo_dir, capsys):
     assert evil, "the hostile tool should still be found: it is cleaned, not hidden"
     assert "\x1b" not in table and "\x07" not in table and "Evil]0;pwned Weather" in table
     tool = evil[0]
-    assert not any(ch in tool["name"] + tool["description"] + tool["endpoint"] for ch in "\x1b\x07")
+    assert not any(ch in tool["name"] + tool["title"] + tool["description"] + tool["endpoint"] for ch in "\x1b\x07")
     assert "[removed]" in tool["description"] and "Ignore previous" not in tool["description"]
 
 

@@ -423,3 +423,145 @@ def test_chaos_stats_query(demo_tree):
             assert pairs["zone"] == "tools." and reply.rr[0].ttl == 0
             counts.append(int(pairs["queries"]))
     assert counts[1] == counts[0] + 1
+
+
+class _HoldingServer:
+    """A UDP name server that holds every query until *gate* are held, or *hold* seconds have passed since
+    the first of them, then refuses them all; it counts the most queries it held at once (the walks a
+    resolver had out together against it)."""
+
+    def __init__(self, gate: int, hold: float = 0.3) -> None:
+        import threading
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((f"{fresh_subnet()}.1", 0))
+        self.sock.settimeout(0.05)
+        self.gate, self.hold, self.peak, self.done = gate, hold, 0, threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.sock.getsockname()
+
+    def _serve(self) -> None:
+        held, first = [], 0.0
+        while not self.done.is_set():
+            try:
+                wire, client = self.sock.recvfrom(65535)
+                held.append((wire, client))
+                first = first or time.monotonic()
+                self.peak = max(self.peak, len(held))
+            except socket.timeout:
+                pass
+            if held and (len(held) >= self.gate or time.monotonic() - first >= self.hold):
+                for wire, client in held:
+                    reply = bytearray(wire[:12])
+                    reply[2] |= 0x80  # QR
+                    reply[3] = (reply[3] & 0xF0) | RCODE.REFUSED
+                    self.sock.sendto(bytes(reply) + wire[12:], client)
+                held, first = [], 0.0
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(WAIT_TIMEOUT)
+        self.sock.close()
+
+
+@pytest.mark.integration
+def test_a_resolver_bounds_the_walks_it_has_out_at_once_and_the_others_wait_their_turn():
+    """A gateway asking for many resolutions at once (issue 42, item 7): by default at most MAX_WALKS of them
+    walk together, each with its own fan-out of sockets, the published walk's query included; the others
+    queue, and every one of them is answered (here: refused, as the server answers everything)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from resolver_client.resolver import MAX_WALKS
+
+    calls = 3 * MAX_WALKS
+    server = _HoldingServer(gate=calls)
+    try:
+        resolver = AsyncResolver(root=server.address, timeout=REPLY_TIMEOUT)
+
+        async def many():
+            return await asyncio.gather(*(resolver.resolve(f"weather {i}") for i in range(calls)),
+                                        return_exceptions=True)
+
+        outcomes = asyncio.run(many())
+        assert all(isinstance(o, ResolverError) and "REFUSED" in str(o) for o in outcomes), outcomes[:3]
+        assert server.peak == MAX_WALKS
+        server.peak = 0
+        with Resolver(root=server.address, timeout=REPLY_TIMEOUT) as sync, ThreadPoolExecutor(calls) as pool:
+            futures = [pool.submit(sync.resolve, f"weather {i}") for i in range(calls)]
+            assert all(isinstance(f.exception(WAIT_TIMEOUT), ResolverError) for f in futures)
+        assert server.peak == MAX_WALKS
+        server.peak = 0
+        bounded = AsyncResolver(root=server.address, timeout=REPLY_TIMEOUT, max_walks=2)
+
+        async def six():
+            return await asyncio.gather(*(bounded.resolve(f"w {i}") for i in range(6)), return_exceptions=True)
+
+        asyncio.run(six())
+        assert server.peak == 2
+    finally:
+        server.close()
+
+
+class _DroppingRelay:
+    """A UDP relay in front of a real name server that loses the first *drop* datagrams it is sent (a worker
+    of ``tooldns serve --workers`` killed with them in its socket) and relays the others, and their replies."""
+
+    def __init__(self, server: tuple[str, int], drop: int = 1) -> None:
+        import threading
+
+        self.server, self.drop, self.dropped, self.relayed = server, drop, 0, 0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((f"{fresh_subnet()}.1", server[1]))  # the tree's port: the one its referrals are followed on
+        self.sock.settimeout(0.05)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.sock.getsockname()
+
+    def _serve(self) -> None:
+        while not self.done.is_set():
+            try:
+                wire, client = self.sock.recvfrom(65535)
+            except socket.timeout:
+                continue
+            if self.dropped < self.drop:
+                self.dropped += 1
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as up:
+                up.settimeout(WAIT_TIMEOUT)
+                up.sendto(wire, self.server)
+                self.sock.sendto(up.recv(65535), client)
+                self.relayed += 1
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(WAIT_TIMEOUT)
+        self.sock.close()
+
+
+def test_a_query_lost_once_is_asked_again_and_the_resolution_succeeds(demo_tree):
+    """The root's only server loses the first query (issue 42, item 10): the resolver asks it once more
+    instead of failing the resolution after one timeout (or, when it was the question for the published
+    walk, going by the built-in settings); sync and async alike."""
+    for drive, published in (("sync", False), ("async", False), ("sync", True)):  # True: the lost one is its query
+        relay = _DroppingRelay(demo_tree.root())
+        try:
+            kwargs = dict(root=relay.address, timeout=1.0, cache=False, published_walk=published)
+            if drive == "sync":
+                with Resolver(**kwargs) as r:
+                    res = r.resolve("historical weather Hong Kong")
+            else:
+                res = asyncio.run(AsyncResolver(**kwargs).resolve("historical weather Hong Kong"))
+        finally:
+            relay.close()
+        assert relay.dropped == 1 and relay.relayed >= 1, drive
+        assert res.stats.timeouts == 1 and res.stats.timeout_retries == 1, drive
+        assert res.tools and res.tools[0].zone == "hko.weather.tools.", (drive, res.errors)
+        assert not any("no root name server answered" in e for e in res.errors), res.errors

@@ -8,8 +8,8 @@ Folders, from the bottom up (each may import only those below it):
 
 (``tooldns.embedding`` sits above ``tooldns.scoring`` because its hashing embedder uses the
 tokenizer; argparse lives in the two top ones, the command line, and nowhere below), and ``resolver_client`` imports ``tooldns.protocol``, ``tooldns.embedding`` (when an
-agent asks for vectors) and dnspython only, bar its MCP server (``resolver_client.mcp_server``, the
-``mcp`` extra), which importing the library does not load. Imports are read from the source with :mod:`ast`
+agent asks for vectors) and dnspython only, bar its MCP server (``resolver_client.mcp_server`` and
+``mcp_http``, the ``mcp`` extra), which importing the library does not load. Imports are read from the source with :mod:`ast`
 (function-level imports included), so a cycle hidden behind a late import is caught too.
 """
 
@@ -123,7 +123,9 @@ def test_protocol_needs_only_the_standard_library_and_the_client_only_dnspython(
         if name.startswith("tooldns.protocol") or name == "tooldns.exceptions":
             assert not third_party, (name, third_party)
         if name.startswith("resolver_client"):
-            assert third_party <= ({"dns", "mcp"} if name == "resolver_client.mcp_server" else {"dns"}), (name, third_party)
+            mcp_side = name in ("resolver_client.mcp_server", "resolver_client.mcp_http")
+            # the MCP server: the SDK and uvicorn, the HTTP server the SDK runs on (its dependency)
+            assert third_party <= ({"dns", "mcp", "uvicorn"} if mcp_side else {"dns"}), (name, third_party)
 
 
 @pytest.mark.integration

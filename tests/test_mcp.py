@@ -8,6 +8,9 @@ the initialize handshake) and over streamable HTTP (the SDK's ``Client``). Skipp
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
+import json
 import socket
 import subprocess
 import sys
@@ -177,7 +180,10 @@ def test_bad_options_are_usage_errors():
                        (["--service", "ftp"], "unknown service 'ftp'"), (["--port", "70000"], "from 0 to 65535"),
                        (["--best-leaf-k", "0"], "--best-leaf-k must be from 1 to 255"),
                        (["--beam", "0"], "--beam must be at least 1"),
-                       (["--beam", "3", "--no-beam"], "--beam and --no-beam do not go together")):
+                       (["--beam", "3", "--no-beam"], "--beam and --no-beam do not go together"),
+                       (["--max-walks", "0"], "at least 1, not '0'"),
+                       (["--max-sessions-per-client", "0"], "at least 1, not '0'"),
+                       (["--session-idle", "0"], "the session idle timeout must be a number of seconds above 0")):
         out = subprocess.run([*TOOLDNS, "mcp", *args], capture_output=True, text=True, timeout=WAIT_TIMEOUT)
         assert out.returncode == 2 and says in out.stderr, out.stderr
 
@@ -188,3 +194,95 @@ def test_reachable_without_the_server_extra():
             "from tooldns.cli import main; sys.exit(main(['mcp', '--help']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=WAIT_TIMEOUT)
     assert out.returncode == 0 and "usage: tooldns mcp" in out.stdout and "--transport" in out.stdout, out.stderr
+
+
+_INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                          "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                     "clientInfo": {"name": "test", "version": "0"}}}).encode()
+
+
+def _initialize(port: int, source: str = "127.0.0.1", token: str | None = None) -> tuple[int, str | None]:
+    """One ``initialize`` POST from *source*: its HTTP status and the session ID it was given."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_TIMEOUT, source_address=(source, 0))
+    try:
+        conn.request("POST", "/mcp", body=_INITIALIZE, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        return response.status, response.getheader("mcp-session-id")
+    finally:
+        conn.close()
+
+
+def _delete(port: int, sid: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_TIMEOUT)
+    try:
+        conn.request("DELETE", "/mcp", headers={"mcp-session-id": sid})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def _http_server(root: tuple[str, int], tmp_path, *extra: str):
+    """`tooldns mcp --transport streamable-http` on a free port of 127.0.0.1, with *extra* arguments; yields the port."""
+    port = free_port("127.0.0.1")
+    with open(tmp_path / "stderr.txt", "w") as errlog:
+        proc = subprocess.Popen([sys.executable, *_server_args(root, "--transport", "streamable-http",
+                                                               "--port", str(port), *extra)],
+                                stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog)
+        try:
+            assert wait_until(lambda: _listening("127.0.0.1", port) or proc.poll() is not None), "server did not start"
+            assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(WAIT_TIMEOUT)
+
+
+def test_sessions_are_bounded_per_client_address(tmp_path):
+    """One address holding its share of sessions is answered 429 for one more; another address is served, and a
+    session closed (DELETE) or idle past --session-idle frees its place (issue 42, item 6)."""
+    with _http_server(("127.0.0.1", 9), tmp_path, "--max-sessions-per-client", "3", "--session-idle", "0.5") as port:
+        opened = [_initialize(port) for _ in range(3)]
+        assert [status for status, _ in opened] == [200] * 3 and all(sid for _, sid in opened)
+        assert _initialize(port)[0] == 429
+        assert _initialize(port, source="127.0.0.2")[0] == 200
+        assert _delete(port, opened[0][1]) == 200
+        assert _initialize(port)[0] == 200
+        # every session of 127.0.0.1 idle: each is closed within a generous bound, and the address served again
+        assert wait_until(lambda: _initialize(port)[0] == 200)
+
+
+def test_a_token_file_makes_http_require_the_bearer_token(demo_tree, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+    with _http_server(demo_tree.root(), tmp_path, "--token-file", str(token_file)) as port:
+        assert _initialize(port)[0] == 401
+        assert _initialize(port, token="wrong")[0] == 401
+        status, sid = _initialize(port, token="s3cret-token")
+        assert status == 200 and sid
+    out = subprocess.run([*TOOLDNS, "mcp", "--token-file", str(token_file)], capture_output=True, text=True,
+                         timeout=WAIT_TIMEOUT)
+    assert out.returncode == 2 and "--token-file is for --transport streamable-http" in out.stderr, out.stderr
+    (tmp_path / "empty").write_text("\n")
+    out = subprocess.run([*TOOLDNS, "mcp", "--transport", "streamable-http", "--token-file", str(tmp_path / "empty")],
+                         capture_output=True, text=True, timeout=WAIT_TIMEOUT)
+    assert out.returncode == 2 and "holds no token" in out.stderr, out.stderr
+
+
+def test_many_calls_at_once_of_one_client_are_not_counted_as_sessions(demo_tree, tmp_path):
+    """The bound counts sessions, not requests: a client's 20 find_tools calls at once, over fewer sessions
+    than its share (the SDK's client may send them without a session ID), are all answered."""
+    with _http_server(demo_tree.root(), tmp_path, "--max-sessions-per-client", "2") as port:
+        async def script():
+            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=WAIT_TIMEOUT) as client:
+                return await asyncio.gather(*(client.call_tool("find_tools", {"intent": f"weather {i}"})
+                                              for i in range(20)), return_exceptions=True)
+
+        results = asyncio.run(script())
+    assert all(not isinstance(r, Exception) and not r.is_error for r in results), results[:3]

@@ -112,6 +112,12 @@ def test_timeouts_errors_and_strangers_move_on_and_tc_moves_to_tcp():
     assert tcp.tcp and tcp.server == ROOT[1] and fetch.stats.tcp_retries == 1
     fetch.take(tcp, _reply(tcp, answer=[_txt("tooldns-walk=1", "k=4")]))
     assert fetch.result().plan == WalkPlan(k=4) and fetch.stats.queries == 3
+    fetch = PlanFetch("tools.", ROOT[:1])  # a timeout on the only server: asked once more, then given up
+    [q] = fetch.start()
+    [again] = fetch.take(q, None, TimeoutError("no reply"))
+    assert again.server == q.server and fetch.stats.timeout_retries == 1
+    assert fetch.take(again, None, TimeoutError("no reply")) == []
+    assert "no root name server answered" in fetch.result().error and fetch.stats.timeouts == 2
     for bad in (lambda q: _reply(q, dns.rcode.SERVFAIL), lambda q: _reply(q, dns.rcode.REFUSED),
                 lambda q: b"\x00" + _reply(q)[1:], lambda q: b"not dns"):
         fetch = PlanFetch("tools.", ROOT)

@@ -146,6 +146,28 @@ def test_timeout_and_mismatch_move_to_next_server():
         walk.result()
 
 
+def test_a_timeout_on_a_zones_last_server_asks_it_once_more():
+    """A lost datagram, or a worker of `tooldns serve --workers` killed with the query in its socket, costs
+    one timeout, not the zone (issue 42, item 10): the last server is asked again, once, then given up."""
+    walk = Walk("weather", root=ROOT[:1])
+    [q] = walk.start()
+    [again] = walk.take(q, None, TimeoutError("no reply"))
+    assert again.server == q.server and again.qname == q.qname and again.wire != q.wire  # a new message ID
+    assert walk.stats.timeouts == 1 and walk.stats.timeout_retries == 1
+    assert walk.take(again, None, TimeoutError("no reply")) == []
+    with pytest.raises(NoServersReachable):
+        walk.result()
+    assert walk.stats.timeouts == 2 and walk.stats.timeout_retries == 1
+    walk = Walk("weather", root=ROOT)  # two servers: the second, then the second once more
+    [q] = walk.start()
+    [second] = walk.take(q, None, TimeoutError("no reply"))
+    [again] = walk.take(second, None, TimeoutError("no reply"))
+    assert (second.server, again.server) == (ROOT[1], ROOT[1]) and walk.take(again, None, TimeoutError("x")) == []
+    walk = Walk("weather", root=ROOT[:1])  # a refusal is an answer: not asked again
+    [q] = walk.start()
+    assert walk.take(q, None, ConnectionRefusedError("refused")) == []
+
+
 def test_all_root_servers_silent():
     walk = Walk("weather", root=ROOT)
     [q] = walk.start()
@@ -307,7 +329,9 @@ def test_a_beam_waits_for_a_silent_parent_only_until_it_is_given_up():
     a, b = walk.take(q, referral(q, [("a.tools.", "127.0.0.2", 1, 3.0, "functional"),
                                      ("b.tools.", "127.0.0.3", 2, 2.9, "functional")]))
     assert walk.take(a, referral(a, [("a1.a.tools.", "127.0.0.5", 1, 5.0, "functional")])) == []
-    [leaf] = walk.take(b, None, TimeoutError("no reply"))  # b's only server: given up, a's child goes
+    [again] = walk.take(b, None, TimeoutError("no reply"))  # b's only server: asked once more
+    assert again.server == b.server and again.timeout_retried
+    [leaf] = walk.take(again, None, TimeoutError("no reply"))  # then given up, and a's child goes
     assert leaf.zone == "a1.a.tools." and walk.unreachable == ["b.tools."]
 
 
@@ -386,6 +410,7 @@ def test_zones_reached_after_a_failed_key_query_have_their_keys_asked_for():
         assert keys.qtype == dns.rdatatype.DNSKEY
         assert walk.take(search, referral(search, [("a.tools.", "127.0.0.2", 1, 3.0, "functional"),
                                                    ("b.tools.", "127.0.0.3", 2, 2.9, "functional")])) == []
+        [keys] = walk.take(keys, None, TimeoutError("no reply"))  # asked once more, then given up
         out = walk.take(keys, None, TimeoutError("no reply"))
         assert sorted((q.zone, q.qtype) for q in out) == [
             ("a.tools.", dns.rdatatype.SRV), ("a.tools.", dns.rdatatype.DNSKEY),

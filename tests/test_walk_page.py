@@ -184,7 +184,7 @@ def test_cli_writes_the_page_alongside_json(demo_tree, tmp_path, capsys):
     assert resolve_main([*args, "--json", "--trace", "--html", str(out)]) == 0
     data = json.loads(capsys.readouterr().out)  # stdout stays pure JSON
     page = Page(out.read_text(encoding="utf-8"))
-    assert [t["name"] for t in data["tools"]] == page.texts("tname")
+    assert [t["title"] for t in data["tools"]] == page.texts("tname")
     assert {h["zone"] for h in data["trace"]} <= set(page.parent)
     assert resolve_main([*args, "--html", str(tmp_path / "no" / "such" / "dir" / "walk.html")]) == 2
     assert "cannot write" in capsys.readouterr().err
