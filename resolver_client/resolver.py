@@ -41,6 +41,7 @@ from .exceptions import ResolverError
 from .modes import GET_IMPORTANT, settings_for
 from .plan import MAX_KEEP, NOT_ASKED, Chosen, PlanFetch, Published, choose
 from .results import Resolution
+from .rtt import RttTable, resend_times
 from .split import WalkGroup, split_intent
 from .validate import TrustAnchor, Validator, load_anchor
 from .walk import AUTO_BEAM, Query, Walk, auto_beam
@@ -135,6 +136,19 @@ def _timed(walk: Walk | WalkGroup, asked: float, t0: float) -> None:
     walk.stats.queued_ms = (t0 - asked) * 1000
 
 
+class _InFlight:
+    """A query the sync driver waits for: when it was first sent, when to send it again, how often it went."""
+
+    __slots__ = ("query", "started", "resends", "sends")
+
+    def __init__(self, query: Query, started: float, resends: list[float]) -> None:
+        self.query, self.started, self.resends, self.sends = query, started, resends, 1
+
+    def next_event(self, timeout: float) -> float:
+        """The next time something is due: a resend, else the timeout."""
+        return self.resends[0] if self.resends else self.started + timeout
+
+
 class _BaseResolver:
     def __init__(self, root=DEFAULT_ROOT, *, root_zone: str = "tools.", timeout: float = 1.0,
                  cache: ReplyCache | bool = True, max_depth: int = 8, max_queries: int = 256,
@@ -148,6 +162,9 @@ class _BaseResolver:
         self.root_zone = root_zone
         #: seconds to wait for each reply before asking the zone's next name server
         self.timeout = seconds(timeout, "timeout")
+        #: each server's smoothed round trip: a UDP query goes again after its server's retransmission
+        #: timeout (:mod:`.rtt`), within *timeout*, on the same socket
+        self.rtt = RttTable()
         #: seconds a whole resolution may take (None: 30, or ten timeouts when that is longer); past it
         #: the tools found so far are returned, or LimitExceeded raised when there are none
         self.lifetime = seconds(lifetime, "lifetime") if lifetime is not None else max(30.0, 10 * self.timeout)
@@ -307,7 +324,7 @@ class _BaseResolver:
         stats = whole.stats
         if fetch is not None:
             for name in ("queries", "cache_hits", "bytes_sent", "bytes_received", "packets", "tcp_retries", "timeouts",
-                         "timeout_retries"):
+                         "timeout_retries", "retransmits"):
                 setattr(stats, name, getattr(stats, name) + getattr(fetch.stats, name))
             stats.plan_queries = fetch.stats.queries
         if published.error:
@@ -401,7 +418,8 @@ class Resolver(_BaseResolver):
                                 ready.extend(walk.take(q, None, exc, 0.0))
                                 continue
                             selector.register(sock, events, exchange)
-                            inflight[sock] = (q, sent)
+                            resends = [] if q.tcp else resend_times(sent, self.rtt.rto(q.server, self.timeout), self.timeout)
+                            inflight[sock] = _InFlight(q, sent, resends)
                     if inflight:
                         ready.extend(self._collect(walk, selector, inflight, deadline))
             finally:
@@ -411,11 +429,12 @@ class Resolver(_BaseResolver):
     def _collect(self, walk: Walk, selector, inflight: dict, deadline: float) -> list[Query]:
         """Wait for the next replies (or the next timeout, or the *deadline*); hand each outcome to the walk."""
         now = time.perf_counter()
-        wait_for = max(0.0, min(min(started for _, started in inflight.values()) + self.timeout, deadline) - now)
+        wait_for = max(0.0, min(min(f.next_event(self.timeout) for f in inflight.values()), deadline) - now)
         out: list[Query] = []
         for key, _ in selector.select(wait_for):
             sock, exchange = key.fileobj, key.data
-            q, started = inflight[sock]
+            flight = inflight[sock]
+            q, started = flight.query, flight.started
             ms = (time.perf_counter() - started) * 1000
             try:
                 if exchange is not None:  # TCP: connect, send, read, as the socket allows
@@ -433,10 +452,21 @@ class Resolver(_BaseResolver):
             selector.unregister(sock)
             sock.close()
             del inflight[sock]
+            if wire is not None and flight.sends == 1:  # Karn: a reply to a datagram sent twice times neither
+                self.rtt.observe(q.server, ms / 1000)
             out.extend(walk.take(q, wire, err, ms))
             self._remember(q)
         now = time.perf_counter()
-        for sock, (q, started) in list(inflight.items()):
+        for sock, flight in list(inflight.items()):
+            q, started = flight.query, flight.started
+            if flight.resends and now >= flight.resends[0] and now - started < self.timeout:
+                flight.resends.pop(0)
+                try:
+                    sock.send(q.wire)  # the same socket: a reply to either send is taken
+                    flight.sends += 1
+                    walk.stats.retransmits += 1
+                except OSError:
+                    pass
             if now - started >= self.timeout:
                 selector.unregister(sock)
                 sock.close()
@@ -462,14 +492,23 @@ class AsyncResolver(_BaseResolver):
         super().__init__(*args, **kwargs)
         self._loop_turns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> its semaphore
 
-    async def _exchange(self, q: Query) -> tuple[bytes | None, Exception | None, float]:
+    async def _exchange(self, q: Query, stats) -> tuple[bytes | None, Exception | None, float]:
         t0 = time.perf_counter()
         address, port = q.server
+        sent: list = []  # one item a send of a UDP datagram
         try:
-            send = transport.atcp if q.tcp else transport.audp
-            return await send(q.wire, address, port, self.timeout), None, (time.perf_counter() - t0) * 1000
+            if q.tcp:
+                wire = await transport.atcp(q.wire, address, port, self.timeout)
+            else:
+                resends = tuple(at - t0 for at in resend_times(t0, self.rtt.rto(q.server, self.timeout), self.timeout))
+                wire = await transport.audp(q.wire, address, port, self.timeout, resends, sent)
+                if len(sent) == 1:  # Karn: a reply to a datagram sent twice times neither
+                    self.rtt.observe(q.server, time.perf_counter() - t0)
+            return wire, None, (time.perf_counter() - t0) * 1000
         except (OSError, TimeoutError) as exc:
             return None, exc, (time.perf_counter() - t0) * 1000
+        finally:
+            stats.retransmits += max(0, len(sent) - 1)
 
     async def resolve(self, intent: str, k: int | tuple[int, ...] | None = None, service: str = ANY_SERVICE, *,
                       trust=None, exclude=None, top: int | None = None, leaf_k: int | None = None, split: bool = False,
@@ -523,7 +562,7 @@ class AsyncResolver(_BaseResolver):
                 if hit is not None:
                     ready.extend(walk.take(q, None, cached=hit))
                 else:
-                    inflight[asyncio.ensure_future(self._exchange(q))] = q
+                    inflight[asyncio.ensure_future(self._exchange(q, walk.stats))] = q
             if inflight:
                 done, _ = await asyncio.wait(inflight, timeout=max(0.0, deadline - time.perf_counter()),
                                              return_when=asyncio.FIRST_COMPLETED)

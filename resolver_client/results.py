@@ -95,6 +95,7 @@ class Stats:
     packets: int = 0  # datagrams or TCP messages, both ways
     tcp_retries: int = 0
     timeouts: int = 0
+    retransmits: int = 0  # UDP datagrams sent again after their server's retransmission timeout (rtt.py)
     timeout_retries: int = 0  # queries asked again (once each) after a timeout on the zone's last server
     nodes_visited: int = 0  # distinct zones asked
     ms: float = 0.0  # from the resolution's turn to its end (the wait for a turn is ``queued_ms``)

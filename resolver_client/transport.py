@@ -75,7 +75,11 @@ def _udp_protocol() -> type:
     return UDPProtocol
 
 
-async def audp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
+async def audp(wire: bytes, address: str, port: int, timeout: float, resend_after: tuple[float, ...] = (),
+               sent: list | None = None) -> bytes:
+    """The reply to *wire* from *address*:*port* within *timeout* seconds; the datagram goes again from
+    the same socket *resend_after* seconds after the first send (a reply to either is taken), and
+    *sent*, when given, gets one item a send."""
     import asyncio
 
     loop = asyncio.get_running_loop()
@@ -83,13 +87,25 @@ async def audp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
     protocol = _udp_protocol()
     transport, _ = await loop.create_datagram_endpoint(lambda: protocol(wire, future),
                                                        remote_addr=(address, port))
+    if sent is not None:
+        sent.append(0.0)
+    resends = [loop.call_later(after, _resend, transport, wire, future, sent) for after in resend_after]
     try:  # asyncio.timeout, not wait_for: Python 3.11's wait_for could swallow the caller's cancel
         async with asyncio.timeout(timeout):
             return await future
     except TimeoutError:
         raise TimeoutError(f"no UDP reply from {address}:{port} within {timeout:g} s") from None
     finally:
+        for handle in resends:
+            handle.cancel()
         transport.close()
+
+
+def _resend(transport, wire: bytes, future, sent: list | None) -> None:
+    if not future.done() and not transport.is_closing():
+        transport.sendto(wire)
+        if sent is not None:
+            sent.append(0.0)
 
 
 async def atcp(wire: bytes, address: str, port: int, timeout: float) -> bytes:

@@ -80,3 +80,28 @@ def test_bad_settings_are_refused():
         NetSim([("127.0.0.1", 53)], loss=1.0)
     with pytest.raises(ValueError):
         NetSim([], one_way=0.01)
+
+
+def test_a_resolver_gets_past_a_lossy_network_by_sending_again_after_each_servers_rto(tree_behind_sim):
+    """A lost datagram costs the resolver its server's retransmission timeout (rtt.py), not the whole
+    timeout: it sends the same query again on the same socket; the smoothed round trip it learns is at
+    least the network's."""
+    import asyncio
+
+    from resolver_client import AsyncResolver
+
+    tree, sim = tree_behind_sim
+    sim.set(one_way=0.005, loss=0.2)
+    root = sim.address_of(tree.root())
+    sync, asyn = (Resolver(root=root, timeout=3.0, cache=False), AsyncResolver(root=root, timeout=3.0, cache=False))
+    found, resent = 0, 0
+    for i in range(8):
+        for res in (sync.resolve(f"weather forecast {i}"), asyncio.run(asyn.resolve(f"typhoon warning {i}"))):
+            found += bool(res.tools)
+            resent += res.stats.retransmits
+    assert sim.counters.udp_dropped > 0 and resent > 0
+    assert found == 16  # every resolution got past the loss
+    for resolver in (sync, asyn):
+        srtt = resolver.rtt.srtt(root)
+        assert srtt is not None and srtt >= 2 * 0.005 * 0.95
+        assert resolver.rtt.rto(root, resolver.timeout) < resolver.timeout  # learned, not the whole timeout

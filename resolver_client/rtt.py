@@ -1,0 +1,75 @@
+"""Round-trip times of the servers a resolver meets, and when to send a datagram again.
+
+Each server's smoothed round trip and its variance, updated from every reply to a query sent once
+(Karn's rule: a reply to a datagram sent twice says nothing of either), as RFC 6298 keeps them for TCP
+and BIND and Unbound for name servers. The retransmission timeout (RTO) they give, ``srtt + 4 x
+rttvar`` within [:data:`MIN_RTO`, the resolver's timeout], is how long the resolver waits before it
+sends the same datagram again, on the same socket, so that a reply to either send is taken; each
+further send waits twice as long, until the query's whole timeout is spent. On a network that loses a
+datagram now and then this costs about one RTO instead of the whole timeout; on loopback, nothing.
+
+Pure computation, no I/O and no clock of its own: the drivers (:mod:`.resolver`) pass the times.
+"""
+
+from __future__ import annotations
+
+import threading
+
+#: the least a server is waited for before a datagram goes again (seconds): a server's own work varies
+#: (an intent embedded, a model asked) more than loopback's round trip, and a resend is work for it too
+MIN_RTO = 0.05
+#: the wait before the first resend to a server never heard from (seconds; Unbound starts at 0.376)
+FIRST_RTO = 0.4
+#: sends of one datagram at most (the first and its resends)
+MAX_SENDS = 4
+#: servers remembered (the least recently heard from are forgotten first)
+MAX_SERVERS = 4096
+
+
+class RttTable:
+    """Smoothed round trip and variance per server, in seconds; safe to share between threads."""
+
+    ALPHA, BETA = 1 / 8, 1 / 4  # RFC 6298's gains
+
+    def __init__(self, max_servers: int = MAX_SERVERS) -> None:
+        self._rtt: dict[tuple[str, int], tuple[float, float]] = {}
+        self._max = max_servers
+        self._lock = threading.Lock()
+
+    def observe(self, server: tuple[str, int], seconds: float) -> None:
+        """A reply from *server* *seconds* after the query's only send."""
+        with self._lock:
+            old = self._rtt.pop(server, None)
+            if old is None:
+                srtt, rttvar = seconds, seconds / 2
+            else:
+                srtt, rttvar = old
+                rttvar = (1 - self.BETA) * rttvar + self.BETA * abs(srtt - seconds)
+                srtt = (1 - self.ALPHA) * srtt + self.ALPHA * seconds
+            self._rtt[server] = (srtt, rttvar)  # re-inserted: the most recently heard from last
+            if len(self._rtt) > self._max:
+                del self._rtt[next(iter(self._rtt))]
+
+    def srtt(self, server: tuple[str, int]) -> float | None:
+        """The smoothed round trip to *server*, or None before its first reply."""
+        with self._lock:
+            entry = self._rtt.get(server)
+        return None if entry is None else entry[0]
+
+    def rto(self, server: tuple[str, int], timeout: float) -> float:
+        """Seconds to wait for *server* before sending again, at most *timeout* (the query's whole wait)."""
+        with self._lock:
+            entry = self._rtt.get(server)
+        wait = FIRST_RTO if entry is None else entry[0] + 4 * entry[1]
+        return min(max(wait, MIN_RTO), timeout)
+
+
+def resend_times(first: float, rto: float, timeout: float, max_sends: int = MAX_SENDS) -> list[float]:
+    """When to send a datagram first sent at *first* again: after *rto*, then twice as long each time,
+    while the query's *timeout* lasts; at most *max_sends* sends in all."""
+    out, wait, at = [], rto, first + rto
+    while len(out) < max_sends - 1 and at < first + timeout:
+        out.append(at)
+        wait *= 2
+        at += wait
+    return out

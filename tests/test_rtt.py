@@ -1,0 +1,46 @@
+"""The resolver's round-trip estimates (:mod:`resolver_client.rtt`): RFC 6298's smoothing, the
+retransmission timeout it gives within its bounds, and when a datagram goes again."""
+
+from __future__ import annotations
+
+import pytest
+
+from resolver_client.rtt import FIRST_RTO, MAX_SENDS, MIN_RTO, RttTable, resend_times
+
+A, B = ("192.0.2.1", 53), ("192.0.2.2", 53)
+
+
+def test_a_server_never_heard_from_waits_the_first_rto_within_the_timeout():
+    table = RttTable()
+    assert table.srtt(A) is None
+    assert table.rto(A, timeout=5.0) == FIRST_RTO
+    assert table.rto(A, timeout=0.1) == 0.1
+
+
+def test_the_estimate_follows_rfc_6298():
+    table = RttTable()
+    table.observe(A, 0.100)
+    assert table.srtt(A) == pytest.approx(0.100)
+    assert table.rto(A, 5.0) == pytest.approx(0.100 + 4 * 0.050)  # rttvar starts at half the first sample
+    table.observe(A, 0.200)
+    assert table.srtt(A) == pytest.approx(0.875 * 0.100 + 0.125 * 0.200)
+    rttvar = 0.75 * 0.050 + 0.25 * 0.100
+    assert table.rto(A, 5.0) == pytest.approx(table.srtt(A) + 4 * rttvar)
+    for _ in range(200):  # a steady fast server: the floor, not less
+        table.observe(B, 0.0002)
+    assert table.rto(B, 5.0) == MIN_RTO
+
+
+def test_servers_are_forgotten_least_recently_heard_first():
+    table = RttTable(max_servers=2)
+    table.observe(A, 0.1)
+    table.observe(B, 0.1)
+    table.observe(A, 0.1)  # A heard from again: B is now the oldest
+    table.observe(("192.0.2.3", 53), 0.1)
+    assert table.srtt(B) is None and table.srtt(A) is not None
+
+
+def test_resends_back_off_within_the_timeout():
+    assert resend_times(10.0, 0.1, 1.0) == pytest.approx([10.1, 10.3, 10.7])  # waits 0.1, 0.2, 0.4
+    assert len(resend_times(0.0, 0.01, 100.0)) == MAX_SENDS - 1
+    assert resend_times(0.0, 1.0, 1.0) == []  # the rto is the whole timeout: sent once
