@@ -122,6 +122,13 @@ def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple
     return _host(text, text), default_port
 
 
+def _check_beam(beam):
+    """*beam* when it is a whole number of at least 1, AUTO_BEAM or None; else a ResolverError."""
+    if beam is not None and beam != AUTO_BEAM and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
+        raise ResolverError(f"beam must be a whole number of at least 1, {AUTO_BEAM!r} or None, not {beam!r}")
+    return beam
+
+
 def _check_walks(max_walks: int | None) -> int | None:
     """*max_walks* when it is a whole number of at least 1, or None; ResolverError otherwise."""
     if max_walks is not None and (isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1):
@@ -162,9 +169,7 @@ class _BaseResolver:
         self.root_zone = root_zone
         #: seconds to wait for each reply before asking the zone's next name server
         self.timeout = seconds(timeout, "timeout")
-        #: each server's smoothed round trip: a UDP query goes again after its server's retransmission
-        #: timeout (:mod:`.rtt`), within *timeout*, on the same socket
-        self.rtt = RttTable()
+        self.rtt = RttTable()  #: each server's round trip: when a UDP query goes again (:mod:`.rtt`)
         #: seconds a whole resolution may take (None: 30, or ten timeouts when that is longer); past it
         #: the tools found so far are returned, or LimitExceeded raised when there are none
         self.lifetime = seconds(lifetime, "lifetime") if lifetime is not None else max(30.0, 10 * self.timeout)
@@ -199,9 +204,7 @@ class _BaseResolver:
         #: (:attr:`.walk.Walk.beam`): what bounds a walk of a deep tree; None: every ranked child;
         #: AUTO_BEAM (the default): the published walk's beam, else 6 or the root's K when larger
         #: (:func:`.walk.auto_beam`)
-        if beam is not None and beam != AUTO_BEAM and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
-            raise ResolverError(f"beam must be a whole number of at least 1, {AUTO_BEAM!r} or None, not {beam!r}")
-        self.beam = beam
+        self.beam = _check_beam(beam)
         #: ask the root servers for the walk the tree publishes (``_walk.<root zone>``, docs/protocol.md
         #: section 6b) and go by it where the caller gave nothing: its K, leaf K, best leaf K and beam in
         #: the default search mode, its model (when no *embedder* is given) in every mode. Kept for the
