@@ -14,6 +14,9 @@ Each callable in ``listeners`` is called after a swap: a server hosting several 
 Zones with DNSSEC keys are signed (*signing*, :class:`tooldns.dnssec.signer.Signing`: the key directory,
 ``keys/`` beside the zone file unless told); keys added, removed or changed there are picked up like
 an edit of the file (a key that cannot be used is logged and the last good signer kept).
+Loading, :meth:`ZoneStore.check` and :meth:`ZoneStore.learn` read files and build indexes (a leaf of
+10,000 tools: seconds): servers call them off the event loop (a :class:`~.tree.Tree` in its work
+thread), one at a time per store (a lock), and listeners may be called in that thread.
 Every load is bounded by *limits* (:class:`tooldns.zone.limits.ZoneLimits`, the defaults unless
 given): a file over them is refused like any invalid file.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 
 from dataclasses import replace
@@ -63,6 +67,7 @@ class ZoneStore:
         file's serial either way)."""
         self.path = os.fspath(path)
         self.limits = limits
+        self._lock = threading.RLock()  # one reload or rebuild at a time
         self._stamp = _stamp(self.path)
         #: the zone as its file says; what is served (:attr:`zone`) has learned summaries in it
         self.file_zone = load_zone(self.path, limits)
@@ -131,6 +136,10 @@ class ZoneStore:
     def learn(self, summaries: dict[str, Summary]) -> bool:
         """Use *summaries* (child name -> what the child published) for this zone's children; True
         when what the zone serves changed (then it serves under a new serial, and listeners hear)."""
+        with self._lock:
+            return self._learn(summaries)
+
+    def _learn(self, summaries: dict[str, Summary]) -> bool:
         known = {c.name for c in self.file_zone.children}
         updates = {name: s for name, s in summaries.items() if name in known and self.learned.get(name) != s}
         if not updates:
@@ -151,6 +160,10 @@ class ZoneStore:
 
     def check(self) -> str | None:
         """Reload if the file changed. Returns 'reloaded', 'kept' (bad edit), 'missing' or None."""
+        with self._lock:
+            return self._check()
+
+    def _check(self) -> str | None:
         stamp = _stamp(self.path)
         if stamp == self._stamp:
             return self._check_keys()
