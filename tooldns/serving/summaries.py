@@ -28,7 +28,8 @@ fresh the way DNS secondaries keep zones fresh:
   (the new index is built there, then replaces the old in one assignment), the summaries learned
   meanwhile in one rebuild. A new serial whose summary says what the parent has already costs no
   rebuild; a summary that does change costs one of the child's budget, ``--summary-budget``
-  rebuilds an hour (:data:`SUMMARY_BUDGET`, a burst of that many, then one every hour/budget): a
+  rebuilds an hour (:data:`SUMMARY_BUDGET`: a burst of :data:`SUMMARY_BURST`, then one every
+  hour/budget): a
   child over it is fetched again only when it has budget again, so that one child, NOTIFYing and
   changing as fast as it can, rebuilds its parent a few times an hour, not ten times a second.
 
@@ -88,9 +89,10 @@ REFUSED_LOG_INTERVAL = 60.0
 RETRY = 600.0
 #: seconds between two polls of a child at least, whatever its SOA refresh (``--summary-floor``)
 SUMMARY_FLOOR = 10.0
-#: rebuilds of its parent each child may cause in an hour (``--summary-budget``): a burst of that
-#: many, then one every 3600/budget seconds
+#: rebuilds of its parent each child may cause in an hour (``--summary-budget``): a burst of
+#: SUMMARY_BURST (at most the budget), then one every 3600/budget seconds
 SUMMARY_BUDGET = 60
+SUMMARY_BURST = 3
 #: seconds between two checks of a child at least, however often it NOTIFYs
 NOTIFY_GAP = 1.0
 #: queries to children in flight at once (each holds a socket: a tree of thousands of zones polls
@@ -294,7 +296,7 @@ class SummaryKeeper:
                 held.wake.set()
             learned = self.stores[origin].learned.get(name)
             known = learned.serial if learned is not None else delegation.summary.serial
-            child = _Child(origin, delegation, known, asyncio.Event(), tokens=float(self.budget),
+            child = _Child(origin, delegation, known, asyncio.Event(), tokens=float(self._burst()),
                            filled=time.monotonic())
             child.task = asyncio.create_task(self._watch(child), name=f"summary {name}")
             self.children[(origin, name)] = child
@@ -392,9 +394,12 @@ class SummaryKeeper:
         seconds until it may."""
         now = time.monotonic()
         rate = self.budget / 3600.0
-        child.tokens = min(float(self.budget), child.tokens + (now - child.filled) * rate)
+        child.tokens = min(float(self._burst()), child.tokens + (now - child.filled) * rate)
         child.filled = now
         return 0.0 if child.tokens >= 1 else (1 - child.tokens) / rate
+
+    def _burst(self) -> int:
+        return min(self.budget, SUMMARY_BURST)
 
     def _cap(self, seconds: float) -> float:
         """Seconds until the next poll: what the child asks (its SOA refresh, or RETRY), no fewer than
