@@ -148,8 +148,10 @@ class ZoneStore:
         served = self._served(self.file_zone)
         if served.children == self.index.zone.children:
             return False
-        self.serial = self._next_serial(self.file_zone)
-        self._swap(self._new_index(replace(served, soa=replace(served.soa, serial=self.serial))))
+        serial = self._next_serial(self.file_zone)
+        index = self._new_index(replace(served, soa=replace(served.soa, serial=serial)))
+        self.serial = serial  # with the index it names, once built
+        self._swap(index)
         return True
 
     def _swap(self, index: ZoneIndex) -> None:

@@ -485,22 +485,27 @@ class SummaryKeeper:
             if not summaries or store is None or not self._running:
                 return
             try:
-                changed = await asyncio.get_running_loop().run_in_executor(self.work, store.learn, summaries)
+                changed = await asyncio.get_running_loop().run_in_executor(self.work, self._rebuild, store, summaries)
             except Exception:
                 log.exception("%s: cannot apply learned summaries of %s", parent, ", ".join(sorted(summaries)))
                 return
-            self._say_learned(parent, store, summaries, changed)
+            if changed:
+                log.info("%s: learned the summaries of %s (now serial %d)", parent, ", ".join(sorted(summaries)),
+                         store.serial)
         finally:
             self._applying.pop(parent, None)
             if self._pending.get(parent):  # learned while rebuilding: the next rebuild
                 asyncio.get_running_loop().call_later(BATCH_DELAY, self._apply_soon, parent)
 
-    def _say_learned(self, parent: str, store, summaries: dict[str, Summary], changed: bool) -> None:
+    def _rebuild(self, store, summaries: dict[str, Summary]) -> bool:
+        """In the work thread: *store* learns *summaries*; counted before what it serves changes, so
+        that whoever sees the new serial sees them counted."""
         self.stats["summaries_learned"] += len(summaries)
-        self.stats["summary_rebuilds"] += changed
-        if changed:
-            log.info("%s: learned the summaries of %s (now serial %d)", parent, ", ".join(sorted(summaries)),
-                     store.serial)
+        self.stats["summary_rebuilds"] += 1
+        changed = store.learn(summaries)
+        if not changed:
+            self.stats["summary_rebuilds"] -= 1
+        return changed
 
     # -- the child's side --
     def _changed(self, origin: str) -> None:
