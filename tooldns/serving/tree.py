@@ -155,6 +155,14 @@ def zone_addresses(store: ZoneStore, listen: list[str] | None = None) -> list[st
     return list(listen) if listen is not None else list(dict.fromkeys(ns.address for ns in store.zone.nameservers))
 
 
+def _check_options(watch_interval: float, server_options: dict) -> None:
+    if watch_interval < 0:
+        raise ValueError(f"watch_interval must be 0 (never look) or more, not {watch_interval}")
+    unknown = set(server_options) - _SERVER_OPTIONS
+    if unknown:
+        raise TypeError(f"unknown server options {sorted(unknown)}; allowed: {', '.join(sorted(_SERVER_OPTIONS))}")
+
+
 class Tree:
     """All servers of a zone directory in the running event loop."""
 
@@ -170,20 +178,12 @@ class Tree:
         ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``.
 
         The files are looked at every *watch_interval* seconds for edits (0: never; :meth:`look` looks
-        once, as ``tooldns serve`` does on SIGHUP). Lazily (:mod:`.lazy`), at most *max_loading* zones are
-        loaded at once and *load_queue* wait; children's summaries are polled no more often than every
-        *summary_floor* seconds whatever their SOA refresh says, and each child may have its parent
-        rebuilt *summary_budget* times an hour (:mod:`.summaries`)."""
-        if watch_interval < 0:
-            raise ValueError(f"watch_interval must be 0 (never look) or more, not {watch_interval}")
-        unknown = set(server_options) - _SERVER_OPTIONS
-        if unknown:
-            raise TypeError(f"unknown server options {sorted(unknown)}; allowed: {', '.join(sorted(_SERVER_OPTIONS))}")
+        once, as ``tooldns serve`` does on SIGHUP). *max_loading*, *load_queue*: :mod:`.lazy`;
+        *summary_floor*, *summary_budget*: :mod:`.summaries`."""
+        _check_options(watch_interval, server_options)
         self.zonedir = Path(zonedir)
-        self.port = port
-        self.answer_cache = answer_cache
-        self.server_options = server_options
-        self.watch_interval = watch_interval
+        self.port, self.answer_cache, self.server_options, self.watch_interval = (port, answer_cache, server_options,
+                                                                                  watch_interval)
         self.listen = _listen_addresses(listen)
         #: the zones loaded on first use (lazy): every one is served on the listen addresses
         self.lazy: LazyZones | None = None
@@ -199,8 +199,8 @@ class Tree:
         #: every zone of the directory (served here or not) -> its name servers: where NOTIFY goes
         self.known_zones = {store.index.origin: store.file_zone.nameservers for store in loaded}
         self.stores = select_zones(loaded, only)
-        #: parents keep their children's summaries fresh (:mod:`.summaries`), polling each child at
-        #: most every *summary_refresh* seconds (None: at the child's SOA refresh interval)
+        #: parents keep their children's summaries fresh (:mod:`.summaries`), polling each child at most
+        #: every *summary_refresh* seconds (None: its SOA refresh), with the SummaryKeeper's floor and budget
         self.sync_summaries, self.summary_refresh = summaries, summary_refresh
         self.summary_options = {"floor": summary_floor, "budget": summary_budget}
         self.summaries: SummaryKeeper | None = None
