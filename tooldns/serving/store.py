@@ -99,6 +99,14 @@ class ZoneStore:
         index.signer = self.signer
         return index
 
+    def _replacing(self, zone: Zone) -> ZoneIndex:
+        """The index that is to replace the one served (a reload, a summary learned, new keys): with the
+        summary it publishes made now, off the event loop, rather than when its parent first asks for it
+        (a leaf of 10,000 tools: hundreds of milliseconds)."""
+        index = self._new_index(zone)
+        index.published_rr()
+        return index
+
     def _check_keys(self) -> str | None:
         """Take the zone's keys again if they changed: 'reloaded', 'kept' (a key that cannot be used) or None."""
         stamp = self.signing.stamp(self.index.origin)
@@ -114,7 +122,7 @@ class ZoneStore:
             return "kept"
         self.signer = signer
         self.serial = self._next_serial(self.file_zone)
-        self._swap(self._new_index(self._served(self.file_zone)))
+        self._swap(self._replacing(self._served(self.file_zone)))
         log.info("%s: %s", self.path, f"signing with keys {[k.key_tag for k in signer.keys]}" if signer else "unsigned")
         return "reloaded"
 
@@ -149,7 +157,7 @@ class ZoneStore:
         if served.children == self.index.zone.children:
             return False
         serial = self._next_serial(self.file_zone)
-        index = self._new_index(replace(served, soa=replace(served.soa, serial=serial)))
+        index = self._replacing(replace(served, soa=replace(served.soa, serial=serial)))
         self.serial = serial  # with the index it names, once built
         self._swap(index)
         return True
@@ -183,7 +191,7 @@ class ZoneStore:
             serial, self.serial = self.serial, self._next_serial(zone)
             self.learned, before = learned, self.learned
             try:
-                index = self._new_index(self._served(zone))
+                index = self._replacing(self._served(zone))
             except Exception:
                 self.serial, self.learned = serial, before
                 raise
