@@ -66,6 +66,7 @@ def main() -> int:
     p.add_argument("--port", type=int, default=5392)
     p.add_argument("--dir", default="/tmp/tooldns-attack-lazy-flood")
     p.add_argument("--extra", default="", help="more tooldns serve arguments, e.g. '--max-loading 2'")
+    p.add_argument("--verbose", action="store_true", help="print the server's last log lines")
     args = p.parse_args()
     origins = write_tree(Path(args.dir), args.zones, args.leaf_tools)
     proc, (address, port) = start_servers(args.dir, args.port, extra=["--lazy", "--listen", "127.0.0.1",
@@ -82,6 +83,8 @@ def main() -> int:
         print(phase("under attack", *loud, loadavg()), flush=True)
         print(f"attacker: {sent[0]} queries about {min(sent[0], len(origins))} zones not loaded, "
               f"{args.attack_rate:g} a second; --max-loaded 50 {args.extra}")
+        if args.verbose:
+            print("".join(proc.log_tail))
     finally:
         stop_servers(proc)
     return 0
