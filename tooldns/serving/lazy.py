@@ -347,11 +347,13 @@ class LazyZones:
             if len(self._queue) >= self.load_queue:
                 self.busy += 1
                 return Busy(origin, path)
-            future = self._queue[origin] = self._pool.submit(self._load_queued, origin)
+            # queued before it is submitted: a load done before submit() returned would leave it queued
+            future = self._queue[origin] = Future()
+            self._pool.submit(self._load_queued, origin, future)
         raise NotReady(future)
 
-    def _load_queued(self, origin: str) -> None:
-        """A queued load, in a loading thread."""
+    def _load_queued(self, origin: str, future: Future) -> None:
+        """A queued load, in a loading thread; *future* done once it is out of the queue."""
         try:
             resolver = self.get(origin)
             if resolver is not None and resolver.source is not None:  # loaded, not unloadable
@@ -360,6 +362,8 @@ class LazyZones:
                     self._fresh.popitem(last=False)
         finally:
             self._queue.pop(origin, None)
+            if not future.done():  # cancelled: stop()
+                future.set_result(None)
 
     # -- any thread's side --
     def get(self, origin: str) -> BaseResolver | None:
@@ -405,6 +409,7 @@ class LazyZones:
             return unloadable
         self._clear(origin)
         resolver = ZoneResolver(store)
+        self._fresh.pop(origin, None)  # what an earlier load gave is stale once another is loaded
         self.loaded[origin] = resolver
         self.loads += 1
         for listener in self.listeners:
