@@ -48,7 +48,8 @@ try:
     from .serving.descriptors import ensure_descriptors
     from .serving.gcpolicy import freeze_tree
     from .serving.metrics import parse_address
-    from .serving.lazy import DEFAULT_MAX_LOADED
+    from .serving.lazy import DEFAULT_LOAD_QUEUE, DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING
+    from .serving.summaries import SUMMARY_BUDGET, SUMMARY_FLOOR
     from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
     from .serving.workers import Workers
     from .zone.hygiene import content_warnings
@@ -58,8 +59,9 @@ except ModuleNotFoundError as exc:
         raise
     _MISSING: str | None = exc.name  # said by main(), instead of a traceback
     DEFAULT_PORT = 5300
-    DEFAULT_MAX_LOADED = 10_000
+    DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING, DEFAULT_LOAD_QUEUE = 10_000, 1, 64
     DEFAULT_RCVBUF = 16 * 2**20
+    SUMMARY_FLOOR, SUMMARY_BUDGET = 10.0, 60
 else:
     _MISSING = None
 
@@ -129,7 +131,7 @@ async def _run_tree(tree, args) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, tree.look)  # before "started": a SIGHUP then must not stop it
+    loop.add_signal_handler(signal.SIGHUP, tree.look_soon)  # before "started": a SIGHUP then must not stop it
     _print_reports(args)
     _print_rcvbuf(tree)
     _print_started(tree)
@@ -160,9 +162,12 @@ def _serve_workers(args, tree) -> int:
 
 
 def _lazy_options(args) -> dict:
-    """The ``serve`` flags for lazy loading and watching the files, as :class:`Tree` keyword arguments."""
-    lazy = {"lazy": True, "max_loaded": args.max_loaded} if args.lazy else {}
-    return {**lazy, "watch_interval": args.watch_interval}
+    """The ``serve`` flags for lazy loading, watching the files and following children's summaries, as
+    :class:`Tree` keyword arguments."""
+    lazy = ({"lazy": True, "max_loaded": args.max_loaded, "max_loading": args.max_loading,
+             "load_queue": args.load_queue} if args.lazy else {})
+    return {**lazy, "watch_interval": args.watch_interval, "summary_floor": args.summary_floor,
+            "summary_budget": args.summary_budget}
 
 
 def _serve(args) -> int:
@@ -296,6 +301,17 @@ def _add_scale_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--max-loaded", type=_positive, default=DEFAULT_MAX_LOADED, metavar="N",
                    help=f"with --lazy, zones kept loaded at most; the least recently asked goes first "
                         f"(default {DEFAULT_MAX_LOADED})")
+    s.add_argument("--max-loading", type=_positive, default=DEFAULT_MAX_LOADING, metavar="N",
+                   help=f"with --lazy, zones loaded at once at most, off the event loop (default {DEFAULT_MAX_LOADING})")
+    s.add_argument("--load-queue", type=_positive, default=DEFAULT_LOAD_QUEUE, metavar="N",
+                   help=f"with --lazy, zones waiting to be loaded at most; a query about yet another zone gets "
+                        f"SERVFAIL at once (default {DEFAULT_LOAD_QUEUE})")
+    s.add_argument("--summary-floor", type=_interval, default=SUMMARY_FLOOR, metavar="S",
+                   help=f"poll a child no more often than every S seconds, whatever its SOA refresh says "
+                        f"(default {SUMMARY_FLOOR:g}; --summary-refresh below it wins)")
+    s.add_argument("--summary-budget", type=_positive, default=SUMMARY_BUDGET, metavar="N",
+                   help=f"rebuilds of its parent a child's changed summaries may cause an hour (default "
+                        f"{SUMMARY_BUDGET}); past it, its changes wait")
     s.add_argument("--summary-refresh", type=_seconds, metavar="S",
                    help="poll each child's serial at least every S seconds (default: the child's SOA refresh); "
                         "NOTIFY carries a change at once either way (docs/summaries.md)")

@@ -1,4 +1,5 @@
-"""The cycle collector in a long-running server: loaded zones are frozen out of its full collections.
+"""The cycle collector and the interpreter's lock in a long-running server: loaded zones are frozen out
+of the collector's full collections, and threads give the lock back to the event loop quickly.
 
 A served tree is millions of Python objects that live as long as their zone. CPython's full
 (generation 2) collection scans every tracked object, and runs whenever the objects that survived
@@ -13,14 +14,22 @@ objects of loaded zones can be moved to the collector's permanent generation (:f
 which full collections skip: once after the tree is loaded, and in a lazy tree every
 :data:`FREEZE_EVERY` zone loads. Only ``tooldns serve`` does this (the library never changes a
 process's collector), after a collection that clears the garbage cycles of the start itself.
+
+The event loop shares the interpreter's lock with the threads that load, reload and rebuild zones
+(:mod:`.tree`, :mod:`.lazy`): a thread holding it gives it up when the loop has waited for it
+:data:`SWITCH_INTERVAL` seconds (:func:`sys.setswitchinterval`; Python's default, 5 ms, became the p50
+of every answer while a lazy tree loaded zones back to back: 5.4 ms against 0.95 ms at 0.5 ms).
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 
 #: zone loads of a lazy tree between two freezes
 FREEZE_EVERY = 100
+#: seconds a thread keeps the interpreter's lock once the event loop asks for it
+SWITCH_INTERVAL = 0.0005
 
 
 class FreezeLoads:
@@ -42,8 +51,9 @@ class FreezeLoads:
 def freeze_tree(tree) -> None:
     """For a process that serves *tree* (a :class:`tooldns.serving.tree.Tree`, just loaded) from now on:
     collect once, then move every object alive now out of later collections; a lazy tree does so again
-    every :data:`FREEZE_EVERY` zone loads."""
+    every :data:`FREEZE_EVERY` zone loads. And threads give the lock back within :data:`SWITCH_INTERVAL`."""
     gc.collect()
     gc.freeze()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     if tree.lazy is not None:
         tree.lazy.listeners.append(FreezeLoads())

@@ -20,6 +20,14 @@ What laziness gives up, and where to get it back:
   files of the zones not loaded (:data:`FILE_CHECKS` a round), against the stamps taken when the
   directory was listed at the start.
 
+Loading happens off the event loop, which only answers: a query about a zone not loaded raises
+:class:`~tooldns.serving.server.NotReady` (:meth:`LazyZones.lookup`), the server answers it once the
+zone is loaded, and meanwhile answers every query about the zones loaded. At most *max_loading* zones
+load at once (``--max-loading``, threads), the others wait in one first-come queue of at most
+*load_queue* zones (``--load-queue``), each zone once however many queries wait for it; past that, a
+query about yet another zone gets SERVFAIL at once (an extended error says the server is busy
+loading), so that a flood of first-time zones costs its own queries, not those of the zones loaded.
+
 Parents follow their children as parents served apart do (:mod:`.summaries`), without NOTIFY or
 polling: every zone of the tree is in this process. A zone that changes (its file reloaded, a
 summary learned of a child, a file changed while the zone was not loaded) tells its parent, loaded
@@ -37,6 +45,7 @@ round, a listing when it changed).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import stat
@@ -44,6 +53,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 from dnslib import RCODE, DNSRecord
@@ -56,6 +66,7 @@ from ..zone.limits import ZoneLimits
 from ..zone.model import Summary
 from .reply import error_reply
 from .resolver import ZoneResolver
+from .server import NotReady
 from .store import ZoneStore, _stamp, stat_stamp
 from .summaries import learned_summary, publish
 
@@ -63,6 +74,11 @@ log = logging.getLogger(__name__)
 
 #: zones kept loaded at most (about 0.2 MB each for a built leaf of 20 tools)
 DEFAULT_MAX_LOADED = 10_000
+#: zones loaded at once at most (threads; ``--max-loading``), and waiting to be (``--load-queue``)
+DEFAULT_MAX_LOADING = 1
+DEFAULT_LOAD_QUEUE = 64
+#: seconds the queries that waited for a zone's load may be answered by it though dropped since
+FRESH = 1.0
 #: the file a build writes for its root zone
 ROOT_FILE = "root"
 #: files of zones not loaded the watcher looks at in each round (a stat each)
@@ -132,13 +148,19 @@ def _origins(by_name: dict[str, str]) -> tuple[dict[str, str], list[str]]:
 class Unloadable(BaseResolver):
     """Answers for a zone whose file cannot be loaded: SERVFAIL, with an extended error saying so."""
 
+    #: the zone's store, as a :class:`ZoneResolver` has one: none, nothing is loaded
+    source = None
+
     def __init__(self, origin: str, path: str) -> None:
         self.origin, self.path = origin, path  # why it cannot be loaded is in the server's log
 
+    def why(self) -> str:
+        return (f"zone {self.origin} cannot be loaded from its file {os.path.basename(self.path)}; "
+                "see the server's log")
+
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         """SERVFAIL, whatever was asked, with an extended error naming the file."""
-        return error_reply(request, RCODE.SERVFAIL, f"zone {self.origin} cannot be loaded from its file "
-                                                    f"{os.path.basename(self.path)}; see the server's log")
+        return error_reply(request, RCODE.SERVFAIL, self.why())
 
     def fast_answer(self, data: bytes, udp: bool) -> None:
         """No fast path: every query is answered by :meth:`resolve`."""
@@ -149,15 +171,34 @@ class Unloadable(BaseResolver):
         return {}
 
 
+class Busy(Unloadable):
+    """Answers for a zone not loaded while the load queue is full: SERVFAIL, try again later."""
+
+    def why(self) -> str:
+        return f"zone {self.origin} is not loaded and too many zones wait to be; try again"
+
+
 class LazyZones:
     """The zones of a directory, each loaded when first asked for; at most *max_loaded* at once."""
 
     def __init__(self, zonedir: str | os.PathLike, *, limits: ZoneLimits | None = None,
                  signing: Signing | None = None, max_loaded: int = DEFAULT_MAX_LOADED,
-                 listen: list[str] | None = None, follow: bool = True) -> None:
-        if max_loaded < 1:
-            raise ValueError(f"max_loaded must be at least 1, not {max_loaded}")
+                 listen: list[str] | None = None, follow: bool = True, max_loading: int = DEFAULT_MAX_LOADING,
+                 load_queue: int = DEFAULT_LOAD_QUEUE) -> None:
+        if max_loaded < 1 or max_loading < 1 or load_queue < 1:
+            raise ValueError(f"max_loaded, max_loading and load_queue must be at least 1, not "
+                             f"{max_loaded}, {max_loading}, {load_queue}")
         self.limits, self.signing, self.max_loaded = limits, signing, max_loaded
+        self.max_loading, self.load_queue = max_loading, load_queue
+        #: origin -> the future of its load, queued or under way (first come, first loaded)
+        self._queue: dict[str, Future] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        #: origin -> what its queued load gave and when, for the queries that waited for it (the zone
+        #: may be dropped again before they are answered, when loading it loaded its parent and
+        #: max_loaded is small), for FRESH seconds
+        self._fresh: OrderedDict[str, tuple[BaseResolver, float]] = OrderedDict()
+        #: queries refused at once because the load queue was full
+        self.busy = 0
         self.zonedir = str(zonedir)
         self._dir_stamp = _dir_stamp(self.zonedir)  # before the listing: a file added during it is seen later
         #: the names in the directory when it was last listed
@@ -264,8 +305,70 @@ class LazyZones:
         for held in (self.stamps, self.learned, self.served, self.failed):
             held.pop(origin, None)
 
+    # -- the event loop's side: never loads, never waits --
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Load zones in *max_loading* threads from now on (a :class:`~.tree.Tree` calls this at start)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.max_loading, thread_name_prefix="tooldns-load")
+
+    async def stop(self) -> None:
+        """Stop loading: queued loads are cancelled, those under way finish."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            for future in list(self._queue.values()):
+                future.cancel()
+            await asyncio.get_running_loop().run_in_executor(None, partial(pool.shutdown, cancel_futures=True))
+
+    def lookup(self, origin: str) -> BaseResolver | None:
+        """The resolver of zone *origin* when loaded (or known unloadable), None when no file here holds
+        it; otherwise its load is queued and :class:`NotReady` raised, with a future done once loaded.
+        Takes no lock and reads no file: the event loop calls it for every query. Without
+        :meth:`start`, loads at once (:meth:`get`)."""
+        resolver = self.loaded.get(origin)
+        if resolver is not None:
+            try:
+                self.loaded.move_to_end(origin)
+            except KeyError:  # dropped by a load in another thread just now: still answers this query
+                pass
+            return resolver
+        path = self.paths.get(origin)
+        if path is None:
+            return None
+        if self._pool is None:
+            return self.get(origin)
+        fresh = self._fresh.get(origin)
+        if fresh is not None and time.monotonic() - fresh[1] < FRESH:
+            return fresh[0]
+        failed = self.failed.get(origin)
+        if failed is not None and origin not in self._queue and failed[0] == _stamp(path):
+            return failed[1]
+        future = self._queue.get(origin)
+        if future is None:
+            if len(self._queue) >= self.load_queue:
+                self.busy += 1
+                return Busy(origin, path)
+            # queued before it is submitted: a load done before submit() returned would leave it queued
+            future = self._queue[origin] = Future()
+            self._pool.submit(self._load_queued, origin, future)
+        raise NotReady(future)
+
+    def _load_queued(self, origin: str, future: Future) -> None:
+        """A queued load, in a loading thread; *future* done once it is out of the queue."""
+        try:
+            resolver = self.get(origin)
+            if resolver is not None and resolver.source is not None:  # loaded, not unloadable
+                self._fresh[origin] = (resolver, time.monotonic())
+                while len(self._fresh) > self.load_queue:
+                    self._fresh.popitem(last=False)
+        finally:
+            self._queue.pop(origin, None)
+            if not future.done():  # cancelled: stop()
+                future.set_result(None)
+
+    # -- any thread's side --
     def get(self, origin: str) -> BaseResolver | None:
-        """The resolver of zone *origin*, loading it if need be; None when no file here holds it."""
+        """The resolver of zone *origin*, loading it if need be; None when no file here holds it.
+        Reads and indexes its file: off the event loop (:meth:`lookup` is the loop's)."""
         resolver = self.loaded.get(origin)
         if resolver is not None:
             with self._lock:
@@ -306,6 +409,7 @@ class LazyZones:
             return unloadable
         self._clear(origin)
         resolver = ZoneResolver(store)
+        self._fresh.pop(origin, None)  # what an earlier load gave is stale once another is loaded
         self.loaded[origin] = resolver
         self.loads += 1
         for listener in self.listeners:
@@ -349,7 +453,8 @@ class LazyZones:
         try:
             summary = learned_summary(publish(resolver.source.index.zone))
             with self._lock:
-                upper = self.top if parent == self.top.index.origin else getattr(self.get(parent), "source", None)
+                held = self.top if parent == self.top.index.origin else self.get(parent)
+                upper = held if held is self.top else held.source if held is not None else None
                 if upper is not None:
                     upper.learn({origin: summary})  # a change there calls _publish(parent)
         except Exception:  # the parent keeps its copy; answering goes on

@@ -38,7 +38,7 @@ from dnslib import CLASS, OPCODE, QTYPE, DNSRecord
 from ..exceptions import NameError_
 from ..protocol import names
 from .resolver import STATS_NAME, ZoneResolver
-from .server import Served, Serving
+from .server import NotReady, Served, Serving
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,8 @@ class MultiZoneResolver(Served):
 
     def member_for(self, name: str) -> ZoneResolver:
         """The resolver of the zone that answers for *name* (lower-case, absolute): the deepest zone
-        here that contains the zone a cursor name searches, or the name itself; else the topmost."""
+        here that contains the zone a cursor name searches, or the name itself; else the topmost.
+        :class:`~.server.NotReady` when that zone is a lazy one not loaded yet (its load is queued)."""
         try:
             cur = names.parse_cursor(name)
         except NameError_:
@@ -163,7 +164,7 @@ class MultiZoneResolver(Served):
         while True:
             member = self.members.get(about)
             if member is None and lazy is not None:
-                member = lazy.get(about)
+                member = lazy.lookup(about)  # NotReady while it loads
             if member is not None:
                 return member
             if about == ".":
@@ -190,6 +191,8 @@ class MultiZoneResolver(Served):
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         try:
             member = self._member(request)
+        except NotReady:  # the server answers once the zone is loaded
+            raise
         except Exception:  # never let the choice cost the client its reply
             log.exception("choosing the zone for a query")
             member = self.top

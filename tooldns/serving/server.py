@@ -26,6 +26,9 @@ this class of machine answers about twice the queries of dnslib's threaded serve
   is served reloads (:class:`Serving`).
 * Zones whose scorer may block (the LLM scorer waits up to its budget for a model) are answered
   from a small thread pool, so one slow model call never stalls the other queries.
+* What is served may not be ready for a query (a lazy zone not loaded yet): it raises
+  :class:`NotReady` with a future, and the server answers that query once the future is done, in
+  the meantime answering the others; nothing on the event loop waits.
 * Observers (:meth:`DNSServer.observe`: :mod:`.metrics`, :mod:`.querylog`) see each query, its
   reply, the time taken and whether the cache answered; a server without them pays nothing.
 
@@ -69,6 +72,21 @@ MAX_TCP_PER_CLIENT = 16
 MAX_CACHED_QUERY = 1232
 #: seconds stop() waits for the handlers of open TCP connections to end once cancelled
 STOP_WAIT = 5.0
+#: seconds a query waits for what it needs to be ready (:class:`NotReady`), and times it is tried
+#: again after (what was made ready may be gone again: a lazy zone dropped to load others)
+READY_WAIT = 30.0
+READY_TRIES = 3
+
+
+class NotReady(Exception):
+    """What is served cannot answer this query yet (a lazy zone is being loaded); ``ready`` is a
+    :class:`concurrent.futures.Future` done when it can. Raised from :meth:`Served.resolve` or
+    :meth:`Served.fast_answer`: the server answers the query again once ready, off the event loop's
+    path; no other query waits."""
+
+    def __init__(self, ready) -> None:
+        super().__init__("not ready")
+        self.ready = ready
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +113,8 @@ class Served(BaseResolver, ABC):
 
     @abstractmethod
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
-        """dnslib's contract, the full path: the reply to the parsed *request*; never raises."""
+        """dnslib's contract, the full path: the reply to the parsed *request*; never raises but
+        :class:`NotReady` (answer it when its future is done)."""
 
     @abstractmethod
     def fast_answer(self, data: bytes, udp: bool) -> bytes | None:
@@ -213,10 +232,35 @@ class DNSServer:
         return await asyncio.get_running_loop().run_in_executor(self._pool, self.handle, data, udp, client)
 
     async def _handle_async(self, data: bytes, udp: bool, client) -> bytes | None:
-        """:meth:`handle`, in the thread pool when the zone's scorer may block."""
-        if self._may_block():
-            return await self._handle_in_pool(data, udp, client)
-        return self.handle(data, udp, client)
+        """:meth:`handle`, in the thread pool when the zone's scorer may block, and again once what it
+        needs is ready (:class:`NotReady`)."""
+        for _ in range(READY_TRIES):
+            try:
+                if self._may_block():
+                    return await self._handle_in_pool(data, udp, client)
+                return self.handle(data, udp, client)
+            except NotReady as wait:
+                await self._ready(wait)
+        return self._servfail(data, "the zone asked about could not be made ready; try again")
+
+    async def _ready(self, wait: NotReady) -> None:
+        """Wait (not on the loop's path: this query's task only) until *wait*'s future is done."""
+        try:
+            async with asyncio.timeout(READY_WAIT):
+                await asyncio.wrap_future(wait.ready)
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and not wait.ready.cancelled():
+                raise
+        except Exception:  # the load failed: the next try answers for it (SERVFAIL naming the file)
+            pass
+
+    @staticmethod
+    def _servfail(data: bytes, text: str) -> bytes | None:
+        try:
+            record = DNSRecord.parse(data)
+        except Exception:
+            return None
+        return bytes(error_reply(record, RCODE.SERVFAIL, text).pack())
 
     # -- the part that turns bytes into bytes; no sockets, so tests and benchmarks can call it --
     def handle(self, data: bytes, udp: bool, client=None) -> bytes | None:
@@ -403,6 +447,9 @@ class DNSServer:
                     return
                 try:
                     wire = server.limit(server.handle(data, True, addr), addr)
+                except NotReady:  # answered once ready; the loop goes on answering the others
+                    asyncio.ensure_future(self._answer_later(data, addr))
+                    return
                 except Exception:  # never let one packet stop the socket
                     log.exception("error handling UDP packet from %s", addr)
                     return
@@ -411,7 +458,7 @@ class DNSServer:
 
             async def _answer_later(self, data, addr):
                 try:
-                    wire = server.limit(await server._handle_in_pool(data, True, addr), addr)
+                    wire = server.limit(await server._handle_async(data, True, addr), addr)
                 except Exception:
                     log.exception("error handling UDP packet from %s", addr)
                     return

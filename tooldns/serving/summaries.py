@@ -12,8 +12,9 @@ fresh the way DNS secondaries keep zones fresh:
   name servers of its parent zone (when this process loaded the parent's zone file; otherwise the
   parent learns by polling). A parent accepts a NOTIFY only from an address its delegation names
   (REFUSED otherwise) and then checks the child at once.
-* **Polling**: a parent asks each child's SOA at the child's refresh interval (``--summary-refresh``
-  caps it), and :data:`RETRY` seconds after a failure (capped the same way).
+* **Polling**: a parent asks each child's SOA at the child's refresh interval, never more often than
+  every ``--summary-floor`` seconds (:data:`SUMMARY_FLOOR`) whatever the child says (``--summary-refresh``
+  caps it: the operator's choice), and :data:`RETRY` seconds after a failure (capped the same way).
 * When the child's serial differs from the one the parent knows, the parent fetches the summary
   over TCP from the child's name servers (the delegation's addresses, nothing else), checks it
   (:func:`tooldns.protocol.summary.decode_summary`: size, shape, the zone's own name) and uses it
@@ -23,6 +24,14 @@ fresh the way DNS secondaries keep zones fresh:
   (:mod:`tooldns.dnssec.verify`); unsigned or badly signed, it is refused. That changes what
   the parent itself publishes, and serves under a new serial, so the change goes on up, one level
   at a time, to the root.
+* **Rebuilds off the loop, and budgeted**: what a parent learns is applied in the tree's work thread
+  (the new index is built there, then replaces the old in one assignment), the summaries learned
+  meanwhile in one rebuild. A new serial whose summary says what the parent has already costs no
+  rebuild; a summary that does change costs one of the child's budget, ``--summary-budget``
+  rebuilds an hour (:data:`SUMMARY_BUDGET`: a burst of :data:`SUMMARY_BURST`, then one every
+  hour/budget): a
+  child over it is fetched again only when it has budget again, so that one child, NOTIFYing and
+  changing as fast as it can, rebuilds its parent a few times an hour, not ten times a second.
 
 Which copy wins: a delegation's ``summary`` with ``pin: true`` is the operator's and is never
 replaced; one with ``serial: N`` stands for the child as of serial N and is used while the child
@@ -43,7 +52,8 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import dns.asyncquery
 import dns.exception
@@ -77,6 +87,14 @@ NOTIFY_TRIES = 4
 REFUSED_LOG_INTERVAL = 60.0
 #: seconds until a child is asked again after a failure or a refused summary (--summary-refresh caps it)
 RETRY = 600.0
+#: seconds between two polls of a child at least, whatever its SOA refresh (``--summary-floor``)
+SUMMARY_FLOOR = 10.0
+#: rebuilds of its parent each child may cause in an hour (``--summary-budget``): a burst of
+#: SUMMARY_BURST (at most the budget), then one every 3600/budget seconds
+SUMMARY_BUDGET = 60
+SUMMARY_BURST = 3
+#: seconds between two checks of a child at least, however often it NOTIFYs
+NOTIFY_GAP = 1.0
 #: queries to children in flight at once (each holds a socket: a tree of thousands of zones polls
 #: them all at start, within the open-file budget's reserve, ``descriptors.RESERVE``)
 MAX_OUTSTANDING = 8
@@ -157,6 +175,11 @@ class _Child:
     wake: asyncio.Event
     task: asyncio.Task | None = None
     failing: bool = False
+    #: the rebuilds the child may still cause now (a token bucket), and when it was last filled
+    tokens: float = 0.0
+    filled: float = 0.0
+    #: what the child's summary said last, less its serial (a new serial saying the same: no rebuild)
+    said: Summary | None = None
 
 
 class SummaryKeeper:
@@ -169,12 +192,18 @@ class SummaryKeeper:
     the changed zone's own address); *refresh*: the most seconds between two polls of a child;
     *local*: origin -> the addresses this process serves it on, where they are not its name
     servers' (``--listen``): a child served here is asked there first, and a parent served here is
-    told of a change directly when no NOTIFY can leave from the child's own addresses.
+    told of a change directly when no NOTIFY can leave from the child's own addresses. *work*: the
+    executor rebuilds run in (the tree's work thread; one of its own when None); *floor*: the
+    fewest seconds between two polls of a child whatever its SOA refresh; *budget*: the rebuilds of
+    its parent each child may cause an hour.
     """
 
     def __init__(self, stores, zones: dict[str, tuple[NameServer, ...]], port: int, sockets: dict,
                  refresh: float | None = None, timeout: float = QUERY_TIMEOUT,
-                 local: dict[str, list[str]] | None = None) -> None:
+                 local: dict[str, list[str]] | None = None, work=None, floor: float = SUMMARY_FLOOR,
+                 budget: int = SUMMARY_BUDGET) -> None:
+        if floor < 0 or budget < 1:
+            raise ValueError(f"the summary floor must be 0 or more and the budget at least 1, not {floor}, {budget}")
         self.stores = {s.index.origin: s for s in stores}
         self.local = local or {}
         self.zones = zones
@@ -182,10 +211,17 @@ class SummaryKeeper:
         self.sockets = sockets
         self.refresh = refresh
         self.timeout = timeout
+        self.floor, self.budget = floor, budget
+        self.work = work
+        self._own_work = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: parents being rebuilt (their learned summaries applied in the work thread)
+        self._applying: dict[str, asyncio.Future] = {}
         self.children: dict[tuple[str, str], _Child] = {}
         self.stats = Counter({"notifies_sent": 0, "notifies_acked": 0, "notifies_received": 0,
                               "notifies_refused": 0, "summary_polls": 0, "summaries_learned": 0,
-                              "summaries_refused": 0, "summary_refresh_failures": 0})
+                              "summaries_refused": 0, "summary_refresh_failures": 0, "summary_rebuilds": 0,
+                              "summaries_unchanged": 0, "summaries_over_budget": 0})
         self._pending: dict[str, dict[str, Summary]] = {}
         #: zone -> when a refused NOTIFY to it was last logged, and how many since went unlogged
         self._refusals: dict[str, tuple[float | None, int]] = {}
@@ -196,21 +232,34 @@ class SummaryKeeper:
     # -- life --
     async def start(self) -> None:
         self._running = True
+        self._loop = asyncio.get_running_loop()
+        if self.work is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.work = self._own_work = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tooldns-rebuild")
         for origin, store in self.stores.items():
-            store.listeners.append(lambda origin=origin: self._changed(origin))
+            store.listeners.append(partial(self._changed_soon, origin))
             self._follow(origin)
+
+    def _changed_soon(self, origin: str) -> None:
+        """A store's listener: it changed, in whatever thread (the work thread rebuilds and reloads);
+        heard on the event loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._changed, origin)
 
     def add(self, store) -> None:
         """A zone served from now on (a zone file added while running): follow its children, and
         tell its parent, which may have been asking for it in vain."""
         origin = store.index.origin
         self.stores[origin] = store
-        store.listeners.append(lambda: self._changed(origin))
+        store.listeners.append(partial(self._changed_soon, origin))
         self._changed(origin)
 
     async def stop(self) -> None:
         self._running = False
         tasks = [c.task for c in self.children.values() if c.task is not None] + list(self._notifying.values())
+        tasks += list(self._applying.values())
         for child in self.children.values():
             child.wake.set()  # a watch whose cancellation a finishing wait swallowed ends on its own
         for task in tasks:
@@ -218,6 +267,10 @@ class SummaryKeeper:
         await asyncio.gather(*tasks, return_exceptions=True)
         self.children.clear()
         self._notifying.clear()
+        self._applying.clear()
+        if self._own_work is not None:
+            self._own_work.shutdown(wait=False)
+            self._own_work = None
 
     def counters(self) -> dict[str, int]:
         return dict(self.stats)
@@ -243,7 +296,8 @@ class SummaryKeeper:
                 held.wake.set()
             learned = self.stores[origin].learned.get(name)
             known = learned.serial if learned is not None else delegation.summary.serial
-            child = _Child(origin, delegation, known, asyncio.Event())
+            child = _Child(origin, delegation, known, asyncio.Event(), tokens=float(self._burst()),
+                           filled=time.monotonic())
             child.task = asyncio.create_task(self._watch(child), name=f"summary {name}")
             self.children[(origin, name)] = child
 
@@ -284,6 +338,7 @@ class SummaryKeeper:
         and learn its summary whenever its serial is not the one known."""
         await asyncio.sleep(random.uniform(0, 0.05))  # thousands of children: not all at once
         while self._running and self.children.get((child.parent, child.delegation.name)) is child:
+            checked = time.monotonic()
             wait = await self._check(child)
             if not self._running:
                 return
@@ -293,6 +348,8 @@ class SummaryKeeper:
                     await child.wake.wait()
             except TimeoutError:
                 pass
+            # woken by a NOTIFY: checked again, but not more often than every NOTIFY_GAP seconds
+            await asyncio.sleep(max(0.0, checked + min(NOTIFY_GAP, wait) - time.monotonic()))
 
     async def _check(self, child: _Child) -> float:
         """One poll of *child*; the seconds until the next."""
@@ -301,9 +358,20 @@ class SummaryKeeper:
         try:
             serial, refresh = await self._soa(child.delegation)
             if serial != child.known:
+                refill = self._refill(child)
+                if refill:  # over its budget: fetched when it has one rebuild again
+                    self.stats["summaries_over_budget"] += 1
+                    return refill
                 published = await self._fetch(child.delegation)
                 child.known = published.serial
-                self._learn(child.parent, name, learned_summary(published))
+                summary = learned_summary(published)
+                said = replace(summary, serial=None)
+                if said == child.said:  # a new serial saying the same: no rebuild
+                    self.stats["summaries_unchanged"] += 1
+                else:
+                    child.said = said
+                    child.tokens -= 1
+                    self._learn(child.parent, name, summary)
         except SummaryError as exc:
             # logged before counted: whoever sees the count sees the reason already written
             log.warning("%s: summary of %s refused (%s); keeping the last good one", child.parent, name, exc)
@@ -321,7 +389,22 @@ class SummaryKeeper:
         child.failing = False
         return self._cap(refresh)
 
+    def _refill(self, child: _Child) -> float:
+        """Fill *child*'s budget for the time gone by; 0 when it may cause a rebuild now, else the
+        seconds until it may."""
+        now = time.monotonic()
+        rate = self.budget / 3600.0
+        child.tokens = min(float(self._burst()), child.tokens + (now - child.filled) * rate)
+        child.filled = now
+        return 0.0 if child.tokens >= 1 else (1 - child.tokens) / rate
+
+    def _burst(self) -> int:
+        return min(self.budget, SUMMARY_BURST)
+
     def _cap(self, seconds: float) -> float:
+        """Seconds until the next poll: what the child asks (its SOA refresh, or RETRY), no fewer than
+        the floor, no more than the operator's ``--summary-refresh`` (which may go below the floor)."""
+        seconds = max(seconds, self.floor)
         return max(0.1, min(seconds, self.refresh) if self.refresh is not None else seconds)
 
     def _servers(self, delegation: Delegation) -> list[str]:
@@ -381,27 +464,48 @@ class SummaryKeeper:
         return decode_summary(list(rrset[0].strings), delegation.name)
 
     def _learn(self, parent: str, child: str, summary: Summary) -> None:
-        """Apply *summary* to *parent* soon, with whatever else arrives meanwhile (one rebuild)."""
+        """Apply *summary* to *parent* soon, with whatever else arrives meanwhile (one rebuild; those
+        arriving during a rebuild, in the next)."""
         pending = self._pending.setdefault(parent, {})
         first = not pending
         pending[child] = summary
-        if first:
-            asyncio.get_running_loop().call_later(BATCH_DELAY, self._apply, parent)
+        if first and parent not in self._applying:
+            asyncio.get_running_loop().call_later(BATCH_DELAY, self._apply_soon, parent)
 
-    def _apply(self, parent: str) -> None:
-        summaries = self._pending.pop(parent, {})
-        store = self.stores.get(parent)
-        if not summaries or store is None or not self._running:
-            return
+    def _apply_soon(self, parent: str) -> None:
+        if self._running and parent not in self._applying and self._pending.get(parent):
+            task = asyncio.ensure_future(self._apply(parent))
+            self._applying[parent] = task
+
+    async def _apply(self, parent: str) -> None:
+        """Rebuild *parent* with the summaries learned of its children, in the work thread."""
         try:
-            changed = store.learn(summaries)
-        except Exception:
-            log.exception("%s: cannot apply learned summaries of %s", parent, ", ".join(sorted(summaries)))
-            return
+            summaries = self._pending.pop(parent, {})
+            store = self.stores.get(parent)
+            if not summaries or store is None or not self._running:
+                return
+            try:
+                changed = await asyncio.get_running_loop().run_in_executor(self.work, self._rebuild, store, summaries)
+            except Exception:
+                log.exception("%s: cannot apply learned summaries of %s", parent, ", ".join(sorted(summaries)))
+                return
+            if changed:
+                log.info("%s: learned the summaries of %s (now serial %d)", parent, ", ".join(sorted(summaries)),
+                         store.serial)
+        finally:
+            self._applying.pop(parent, None)
+            if self._pending.get(parent):  # learned while rebuilding: the next rebuild
+                asyncio.get_running_loop().call_later(BATCH_DELAY, self._apply_soon, parent)
+
+    def _rebuild(self, store, summaries: dict[str, Summary]) -> bool:
+        """In the work thread: *store* learns *summaries*; counted before what it serves changes, so
+        that whoever sees the new serial sees them counted."""
         self.stats["summaries_learned"] += len(summaries)
-        if changed:
-            log.info("%s: learned the summaries of %s (now serial %d)", parent, ", ".join(sorted(summaries)),
-                     store.serial)
+        self.stats["summary_rebuilds"] += 1
+        changed = store.learn(summaries)
+        if not changed:
+            self.stats["summary_rebuilds"] -= 1
+        return changed
 
     # -- the child's side --
     def _changed(self, origin: str) -> None:

@@ -25,6 +25,10 @@ tree, :mod:`.workers`). ``tooldns serve zones/`` is the command-line shell over 
 *lazy* serves every zone of the directory on the *listen* addresses, each zone loaded when first
 asked for and at most *max_loaded* at once (:mod:`.lazy`: trees too big to load before answering).
 
+Nothing but answering runs on the event loop: each look at the files (reloads, files added, lazy
+zones followed) runs in one work thread (:attr:`Tree.work`), as do the rebuilds of parents that learned
+a child's summary (:mod:`.summaries`); what they build replaces what is served in one assignment.
+
 *metrics* (an address and port) serves Prometheus metrics of every server (:mod:`.metrics`);
 *query_log* (a path, ``-`` for standard error) writes a JSON line per query (:mod:`.querylog`),
 with the intents' text only when *log_intents* is set.
@@ -39,6 +43,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..dnssec.signer import Signing
@@ -46,12 +51,12 @@ from ..exceptions import ZoneFileError
 from ..protocol import names
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import zone_files
-from .lazy import DEFAULT_MAX_LOADED, LazyZones
+from .lazy import DEFAULT_LOAD_QUEUE, DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING, LazyZones
 from .multizone import MultiZoneResolver
 from .resolver import ZoneResolver
 from .server import MAX_TCP, MAX_TCP_PER_CLIENT, DNSServer
 from .store import ZoneStore
-from .summaries import SummaryKeeper
+from .summaries import SUMMARY_BUDGET, SUMMARY_FLOOR, SummaryKeeper
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +155,14 @@ def zone_addresses(store: ZoneStore, listen: list[str] | None = None) -> list[st
     return list(listen) if listen is not None else list(dict.fromkeys(ns.address for ns in store.zone.nameservers))
 
 
+def _check_options(watch_interval: float, server_options: dict) -> None:
+    if watch_interval < 0:
+        raise ValueError(f"watch_interval must be 0 (never look) or more, not {watch_interval}")
+    unknown = set(server_options) - _SERVER_OPTIONS
+    if unknown:
+        raise TypeError(f"unknown server options {sorted(unknown)}; allowed: {', '.join(sorted(_SERVER_OPTIONS))}")
+
+
 class Tree:
     """All servers of a zone directory in the running event loop."""
 
@@ -158,22 +171,19 @@ class Tree:
                  only: Sequence[str] | None = None, listen: Sequence[str] | None = None,
                  metrics: tuple[str, int] | None = None, query_log: str | None = None, log_intents: bool = False,
                  summaries: bool = True, summary_refresh: float | None = None, signing: Signing | None = None,
-                 lazy: bool = False, max_loaded: int = DEFAULT_MAX_LOADED, **server_options) -> None:
+                 lazy: bool = False, max_loaded: int = DEFAULT_MAX_LOADED, max_loading: int = DEFAULT_MAX_LOADING,
+                 load_queue: int = DEFAULT_LOAD_QUEUE, summary_floor: float = SUMMARY_FLOOR,
+                 summary_budget: int = SUMMARY_BUDGET, **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
         ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``, ``rcvbuf``.
 
         The files are looked at every *watch_interval* seconds for edits (0: never; :meth:`look` looks
-        once, as ``tooldns serve`` does on SIGHUP)."""
-        if watch_interval < 0:
-            raise ValueError(f"watch_interval must be 0 (never look) or more, not {watch_interval}")
-        unknown = set(server_options) - _SERVER_OPTIONS
-        if unknown:
-            raise TypeError(f"unknown server options {sorted(unknown)}; allowed: {', '.join(sorted(_SERVER_OPTIONS))}")
+        once, as ``tooldns serve`` does on SIGHUP). *max_loading*, *load_queue*: :mod:`.lazy`;
+        *summary_floor*, *summary_budget*: :mod:`.summaries`."""
+        _check_options(watch_interval, server_options)
         self.zonedir = Path(zonedir)
-        self.port = port
-        self.answer_cache = answer_cache
-        self.server_options = server_options
-        self.watch_interval = watch_interval
+        self.port, self.answer_cache, self.server_options, self.watch_interval = (port, answer_cache, server_options,
+                                                                                  watch_interval)
         self.listen = _listen_addresses(listen)
         #: the zones loaded on first use (lazy): every one is served on the listen addresses
         self.lazy: LazyZones | None = None
@@ -182,16 +192,17 @@ class Tree:
                 raise ValueError("lazy loading serves every zone of the directory on the --listen addresses: "
                                  "give --listen, and neither --only nor stores")
             self.lazy = LazyZones(zonedir, signing=signing, max_loaded=max_loaded, listen=self.listen,
-                                  follow=summaries)
+                                  follow=summaries, max_loading=max_loading, load_queue=load_queue)
             stores, summaries = [self.lazy.top], False
         loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
         self._watch_new_files(loaded if stores is None and self.lazy is None else None, signing, only)
         #: every zone of the directory (served here or not) -> its name servers: where NOTIFY goes
         self.known_zones = {store.index.origin: store.file_zone.nameservers for store in loaded}
         self.stores = select_zones(loaded, only)
-        #: parents keep their children's summaries fresh (:mod:`.summaries`), polling each child at
-        #: most every *summary_refresh* seconds (None: at the child's SOA refresh interval)
+        #: parents keep their children's summaries fresh (:mod:`.summaries`), polling each child at most
+        #: every *summary_refresh* seconds (None: its SOA refresh), with the SummaryKeeper's floor and budget
         self.sync_summaries, self.summary_refresh = summaries, summary_refresh
+        self.summary_options = {"floor": summary_floor, "budget": summary_budget}
         self.summaries: SummaryKeeper | None = None
         #: address -> the zones served there
         self.plan = plan(self.stores, self.listen)
@@ -209,6 +220,10 @@ class Tree:
         self.query_log_path, self.log_intents = query_log, log_intents
         self.metrics = None
         self.query_log = None
+        #: the one thread that reads files and builds indexes (looks, reloads, rebuilds), off the event loop
+        self.work: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._looking: asyncio.Future | None = None
 
     def sockets_needed(self) -> int:
         """Sockets the servers hold while running: a UDP and a TCP socket per address."""
@@ -234,6 +249,11 @@ class Tree:
         """Start every server. Port 0: the first server picks a free port and the others share it
         (another is picked when one of the other addresses has it taken already)."""
         self.resolvers = {s.index.origin: ZoneResolver(s) for s in self.stores}
+        self._loop = asyncio.get_running_loop()
+        if self.work is None:
+            self.work = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tooldns-work")
+        if self.lazy is not None:
+            self.lazy.start(self._loop)
         self._start_reports()
         any_port = self.port == 0
         for attempt in range(PORT_ATTEMPTS if any_port else 1):
@@ -253,7 +273,8 @@ class Tree:
         self.servers = [(s, self.sockets[a]) for s in self.stores for a in self.addresses[s.index.origin]]
         if self.sync_summaries:
             self.summaries = SummaryKeeper(self.stores, self.known_zones, self.port, self.sockets,
-                                           refresh=self.summary_refresh, local=self.addresses)
+                                           refresh=self.summary_refresh, local=self.addresses, work=self.work,
+                                           **self.summary_options)
             for resolver in self.resolvers.values():
                 resolver.on_notify = self.summaries.notified
             await self.summaries.start()
@@ -315,11 +336,19 @@ class Tree:
     async def _watcher(self) -> None:
         while True:
             await asyncio.sleep(self.watch_interval)
-            self.look()
+            await self.look_soon()
+
+    def look_soon(self) -> asyncio.Future:
+        """One look at the files (:meth:`look`) in the work thread, unless one is under way (from the
+        event loop: the watcher, SIGHUP); the future of the look."""
+        if self._looking is None or self._looking.done():
+            self._looking = asyncio.ensure_future(self._loop.run_in_executor(self.work, self.look))
+        return self._looking
 
     def look(self) -> None:
-        """One look at the files (in the loop's thread): reload the zones whose files changed, and take
-        in files added since the last look (lazily: files changed too)."""
+        """One look at the files: reload the zones whose files changed, and take in files added since
+        the last look (lazily: files changed too). Reads files and builds indexes: the watcher runs it in
+        the work thread (:meth:`look_soon`), never on the event loop."""
         if self._paths is not None and (self._refused or self._dir_stamp() != self._listing):
             try:
                 self._take_in_new_files()
@@ -397,9 +426,13 @@ class Tree:
             if self.only is not None and origin not in self.only:
                 store.index.close()  # checked, and known as a zone of the tree: NOTIFY finds its servers
                 continue
-            task = asyncio.get_running_loop().create_task(self._serve_new(store), name=f"serve {origin}")
-            self._adding.add(task)  # held until done: the loop keeps only a weak reference
-            task.add_done_callback(self._adding.discard)
+            self._loop.call_soon_threadsafe(self._start_serving, store)
+
+    def _start_serving(self, store: ZoneStore) -> None:
+        """Serve a zone file added while running, from the event loop (its file was read in the work thread)."""
+        task = self._loop.create_task(self._serve_new(store), name=f"serve {store.index.origin}")
+        self._adding.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._adding.discard)
 
     def _new_zone_problem(self, store: ZoneStore) -> str | None:
         """Why a zone file added while serving cannot be served, or None."""
@@ -460,6 +493,14 @@ class Tree:
                         "to serve the zone there", store.index.origin, ", ".join(named), ", ".join(served))
 
     async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        if self._looking is not None:  # a look under way ends before what it looks at is closed
+            await asyncio.gather(self._looking, return_exceptions=True)
+            self._looking = None
+        if self.lazy is not None:
+            await self.lazy.stop()
         adding = list(self._adding)
         for task in adding:
             task.cancel()
@@ -467,9 +508,9 @@ class Tree:
         if self.summaries is not None:
             await self.summaries.stop()
             self.summaries = None
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
+        if self.work is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.work.shutdown)
+            self.work = None
         for server in self.sockets.values():
             await self._stop(server)
         self.sockets = {}

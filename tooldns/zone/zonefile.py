@@ -42,9 +42,11 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import io
 import itertools
 import os
 import re
+import stat
 from pathlib import Path
 from dataclasses import MISSING, fields
 from typing import Any
@@ -555,13 +557,14 @@ def parse_zone(text: str, where: str = "<zone>", limits: ZoneLimits | None = Non
 def load_zone(path: str | os.PathLike, limits: ZoneLimits | None = None) -> Zone:
     """Read and validate one zone file (see :func:`parse_zone` for *limits*).
 
-    A file over ``limits.max_file_bytes`` is refused before it is read (and a file that grows, or
-    is not a regular file, is read no further than that).
+    A file over ``limits.max_file_bytes`` is refused before it is read (and a file that grows is
+    read no further than that). Only a regular file is read: a FIFO, a device, a socket or a link to
+    one is refused (:func:`open_regular`), never waited on.
     """
     where = os.fspath(path)
     most = (limits or ZoneLimits()).max_file_bytes
     try:
-        with open(where, "rb") as fh:
+        with open_regular(where) as fh:
             size = os.fstat(fh.fileno()).st_size
             data = fh.read(most + 1) if size <= most else b""
         if size > most or len(data) > most:
@@ -573,6 +576,33 @@ def load_zone(path: str | os.PathLike, limits: ZoneLimits | None = None) -> Zone
     except OSError as exc:
         raise ZoneFileError(f"{where}:0: cannot read: {exc.strerror}") from None
     return parse_zone(text, where, limits)
+
+
+def open_regular(path: str) -> io.BufferedReader:
+    """*path* opened for reading in binary, when it is a regular file (after symbolic links);
+    ZoneFileError naming what it is otherwise. Opened without blocking and checked on the open
+    descriptor, so that a FIFO put where a zone file was (whose open waits for a writer, and whose
+    read waits for data) or a device (``/dev/urandom``: endless) is refused at once, and a file
+    swapped between a check and the open is seen as what was opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ZoneFileError(f"{path}:0: not a regular file ({_file_kind(mode)}); "
+                                "a zone file must be one (refused without reading it)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return kind
+    return "not a file"
 
 
 def zone_files(zonedir: str | os.PathLike) -> list[Path]:

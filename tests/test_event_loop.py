@@ -1,0 +1,262 @@
+"""Nothing on the event loop but answering: reloads, rebuilds and lazy loads run in threads, and what
+they build replaces what is served in one step; a child cannot rebuild its parent at will; only regular
+files are read as zone files.
+
+Each test holds the slow work in progress (a threading.Event the test releases) and checks, on real
+sockets, that a query about another zone is answered meanwhile: no timed assertion, only events,
+counters and generous reply timeouts. Before these changes the held work ran on the event loop and the
+query went unanswered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
+
+from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, fresh_subnet, free_port, start_tree, wait_until
+from test_build import synthetic_catalog
+from tooldns.building.build import build
+from tooldns.exceptions import ZoneFileError
+from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
+from tooldns.serving import lazy as lazy_module
+from tooldns.serving import store as store_module
+from tooldns.serving.summaries import SummaryKeeper
+from tooldns.serving.tree import TreeThread
+from tooldns.zone.zonefile import load_zone
+
+
+def _ask(address: str, port: int, zone: str, intent: str = "rain forecast", tcp: bool = False) -> DNSRecord:
+    q = DNSRecord.question(f"_any._tcp._{zone}", "SRV")
+    q.header.rd = 0
+    q.add_ar(EDNS0(udp_len=1232, opts=[EDNSOption(INTENT_OPTION_CODE, encode_intent(intent, 3))]))
+    return DNSRecord.parse(q.send(address, port, tcp=tcp, timeout=REPLY_TIMEOUT))
+
+
+def _soa(address: str, port: int, zone: str) -> DNSRecord:
+    q = DNSRecord.question(zone, "SOA")
+    q.header.rd = 0
+    return DNSRecord.parse(q.send(address, port, timeout=REPLY_TIMEOUT))
+
+
+class _Hold:
+    """Holds the calls of a function whose first argument *matches* until released: ``entered`` is set
+    when one is held."""
+
+    def __init__(self, real, matches) -> None:
+        self.real, self.matches = real, matches
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.armed = False
+
+    def __call__(self, *args, **kwargs):
+        if self.armed and self.matches(*args):
+            self.entered.set()
+            self.release.wait(WAIT_TIMEOUT)
+        return self.real(*args, **kwargs)
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+# -- item 3: regular files only --
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "link to a fifo", "link to a device"])
+def test_a_zone_file_that_is_no_regular_file_is_refused_without_waiting_on_it(tmp_path, kind):
+    path = tmp_path / "a.tools.yaml"
+    target = tmp_path / "pipe"
+    if "fifo" in kind:
+        os.mkfifo(target)
+    else:
+        target = Path("/dev/zero")
+    if kind.startswith("link"):
+        path.symlink_to(target)
+    else:
+        path = target
+    outcome: list = []
+
+    def load():
+        try:
+            load_zone(path)
+        except ZoneFileError as exc:
+            outcome.append(str(exc))
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(WAIT_TIMEOUT)
+    try:
+        assert not reader.is_alive(), "load_zone waited on a file that is no regular file"
+        assert outcome and "not a regular file" in outcome[0]
+        assert ("a FIFO" if "fifo" in kind else "a character device") in outcome[0]
+    finally:
+        if reader.is_alive() and "fifo" in kind:  # let the blocked open (before the fix) go
+            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+            os.close(fd)
+
+
+@pytest.mark.integration
+def test_a_fifo_put_where_a_zone_file_was_is_refused_and_the_tree_answers(demo_dir, caplog):
+    tree = start_tree(demo_dir)
+    address, port = tree.root()
+    path = demo_dir / "weather.tools.yaml"
+    store = next(s for s in tree.tree.stores if s.path == str(path))
+    fifo = demo_dir / "fifo.tmp"
+    os.mkfifo(fifo)
+    try:
+        with caplog.at_level(logging.ERROR, logger="tooldns.serving.store"):
+            os.replace(fifo, path)
+            assert wait_until(lambda: store.reload_errors >= 1)
+            assert _ask(address, port, "tools.").header.rcode == RCODE.NOERROR
+            assert _ask(address, port, "weather.tools.").header.rcode == RCODE.NOERROR  # its last good version
+        assert any("not a regular file (a FIFO)" in r.getMessage() for r in caplog.records)
+    finally:
+        if path.is_fifo():  # before the fix the watcher waits in open(): a writer lets it go
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        tree.stop()
+
+
+# -- item 4: reloads off the loop --
+
+@pytest.mark.integration
+def test_while_a_reload_is_held_other_zones_are_answered(demo_dir, monkeypatch):
+    path = demo_dir / "weather.tools.yaml"
+    hold = _Hold(store_module.load_zone, lambda p, *rest: os.fspath(p) == str(path))
+    monkeypatch.setattr(store_module, "load_zone", hold)
+    tree = start_tree(demo_dir)
+    try:
+        address, port = tree.root()
+        store = next(s for s in tree.tree.stores if s.path == str(path))
+        hold.armed = True
+        _edit(path, "serial: 2026113001", "serial: 2026113002")
+        assert hold.entered.wait(WAIT_TIMEOUT)  # the reload is in progress, and held
+        assert _ask(address, port, "tools.").header.rcode == RCODE.NOERROR
+        assert _ask(address, port, "finance.tools.", "stock price", tcp=True).header.rcode == RCODE.NOERROR
+        assert store.reloads == 0
+    finally:
+        hold.release.set()
+    try:
+        assert wait_until(lambda: store.reloads == 1)
+        assert store.index.zone.soa.serial >= 2026113002
+    finally:
+        tree.stop()
+
+
+# -- item 1: rebuilds off the loop, floored and budgeted --
+
+@pytest.mark.integration
+def test_while_a_parent_rebuild_is_held_its_queries_are_answered(demo_dir, monkeypatch):
+    hold = _Hold(store_module.ZoneStore._new_index, lambda self, zone: zone.origin == "weather.tools.")
+    monkeypatch.setattr(store_module.ZoneStore, "_new_index", lambda self, zone: hold(self, zone))
+    tree = start_tree(demo_dir)
+    try:
+        address, port = tree.root()
+        parent = next(s for s in tree.tree.stores if s.index.origin == "weather.tools.")
+        serial = parent.index.zone.soa.serial
+        hold.armed = True  # the child's reload goes through; the parent's rebuild on learning it is held
+        _edit(demo_dir / "history.weather.tools.yaml", "description: '", "description: 'Airship and zeppelin logs. ")
+        _edit(demo_dir / "history.weather.tools.yaml", "serial: 2026113001", "serial: 2026113002")
+        assert hold.entered.wait(WAIT_TIMEOUT)
+        assert _ask(address, port, "weather.tools.", "historical weather").header.rcode == RCODE.NOERROR
+        assert _ask(address, port, "tools.").header.rcode == RCODE.NOERROR
+        assert parent.index.zone.soa.serial == serial  # the old index serves until the new one replaces it
+    finally:
+        hold.release.set()
+    try:
+        assert wait_until(lambda: parent.index.zone.soa.serial != serial)
+        assert wait_until(lambda: tree.tree.summaries.counters()["summary_rebuilds"] >= 1)
+    finally:
+        tree.stop()
+
+
+def test_a_childs_refresh_is_floored_unless_the_operator_asks_for_less():
+    keeper = SummaryKeeper([], {}, 53, {}, floor=10.0)
+    assert keeper._cap(0.0) == 10.0 and keeper._cap(0.1) == 10.0 and keeper._cap(3600) == 3600
+    operator = SummaryKeeper([], {}, 53, {}, refresh=0.2, floor=10.0)
+    assert operator._cap(0.0) == 0.2 and operator._cap(3600) == 0.2
+    with pytest.raises(ValueError):
+        SummaryKeeper([], {}, 53, {}, budget=0)
+
+
+@pytest.mark.integration
+def test_a_new_serial_saying_the_same_costs_no_rebuild_and_changes_past_the_budget_wait(demo_dir):
+    tree = start_tree(demo_dir, summary_budget=2)
+    child = demo_dir / "history.weather.tools.yaml"
+    try:
+        keeper = tree.tree.summaries
+        counters = keeper.counters
+        watched = keeper.children[("weather.tools.", "history.weather.tools.")]
+        # the first look at a child's new serial learns what it says (one of its budget of 2)
+        _edit(child, "serial: 2026113001", "serial: 2026113002")
+        assert wait_until(lambda: watched.known == 2026113002 and watched.said is not None)
+        assert watched.tokens < 1.5
+        # a new serial, the same summary: fetched, no rebuild, no budget spent
+        _edit(child, "serial: 2026113002", "serial: 2026113003")
+        assert wait_until(lambda: counters()["summaries_unchanged"] == 1)
+        assert watched.known == 2026113003 and 0.9 <= watched.tokens < 1.5
+        rebuilds = counters()["summary_rebuilds"]
+        # a change: the last rebuild of the budget; the next change waits for budget, unfetched
+        _edit(child, "description: '", "description: 'Airship logs. ")
+        _edit(child, "serial: 2026113003", "serial: 2026113004")
+        assert wait_until(lambda: watched.known == 2026113004 and counters()["summary_rebuilds"] > rebuilds)
+        assert watched.tokens < 0.5
+        _edit(child, "description: '", "description: 'Zeppelin logs. ")
+        _edit(child, "serial: 2026113004", "serial: 2026113005")
+        assert wait_until(lambda: counters()["summaries_over_budget"] >= 1)
+        assert watched.known == 2026113004
+    finally:
+        tree.stop()
+
+
+# -- item 2: lazy loads off the loop, bounded, in a fair queue --
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A built tree of about 20 zones, every zone's name server on one address."""
+    tmp = tmp_path_factory.mktemp("loop")
+    catalog = tmp / "services.json"
+    catalog.write_text(json.dumps(synthetic_catalog()))
+    address = f"{fresh_subnet()}.1"
+    build([str(catalog)], str(tmp / "zones"), subnet=address, tree_options={"max_leaf": 6, "max_children": 4})
+    return tmp / "zones", address
+
+
+@pytest.mark.integration
+def test_while_a_lazy_load_is_held_loaded_zones_are_answered_and_the_queue_is_bounded(built, monkeypatch):
+    zones, address = built
+    top = load_zone(zones / "root.yaml")
+    held, queued, refused = (c.name for c in top.children[:3])
+    hold = _Hold(lazy_module.ZoneStore, lambda path, *rest, **kw: os.path.basename(path) == f"{held.rstrip('.')}.yaml")
+    monkeypatch.setattr(lazy_module, "ZoneStore", hold)
+    with TreeThread(zones, free_port(address), listen=[address], lazy=True, max_loading=1, load_queue=2,
+                    watch_interval=0) as tree:
+        port = tree.root()[1]
+        top_origin = tree.tree.lazy.top.index.origin
+        hold.armed = True
+        answers: dict[str, DNSRecord] = {}
+        waiting = [threading.Thread(target=lambda z=z: answers.__setitem__(z, _ask(address, port, z)), daemon=True)
+                   for z in (held, queued)]
+        try:
+            waiting[0].start()
+            assert hold.entered.wait(WAIT_TIMEOUT)  # the load of `held` is in progress, and held
+            waiting[1].start()
+            assert wait_until(lambda: len(tree.tree.lazy._queue) == 2)
+            assert _ask(address, port, top_origin).header.rcode == RCODE.NOERROR  # loaded: answered meanwhile
+            busy = _ask(address, port, refused)  # a third zone while two wait: refused at once, not queued
+            assert busy.header.rcode == RCODE.SERVFAIL and tree.tree.lazy.busy >= 1
+            assert not answers
+        finally:
+            hold.release.set()
+        for thread in waiting:
+            thread.join(WAIT_TIMEOUT)
+        assert {z: r.header.rcode for z, r in answers.items()} == {held: RCODE.NOERROR, queued: RCODE.NOERROR}
+        assert _ask(address, port, refused).header.rcode == RCODE.NOERROR  # asked again: loaded
