@@ -18,7 +18,8 @@ import threading
 #: the least a server is waited for before a datagram goes again (seconds): a server's own work varies
 #: (an intent embedded, a model asked) more than loopback's round trip, and a resend is work for it too
 MIN_RTO = 0.05
-#: the wait before the first resend to a server never heard from (seconds; Unbound starts at 0.376)
+#: the wait before the first resend to a server never heard from while no server has been (seconds;
+#: Unbound starts at 0.376); once some have, twice what they give together, up to this
 FIRST_RTO = 0.4
 #: sends of one datagram at most (the first and its resends)
 MAX_SENDS = 4
@@ -33,22 +34,24 @@ class RttTable:
 
     def __init__(self, max_servers: int = MAX_SERVERS) -> None:
         self._rtt: dict[tuple[str, int], tuple[float, float]] = {}
+        self._all: tuple[float, float] | None = None  # every server's replies in one estimate
         self._max = max_servers
         self._lock = threading.Lock()
 
     def observe(self, server: tuple[str, int], seconds: float) -> None:
         """A reply from *server* *seconds* after the query's only send."""
         with self._lock:
-            old = self._rtt.pop(server, None)
-            if old is None:
-                srtt, rttvar = seconds, seconds / 2
-            else:
-                srtt, rttvar = old
-                rttvar = (1 - self.BETA) * rttvar + self.BETA * abs(srtt - seconds)
-                srtt = (1 - self.ALPHA) * srtt + self.ALPHA * seconds
-            self._rtt[server] = (srtt, rttvar)  # re-inserted: the most recently heard from last
+            self._rtt[server] = self._update(self._rtt.pop(server, None), seconds)  # the most recent last
+            self._all = self._update(self._all, seconds)
             if len(self._rtt) > self._max:
                 del self._rtt[next(iter(self._rtt))]
+
+    def _update(self, old: tuple[float, float] | None, seconds: float) -> tuple[float, float]:
+        if old is None:
+            return seconds, seconds / 2
+        srtt, rttvar = old
+        rttvar = (1 - self.BETA) * rttvar + self.BETA * abs(srtt - seconds)
+        return (1 - self.ALPHA) * srtt + self.ALPHA * seconds, rttvar
 
     def srtt(self, server: tuple[str, int]) -> float | None:
         """The smoothed round trip to *server*, or None before its first reply."""
@@ -59,8 +62,11 @@ class RttTable:
     def rto(self, server: tuple[str, int], timeout: float) -> float:
         """Seconds to wait for *server* before sending again, at most *timeout* (the query's whole wait)."""
         with self._lock:
-            entry = self._rtt.get(server)
-        wait = FIRST_RTO if entry is None else entry[0] + 4 * entry[1]
+            entry, every = self._rtt.get(server), self._all
+        if entry is not None:
+            wait = entry[0] + 4 * entry[1]
+        else:  # a tree's servers are about as far as each other: twice what the others take, to begin with
+            wait = FIRST_RTO if every is None else min(FIRST_RTO, 2 * (every[0] + 4 * every[1]))
         return min(max(wait, MIN_RTO), timeout)
 
 

@@ -31,6 +31,14 @@ def test_the_estimate_follows_rfc_6298():
     assert table.rto(B, 5.0) == MIN_RTO
 
 
+def test_a_new_server_is_first_waited_for_twice_as_long_as_the_others_take():
+    table = RttTable()
+    table.observe(A, 0.040)
+    assert table.rto(B, 5.0) == pytest.approx(2 * (0.040 + 4 * 0.020))
+    table.observe(A, 5.0)  # the others slow: no more than a server never heard from at all
+    assert table.rto(B, 10.0) == FIRST_RTO
+
+
 def test_servers_are_forgotten_least_recently_heard_first():
     table = RttTable(max_servers=2)
     table.observe(A, 0.1)
