@@ -158,8 +158,9 @@ def port_arg(text: str) -> int:
     return value
 
 
-def _at_least_one(text: str) -> int:
-    """``--top``: a whole number of at least 1 (-1 would drop the last tool, as a slice does)."""
+def at_least_one(text: str) -> int:
+    """``--top``, ``tooldns mcp --max-walks``: a whole number of at least 1 (-1 would drop the last tool,
+    as a slice does)."""
     try:
         value = int(text)
     except ValueError:
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"service to find: {', '.join(sorted(names.SERVICES))} (default any)")
     p.add_argument("--trust", action="append", help="organisations to trust (comma-separated labels); others are skipped")
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
-    p.add_argument("--top", type=_at_least_one, default=None, help="print at most this many tools")
+    p.add_argument("--top", type=at_least_one, default=None, help="print at most this many tools")
     p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each reply (default 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--details", action="store_true", help="tools with their descriptions (leaves answer without "

@@ -30,7 +30,7 @@ from typing import Literal
 
 from tooldns.protocol import names
 
-from .cli import ECHO, clipped, port_arg, timeout_arg
+from .cli import ECHO, at_least_one, clipped, port_arg, timeout_arg
 from .describe import Parameter, ToolInfo, adescribe, tool_name
 from .exceptions import NoServersReachable, ResolverError
 from .mcp_http import SESSION_IDLE, SESSIONS_PER_CLIENT, SessionsPerClient, read_token
@@ -265,7 +265,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="organisations to trust (comma-separated labels); others are skipped")
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
     p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each DNS reply (default 1)")
-    p.add_argument("--max-walks", type=_at_least_one, default=MAX_WALKS, metavar="N",
+    p.add_argument("--max-walks", type=at_least_one, default=MAX_WALKS, metavar="N",
                    help=f"find_tools walks run at once, over every session; the others wait for a turn (default "
                         f"{MAX_WALKS}; docs/mcp.md, \"Many calls at once\")")
     p.add_argument("--embed", metavar="MODEL", help="embed intents and send their vectors (minilm, local:PATH, "
@@ -276,7 +276,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to serve HTTP on (default 127.0.0.1)")
     p.add_argument("--port", type=port_arg, default=8000, help="port to serve HTTP on (default 8000)")
     p.add_argument("--path", default="/mcp", help="HTTP path of the MCP endpoint (default /mcp)")
-    p.add_argument("--max-sessions-per-client", type=_at_least_one, default=SESSIONS_PER_CLIENT, metavar="N",
+    p.add_argument("--max-sessions-per-client", type=at_least_one, default=SESSIONS_PER_CLIENT, metavar="N",
                    help=f"HTTP: MCP sessions one client address (IPv6: its /64) holds at once; one more is answered "
                         f"429 (default {SESSIONS_PER_CLIENT})")
     p.add_argument("--session-idle", type=_idle_arg, default=SESSION_IDLE, metavar="SECONDS",
@@ -286,15 +286,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log every tool call and error on stderr")
     return p
 
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
-    return value
 
 
 def _idle_arg(text: str) -> float:
