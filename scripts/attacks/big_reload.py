@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loopattack import (good_stream, loadavg, phase, root_with_children, start_servers, stop_servers,  # noqa: E402
-                        tool_yaml, words, zone_yaml)
+from loopattack import (attack_arguments, fresh_zonedir, good_stream, loadavg, phase,  # noqa: E402
+                        root_with_children, start_servers, stop_servers, tool_yaml, zone_yaml)
 
 
 def big_zone(origin: str, tools: int, description_words: int, serial: int) -> str:
@@ -40,15 +40,9 @@ def main() -> int:
     p.add_argument("--megabytes", type=float, default=60.0, help="size of the refused file")
     p.add_argument("--writes", type=int, default=3, help="rewrites of the file during the attack")
     p.add_argument("--children", type=int, default=20)
-    p.add_argument("--seconds", type=float, default=15.0, help="of each phase")
-    p.add_argument("--rate", type=float, default=50.0, help="good queries a second")
-    p.add_argument("--port", type=int, default=5394)
-    p.add_argument("--dir", default="/tmp/tooldns-attack-big-reload")
+    attack_arguments(p, seconds=15.0, rate=50.0, port=5394, name="big-reload")
     args = p.parse_args()
-    zonedir = Path(args.dir)
-    zonedir.mkdir(parents=True, exist_ok=True)
-    for old in zonedir.iterdir():
-        old.unlink()
+    zonedir = fresh_zonedir(args.dir)
     origins = root_with_children(zonedir, args.children, "127.0.0.1", "127.0.0.1")
     victim = zonedir / f"{origins[0].rstrip('.')}.yaml"
     if args.kind == "leaf":

@@ -36,8 +36,8 @@ import dns.rcode  # noqa: E402
 import dns.rdatatype  # noqa: E402
 import dns.rrset  # noqa: E402
 
-from loopattack import (delegation_yaml, good_stream, loadavg, phase, start_servers, stop_servers, words,  # noqa: E402
-                        zone_yaml)
+from loopattack import (attack_arguments, delegation_yaml, fresh_zonedir, good_stream, loadavg, phase,  # noqa: E402
+                        start_servers, stop_servers, words, zone_yaml)
 from tooldns.protocol.summary import PublishedSummary, encode_summary  # noqa: E402
 
 EVIL = "evil.tools."
@@ -154,19 +154,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--children", type=int, default=700)
     p.add_argument("--summary-words", type=int, default=40, help="words in each child's summary in the root's file")
-    p.add_argument("--seconds", type=float, default=20.0, help="of each phase")
-    p.add_argument("--rate", type=float, default=50.0, help="good queries a second")
+    attack_arguments(p, seconds=20.0, rate=50.0, port=5391, name="child-stall")
     p.add_argument("--notify-every", type=float, default=0.2)
-    p.add_argument("--port", type=int, default=5391)
-    p.add_argument("--dir", default="/tmp/tooldns-attack-child-stall")
     p.add_argument("--extra", default="", help="more tooldns serve arguments, e.g. '--summary-budget 6'")
     p.add_argument("--verbose", action="store_true", help="print the server's last log lines")
     args = p.parse_args()
     rng = random.Random(0)
-    zonedir = Path(args.dir)
-    zonedir.mkdir(parents=True, exist_ok=True)
-    for old in zonedir.glob("*.yaml"):
-        old.unlink()
+    zonedir = fresh_zonedir(args.dir)
     children = "".join(delegation_yaml(f"c{i:05d}", "tools.", "127.0.0.3", rng, pinned=True).replace(
         "    description: ", f"    description: {words(rng, args.summary_words)} ", 1) for i in range(args.children))
     children += delegation_yaml("evil", "tools.", EVIL_ADDRESS, rng, serial=None)

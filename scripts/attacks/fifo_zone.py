@@ -21,22 +21,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loopattack import good_stream, loadavg, phase, root_with_children, start_servers, stop_servers  # noqa: E402
+from loopattack import (attack_arguments, fresh_zonedir, good_stream, loadavg, phase,  # noqa: E402
+                        root_with_children, start_servers, stop_servers)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--kind", choices=["fifo", "urandom"], default="fifo")
     p.add_argument("--children", type=int, default=20)
-    p.add_argument("--seconds", type=float, default=8.0, help="of each phase")
-    p.add_argument("--rate", type=float, default=50.0, help="good queries a second")
-    p.add_argument("--port", type=int, default=5393)
-    p.add_argument("--dir", default="/tmp/tooldns-attack-fifo-zone")
+    attack_arguments(p, seconds=8.0, rate=50.0, port=5393, name="fifo-zone")
     args = p.parse_args()
-    zonedir = Path(args.dir)
-    zonedir.mkdir(parents=True, exist_ok=True)
-    for old in zonedir.iterdir():
-        old.unlink()
+    zonedir = fresh_zonedir(args.dir)
     origins = root_with_children(zonedir, args.children, "127.0.0.1", "127.0.0.1")
     proc, (address, port) = start_servers(args.dir, args.port)
     victim = zonedir / f"{origins[0].rstrip('.')}.yaml"

@@ -24,15 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loopattack import (delegation_yaml, good_stream, intent_query, loadavg, phase, start_servers,  # noqa: E402
+from loopattack import (attack_arguments, delegation_yaml, fresh_zonedir, good_stream, intent_query, loadavg, phase, start_servers,  # noqa: E402
                         stop_servers, tool_yaml, zone_yaml)
 
 
 def write_tree(zonedir: Path, zones: int, leaf_tools: int) -> list[str]:
     rng = random.Random(0)
-    zonedir.mkdir(parents=True, exist_ok=True)
-    for old in zonedir.glob("*.yaml"):
-        old.unlink()
+    fresh_zonedir(zonedir)
     labels = [f"z{i:05d}" for i in range(zones)]
     (zonedir / "tools.yaml").write_text(zone_yaml("tools.", "127.0.0.1", children="".join(
         delegation_yaml(label, "tools.", "127.0.0.1", rng, pinned=True) for label in labels)))
@@ -60,11 +58,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--zones", type=int, default=1000, help="leaves under the root (at most 1,000)")
     p.add_argument("--leaf-tools", type=int, default=60)
-    p.add_argument("--seconds", type=float, default=20.0, help="of each phase")
-    p.add_argument("--rate", type=float, default=30.0, help="good queries a second")
+    attack_arguments(p, seconds=20.0, rate=30.0, port=5392, name="lazy-flood")
     p.add_argument("--attack-rate", type=float, default=60.0, help="queries about zones not loaded a second")
-    p.add_argument("--port", type=int, default=5392)
-    p.add_argument("--dir", default="/tmp/tooldns-attack-lazy-flood")
     p.add_argument("--extra", default="", help="more tooldns serve arguments, e.g. '--max-loading 2'")
     p.add_argument("--verbose", action="store_true", help="print the server's last log lines")
     args = p.parse_args()

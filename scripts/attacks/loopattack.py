@@ -1,5 +1,6 @@
 """What the event-loop attacks share (``child_stall.py``, ``lazy_flood.py``, ``fifo_zone.py``,
-``big_reload.py``): zone files written for an attack, a steady stream of good queries measured while
+``big_reload.py``): their common arguments and a scratch directory of zone files, zone files written for
+an attack, a steady stream of good queries measured while
 idle and under attack, and the line each phase prints.
 
 Good queries are intent searches with intents never seen before (so none is answered from the packet
@@ -13,6 +14,7 @@ a stalled server shows as latency and losses, not as fewer queries sent::
 
 from __future__ import annotations
 
+import argparse
 import random
 import socket
 import sys
@@ -30,6 +32,26 @@ WORDS = ("weather rain forecast history archive stock price quote map route geoc
          "issue email calendar payment invoice translate summarize music flight hotel lyrics chart").split()
 #: seconds a good query may take before it counts as lost
 LOST_AFTER = 2.0
+
+
+def attack_arguments(p: argparse.ArgumentParser, *, seconds: float, rate: float, port: int, name: str) -> None:
+    """The arguments every attack takes: each phase's length, the good queries' rate, the servers' port
+    and the scratch directory (``/tmp/tooldns-attack-NAME`` by default)."""
+    p.add_argument("--seconds", type=float, default=seconds, help="of each phase")
+    p.add_argument("--rate", type=float, default=rate, help="good queries a second")
+    p.add_argument("--port", type=int, default=port)
+    p.add_argument("--dir", default=f"/tmp/tooldns-attack-{name}")
+
+
+def fresh_zonedir(path: str | Path) -> Path:
+    """*path* made if need be and emptied of what an earlier run of an attack left there (zone files,
+    and the temporary files written before a rename)."""
+    zonedir = Path(path)
+    zonedir.mkdir(parents=True, exist_ok=True)
+    for pattern in ("*.yaml", "*.tmp"):
+        for old in zonedir.glob(pattern):
+            old.unlink()
+    return zonedir
 
 
 def words(rng: random.Random, n: int) -> str:
