@@ -10,7 +10,6 @@ query went unanswered.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -19,9 +18,8 @@ from pathlib import Path
 import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
 
-from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, fresh_subnet, free_port, start_tree, wait_until
-from test_build import synthetic_catalog
-from tooldns.building.build import build
+from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, free_port, start_tree, wait_until
+from test_lazy import built  # noqa: F401  (the fixture: a built tree of about 20 zones on one address)
 from tooldns.exceptions import ZoneFileError
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 from tooldns.serving import lazy as lazy_module
@@ -218,17 +216,6 @@ def test_a_new_serial_saying_the_same_costs_no_rebuild_and_changes_past_the_budg
 
 
 # -- item 2: lazy loads off the loop, bounded, in a fair queue --
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """A built tree of about 20 zones, every zone's name server on one address."""
-    tmp = tmp_path_factory.mktemp("loop")
-    catalog = tmp / "services.json"
-    catalog.write_text(json.dumps(synthetic_catalog()))
-    address = f"{fresh_subnet()}.1"
-    build([str(catalog)], str(tmp / "zones"), subnet=address, tree_options={"max_leaf": 6, "max_children": 4})
-    return tmp / "zones", address
-
 
 @pytest.mark.integration
 def test_while_a_lazy_load_is_held_loaded_zones_are_answered_and_the_queue_is_bounded(built, monkeypatch):
