@@ -1,10 +1,11 @@
 """What the benchmark scripts share: where the ToolRet data is, a ``tooldns serve`` process to measure
 (:mod:`tooldns.serving.spawn`), streams of never-seen intents (:mod:`tooldns.building.synth`), a cache of
-vectors, and percentiles."""
+vectors, percentiles, and a tree's zone files copied onto other loopback addresses."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -71,6 +72,16 @@ class CachedEmbedder:
 
     def counters(self):
         return self.inner.counters()
+
+
+def copy_zones(src: Path, dst: Path, subnet: str) -> Path:
+    """The zone files of *src* in *dst* (made if need be), every 127.0.0.N address moved to *subnet*.N: a
+    tree served beside another one on loopback (the tests' ``copy_tree`` alike)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in Path(src).glob("*.yaml"):
+        text = re.sub(r"127\.0\.0\.(\d+)", lambda m: f"{subnet}.{m.group(1)}", f.read_text(encoding="utf-8"))
+        (dst / f.name).write_text(text, encoding="utf-8")
+    return dst
 
 
 def percentile(values, p: float) -> float:

@@ -33,6 +33,9 @@ import resolver_client
 from resolver_client import Resolver, ResolverError
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from benchlib import copy_zones  # noqa: E402
 
 
 def workers(pid: int) -> list[int]:
@@ -53,9 +56,7 @@ def main() -> int:
         probe.bind((f"{args.subnet}.1", 0))
         port = probe.getsockname()[1]
         probe.close()
-        for f in (ROOT / "zones").glob("*.yaml"):
-            text = re.sub(r"127\.0\.0\.(\d+)", lambda m: f"{args.subnet}.{m.group(1)}", f.read_text(encoding="utf-8"))
-            (Path(tmp) / f.name).write_text(text, encoding="utf-8")
+        copy_zones(ROOT / "zones", Path(tmp), args.subnet)
         server = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", tmp, "--port", str(port),
                                    "--workers", "2", "--no-rate-limit"], cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

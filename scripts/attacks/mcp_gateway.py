@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from benchlib import distinct_intents, start_servers, stop_servers  # noqa: E402
+from benchlib import copy_zones, distinct_intents, start_servers, stop_servers  # noqa: E402
 
 #: tasks the shipped tree has tools for; distinct_intents makes as many different ones as asked from them
 INTENTS = [
@@ -57,15 +57,6 @@ def free_port(address: str) -> int:
     with socket.socket() as s:
         s.bind((address, 0))
         return s.getsockname()[1]
-
-
-def copy_zones(src: Path, dst: Path, subnet: str) -> Path:
-    """The zone files of *src* in *dst*, every 127.0.0.N address moved to *subnet*.N."""
-    dst.mkdir(parents=True, exist_ok=True)
-    for f in src.glob("*.yaml"):
-        text = re.sub(r"127\.0\.0\.(\d+)", lambda m: f"{subnet}.{m.group(1)}", f.read_text(encoding="utf-8"))
-        (dst / f.name).write_text(text, encoding="utf-8")
-    return dst
 
 
 def wait_listening(address: str, port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """How long a resolution takes across a network, against one HTTP call to a central search endpoint.
 
-Serves a tree (``--zones``, the shipped ``zones/`` by default, copied onto 127.88.0.x) with ``tooldns
-serve`` in a child process, and beside it, in another, an HTTP search endpoint over the same tools with
-the same scorer (BM25 over every tool of the tree, as a central registry searches: one POST of the
-intent, the top tools back as JSON). Both sit behind :class:`tooldns.netsim.NetSim`, which holds every
-datagram and TCP segment for half the round trip each way (jitter 10 % of it) and drops the set share.
+Serves a tree (``--zones``, the shipped ``zones/`` by default, its 127.0.0.x addresses moved to
+127.88.0.x) with ``tooldns serve`` in a child process, and beside it, in another, an HTTP search
+endpoint over the same tools with the same scorer (BM25 over every tool of the tree, as a central
+registry searches: one POST of the intent, the top tools back as JSON). Both sit behind
+:class:`tooldns.netsim.NetSim`, which holds every datagram and TCP segment for half the round trip
+each way (jitter 10 % of it) and drops the set share.
 For each round trip (``--rtts``, ms) and loss (``--losses``) it times ``--count`` resolutions of
 distinct intents (the tools' own descriptions, cut to their first words) with one long-lived
 ``Resolver`` (the default mode, the walk the tree publishes, and ``get_one``), and as many HTTP
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from benchlib import percentile, start_servers, stop_servers  # noqa: E402
+from benchlib import copy_zones, percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver, ResolverError  # noqa: E402
 from tooldns.netsim import NetSim  # noqa: E402
 from tooldns.scoring.bm25 import BM25  # noqa: E402
@@ -51,17 +52,14 @@ SUBNET = "127.88.0"
 HTTP_ADDRESS = f"{SUBNET}.250"
 
 
-def copy_zones(src: Path, dst: Path) -> list[str]:
-    """The zone files of *src* with every 127.A.B.N address moved to SUBNET.N; the addresses named."""
-    addresses: set[str] = set()
-    for f in src.glob("*.yaml"):
-        text = re.sub(r"127\.\d+\.\d+\.(\d+)", lambda m: f"{SUBNET}.{m.group(1)}", f.read_text(encoding="utf-8"))
-        addresses.update(re.findall(rf"{re.escape(SUBNET)}\.\d+", text))
-        (dst / f.name).write_text(text, encoding="utf-8")
-    for extra in ("keys",):
-        if (src / extra).is_dir():
-            shutil.copytree(src / extra, dst / extra)
-    return sorted(addresses)
+def copy_tree(src: Path, dst: Path) -> list[str]:
+    """The zone files of *src* (and its keys) in *dst*, every 127.0.0.N address moved to SUBNET.N; the
+    addresses the zones' name servers then have."""
+    copy_zones(src, dst, SUBNET)
+    if (src / "keys").is_dir():
+        shutil.copytree(src / "keys", dst / "keys")
+    return sorted({a for f in dst.glob("*.yaml")
+                   for a in re.findall(r"address: '?(127\.\d+\.\d+\.\d+)", f.read_text(encoding="utf-8"))})
 
 
 def tools_of(zones: Path) -> list:
@@ -192,7 +190,7 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="tooldns-network-"))
     zones = work / "zones"
     zones.mkdir()
-    addresses = copy_zones(Path(args.zones), zones)
+    addresses = copy_tree(Path(args.zones), zones)
     texts = intents(tools_of(zones), args.count + 1)
     ctx = multiprocessing.get_context("spawn")
     port_out, ready = ctx.Value("i", 0), ctx.Event()
