@@ -425,24 +425,41 @@ def test_chaos_stats_query(demo_tree):
     assert counts[1] == counts[0] + 1
 
 
-class _HoldingServer:
-    """A UDP name server that holds every query until *gate* are held, or *hold* seconds have passed since
-    the first of them, then refuses them all; it counts the most queries it held at once (the walks a
-    resolver had out together against it)."""
+class _UdpThread:
+    """A UDP socket on a fresh loopback address (at *port*; 0: any), served by :meth:`_serve` in a thread
+    until :meth:`close`."""
 
-    def __init__(self, gate: int, hold: float = 0.3) -> None:
+    def __init__(self, port: int = 0) -> None:
         import threading
 
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((f"{fresh_subnet()}.1", 0))
+        self.sock.bind((f"{fresh_subnet()}.1", port))
         self.sock.settimeout(0.05)
-        self.gate, self.hold, self.peak, self.done = gate, hold, 0, threading.Event()
+        self.done = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     @property
     def address(self) -> tuple[str, int]:
         return self.sock.getsockname()
+
+    def _serve(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(WAIT_TIMEOUT)
+        self.sock.close()
+
+
+class _HoldingServer(_UdpThread):
+    """A UDP name server that holds every query until *gate* are held, or *hold* seconds have passed since
+    the first of them, then refuses them all; it counts the most queries it held at once (the walks a
+    resolver had out together against it)."""
+
+    def __init__(self, gate: int, hold: float = 0.3) -> None:
+        self.gate, self.hold, self.peak = gate, hold, 0
+        super().__init__()
 
     def _serve(self) -> None:
         held, first = [], 0.0
@@ -461,11 +478,6 @@ class _HoldingServer:
                     reply[3] = (reply[3] & 0xF0) | RCODE.REFUSED
                     self.sock.sendto(bytes(reply) + wire[12:], client)
                 held, first = [], 0.0
-
-    def close(self) -> None:
-        self.done.set()
-        self.thread.join(WAIT_TIMEOUT)
-        self.sock.close()
 
 
 @pytest.mark.integration
@@ -506,25 +518,14 @@ def test_a_resolver_bounds_the_walks_it_has_out_at_once_and_the_others_wait_thei
         server.close()
 
 
-class _DroppingRelay:
+class _DroppingRelay(_UdpThread):
     """A UDP relay in front of a real name server that loses every datagram from the first socket that
     writes to it (a worker of ``tooldns serve --workers`` killed with the query in its socket: the query
     and each of its resends lost) and relays the others, and their replies."""
 
     def __init__(self, server: tuple[str, int]) -> None:
-        import threading
-
         self.server, self.lost_from, self.dropped, self.relayed = server, None, 0, 0
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind((f"{fresh_subnet()}.1", server[1]))  # the tree's port: the one its referrals are followed on
-        self.sock.settimeout(0.05)
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return self.sock.getsockname()
+        super().__init__(server[1])  # the tree's port: the one its referrals are followed on
 
     def _serve(self) -> None:
         while not self.done.is_set():
@@ -541,11 +542,6 @@ class _DroppingRelay:
                 up.sendto(wire, self.server)
                 self.sock.sendto(up.recv(65535), client)
                 self.relayed += 1
-
-    def close(self) -> None:
-        self.done.set()
-        self.thread.join(WAIT_TIMEOUT)
-        self.sock.close()
 
 
 def test_a_query_lost_once_is_asked_again_and_the_resolution_succeeds(demo_tree):
