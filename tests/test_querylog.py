@@ -23,6 +23,13 @@ from tooldns.serving.querylog import QueryLog, question_text
 FIELDS = {"time", "client", "proto", "zone", "name", "type", "k", "rcode", "results", "duration_us", "cached"}
 
 
+class _Server:  # what a recorder reads of its server: the zone served
+    class resolver:
+        class source:
+            class index:
+                origin = "tools."
+
+
 def lines_of(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -102,13 +109,7 @@ def test_a_rotated_log_is_followed(tmp_path):
     log = tmp_path / "queries.jsonl"
     qlog = QueryLog(str(log), interval=0.05)
 
-    class Server:  # what a recorder reads of its server
-        class resolver:
-            class source:
-                class index:
-                    origin = "tools."
-
-    record = qlog.recorder(Server)
+    record = qlog.recorder(_Server)
     query, reply = dns.message.make_query("tools.", "SOA"), None
     reply = dns.message.make_response(query)
     record(query.to_wire(), reply.to_wire(), True, ("192.0.2.1", 5353), 12_000, False)
@@ -124,13 +125,7 @@ def test_a_rotated_log_is_followed(tmp_path):
 def test_a_full_queue_drops_lines_instead_of_waiting(tmp_path):
     qlog = QueryLog(str(tmp_path / "q.jsonl"), max_pending=3, interval=60)  # the writer sleeps for a minute
 
-    class Server:
-        class resolver:
-            class source:
-                class index:
-                    origin = "tools."
-
-    record = qlog.recorder(Server)
+    record = qlog.recorder(_Server)
     query = dns.message.make_query("tools.", "SOA")
     wire = dns.message.make_response(query).to_wire()
     for _ in range(10):
@@ -186,13 +181,7 @@ def test_line_separators_in_an_intent_are_escaped(tmp_path):
     log = tmp_path / "q.jsonl"
     qlog = QueryLog(str(log), intents=True, interval=60)
 
-    class Server:
-        class resolver:
-            class source:
-                class index:
-                    origin = "tools."
-
-    record = qlog.recorder(Server)
+    record = qlog.recorder(_Server)
     intent = "weather\u0085{\"forged\": 1}\u2028next\u2029\u009b31m red\u202e"
     query = intent_query("tools.", intent, 2)
     record(query.to_wire(), dns.message.make_response(query).to_wire(), True, ("192.0.2.1", 53), 1000, False)
