@@ -28,7 +28,7 @@ import asyncio
 import random
 import socket
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 #: Linux's minimum retransmission timeout (seconds): the least a lost TCP segment costs
 MIN_RTO = 0.2
@@ -36,14 +36,13 @@ MIN_RTO = 0.2
 
 @dataclass
 class Counters:
-    """What the simulator passed and dropped, by protocol and direction."""
+    """What the simulator passed and dropped (UDP datagrams, TCP connections and chunks, both ways)."""
 
     udp_forwarded: int = 0
     udp_dropped: int = 0
     tcp_connections: int = 0
     tcp_chunks: int = 0
     tcp_retransmitted: int = 0
-    by_upstream: dict = field(default_factory=dict)  # (address, port) -> datagrams and chunks passed
 
 
 class _UdpRelay(asyncio.DatagramProtocol):
@@ -60,7 +59,7 @@ class _UdpRelay(asyncio.DatagramProtocol):
         self.transport = transport
 
     def datagram_received(self, data: bytes, addr) -> None:
-        self.sim._later(lambda: asyncio.ensure_future(self._upstream_send(data, addr)), udp=True, key=self.upstream)
+        self.sim._later(lambda: asyncio.ensure_future(self._upstream_send(data, addr)))
 
     async def _upstream_send(self, data: bytes, client) -> None:
         transport = self.clients.get(client)
@@ -75,7 +74,7 @@ class _UdpRelay(asyncio.DatagramProtocol):
 
     def reply(self, data: bytes, client) -> None:
         if self.transport is not None:
-            self.sim._later(lambda: self.transport.sendto(data, client), udp=True, key=self.upstream)
+            self.sim._later(lambda: self.transport.sendto(data, client))
 
     def close(self) -> None:
         for transport in self.clients.values():
@@ -138,14 +137,12 @@ class NetSim:
     def _delay(self) -> float:
         return self.one_way + (self._random.uniform(0, self.jitter) if self.jitter else 0.0)
 
-    def _later(self, action, *, udp: bool, key) -> None:
-        """Run *action* after one one-way delay, or never (a UDP datagram lost)."""
-        if udp and self.loss and self._random.random() < self.loss:
+    def _later(self, action) -> None:
+        """Pass a UDP datagram on: run *action* after one one-way delay, or never (the datagram lost)."""
+        if self.loss and self._random.random() < self.loss:
             self.counters.udp_dropped += 1
             return
-        if udp:
-            self.counters.udp_forwarded += 1
-        self.counters.by_upstream[key] = self.counters.by_upstream.get(key, 0) + 1
+        self.counters.udp_forwarded += 1
         delay = self._delay()
         if delay <= 0:
             action()
@@ -163,10 +160,10 @@ class NetSim:
             writer.close()
             return
         handshake = 2 * self._delay()  # SYN, SYN-ACK: the first octet waits a round trip
-        await asyncio.gather(self._pump(reader, up_writer, upstream, handshake),
-                             self._pump(up_reader, writer, upstream, 0.0), return_exceptions=True)
+        await asyncio.gather(self._pump(reader, up_writer, handshake), self._pump(up_reader, writer, 0.0),
+                             return_exceptions=True)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key, first: float) -> None:
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: float) -> None:
         """Copy *reader* to *writer*, each chunk held its delay, in order (a stream is never reordered)."""
         loop = asyncio.get_running_loop()
         due, extra = 0.0, first  # the first chunk waits the handshake too
@@ -192,7 +189,6 @@ class NetSim:
                     delay += max(MIN_RTO, 3 * self.rtt)
                     self.counters.tcp_retransmitted += 1
                 self.counters.tcp_chunks += 1
-                self.counters.by_upstream[key] = self.counters.by_upstream.get(key, 0) + 1
                 due, extra = max(due, loop.time() + extra + delay), 0.0
                 queue.put_nowait((due, chunk))
         except (ConnectionError, OSError):
