@@ -455,8 +455,8 @@ class Resolver(_BaseResolver):
             selector.unregister(sock)
             sock.close()
             del inflight[sock]
-            if wire is not None and flight.sends == 1:  # Karn: a reply to a datagram sent twice times neither
-                self.rtt.observe(q.server, ms / 1000)
+            if wire is not None and not q.tcp and flight.sends == 1:  # Karn: a datagram sent twice times neither
+                self.rtt.observe(q.server, ms / 1000)  # (a TCP exchange's connect is a round trip more)
             out.extend(walk.take(q, wire, err, ms))
             self._remember(q)
         now = time.perf_counter()
