@@ -503,7 +503,7 @@ class AsyncResolver(_BaseResolver):
             if q.tcp:
                 wire = await transport.atcp(q.wire, address, port, self.timeout)
             else:
-                resends = tuple(at - t0 for at in resend_times(t0, self.rtt.rto(q.server, self.timeout), self.timeout))
+                resends = tuple(resend_times(0.0, self.rtt.rto(q.server, self.timeout), self.timeout))  # from now
                 wire = await transport.audp(q.wire, address, port, self.timeout, resends, sent)
                 if len(sent) == 1:  # Karn: a reply to a datagram sent twice times neither
                     self.rtt.observe(q.server, time.perf_counter() - t0)
