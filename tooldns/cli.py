@@ -50,7 +50,7 @@ try:
     from .serving.metrics import parse_address
     from .serving.lazy import DEFAULT_LOAD_QUEUE, DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING
     from .serving.summaries import SUMMARY_BUDGET, SUMMARY_FLOOR
-    from .serving.tree import DEFAULT_PORT, Tree, TreeThread, load_tree
+    from .serving.tree import DEFAULT_LOAD_PROCESSES, DEFAULT_PORT, Tree, TreeThread, load_tree
     from .serving.workers import Workers
     from .zone.hygiene import content_warnings
     from .zone.zonefile import load_zone
@@ -58,7 +58,7 @@ except ModuleNotFoundError as exc:
     if exc.name not in SERVER_PACKAGES:
         raise
     _MISSING: str | None = exc.name  # said by main(), instead of a traceback
-    DEFAULT_PORT = 5300
+    DEFAULT_PORT, DEFAULT_LOAD_PROCESSES = 5300, 1
     DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING, DEFAULT_LOAD_QUEUE = 10_000, 1, 64
     DEFAULT_RCVBUF = 16 * 2**20
     SUMMARY_FLOOR, SUMMARY_BUDGET = 10.0, 60
@@ -165,7 +165,8 @@ def _lazy_options(args) -> dict:
     """The ``serve`` flags for lazy loading, watching the files and following children's summaries, as
     :class:`Tree` keyword arguments."""
     lazy = ({"lazy": True, "max_loaded": args.max_loaded, "max_loading": args.max_loading,
-             "load_queue": args.load_queue} if args.lazy else {})
+             "load_queue": args.load_queue, "load_processes": args.load_processes,
+             "snapshots": False if args.no_snapshots else args.snapshots or True} if args.lazy else {})
     return {**lazy, "watch_interval": args.watch_interval, "summary_floor": args.summary_floor,
             "summary_budget": args.summary_budget}
 
@@ -306,6 +307,14 @@ def _add_scale_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--load-queue", type=_positive, default=DEFAULT_LOAD_QUEUE, metavar="N",
                    help=f"with --lazy, zones waiting to be loaded at most; a query about yet another zone gets "
                         f"SERVFAIL at once (default {DEFAULT_LOAD_QUEUE})")
+    s.add_argument("--load-processes", type=int, choices=range(0, 65), default=DEFAULT_LOAD_PROCESSES, metavar="N",
+                   help=f"with --lazy, processes that read and index zone files, so that the serving process "
+                        f"only takes the result (0: its loading threads do it; default {DEFAULT_LOAD_PROCESSES})")
+    s.add_argument("--snapshots", metavar="DIR",
+                   help="with --lazy, keep each zone's index in DIR, to be read back whole when the zone is "
+                        "loaded again, even after a restart (default: the tree's .snapshots, which tooldns "
+                        "build makes; docs/performance.md)")
+    s.add_argument("--no-snapshots", action="store_true", help="with --lazy, keep no index on disk")
     s.add_argument("--summary-floor", type=_interval, default=SUMMARY_FLOOR, metavar="S",
                    help=f"poll a child no more often than every S seconds, whatever its SOA refresh says "
                         f"(default {SUMMARY_FLOOR:g}; --summary-refresh below it wins)")

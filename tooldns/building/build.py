@@ -44,6 +44,7 @@ from ..scoring.bm25 import MAX_FACET_TOOLS, CorpusStats, facets_of
 from ..scoring.hybrid import as_array
 from ..scoring.tokenize import tokenize
 from ..serving.index import own_tools_terms
+from ..serving.loader import SNAPSHOT_DIR
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 from ..zone.zonefile import write_atomically, write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
@@ -331,10 +332,12 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
 
 
 def _cleared(outdir: Path) -> Path:
-    """*outdir*, made if need be, without the last build's zone files and vector map."""
+    """*outdir*, made if need be, without the last build's zone files and vector map, with a directory
+    for the indexes a lazy server keeps (:mod:`tooldns.serving.loader`; the last build's are stale)."""
     outdir.mkdir(parents=True, exist_ok=True)
-    for old in [*outdir.glob("*.yaml"), *outdir.glob(f"{MAP_PREFIX}*.npz")]:
+    for old in [*outdir.glob("*.yaml"), *outdir.glob(f"{MAP_PREFIX}*.npz"), *(outdir / SNAPSHOT_DIR).glob("*.pickle")]:
         old.unlink()
+    (outdir / SNAPSHOT_DIR).mkdir(mode=0o700, exist_ok=True)
     return outdir
 
 

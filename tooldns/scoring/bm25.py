@@ -204,6 +204,11 @@ class _Posting(list):
         self.arrays: tuple | None = None
         self.packed: tuple | None = None
 
+    def __reduce__(self):
+        """Pickled as its pairs alone: what queries made of it (:attr:`row`, :attr:`arrays`,
+        :attr:`packed`) belongs to the process that made it."""
+        return (_Posting, (list(self),))
+
     def make_arrays(self) -> tuple:
         import numpy as np
 
@@ -357,6 +362,13 @@ class BM25:
         self._rows: _Rows | None = None  # for many postings, up to DENSE_DOCS documents (made when first needed)
         self._asked = 0  # queries ranked, up to WORDS_AFTER
         self._words: _WordLists | None = None  # made at the WORDS_AFTER-th query
+
+    def __getstate__(self) -> dict:
+        """The index as built, without what queries made of it (rows, a word table, a lock in them):
+        an index read back in another process makes them again as it is asked."""
+        state = self.__dict__.copy()
+        state.update(_rows=None, _asked=0, _words=None)
+        return state
 
     def scores_tokens(self, query_tokens: Sequence[str]) -> list[float]:
         scores = [0.0] * self.n

@@ -40,8 +40,18 @@ def address_rr(name: str, address: str, ttl: int) -> RR:
     return RR(name, QTYPE.AAAA, ttl=ttl, rdata=AAAA(address))
 
 
-#: stands for a zone's own tools among its children's candidates (kind "self")
-SELF = object()
+class _Self:
+    """What stands for a zone's own tools among its children's candidates (kind "self"): one object,
+    compared by identity, and the same object again in an index read back by :mod:`pickle`."""
+
+    def __reduce__(self) -> str:
+        return "SELF"
+
+    def __repr__(self) -> str:
+        return "SELF"
+
+
+SELF = _Self()
 
 
 @dataclass
@@ -147,6 +157,27 @@ class ZoneIndex:
         self.cacheable = all(s.cacheable for s in scorers)
         #: a scorer, or embedding an intent, may take a while: the server answers this zone off its event loop
         self.blocking = any(s.blocking for s in scorers) or self.intent_embeddings is not None
+
+    def __getstate__(self) -> dict:
+        """What :mod:`pickle` keeps of an index (a zone loaded in another process, :mod:`.loader`): the
+        texts kept by tool and child in their zone's order rather than by ``id()``, which another
+        process gives other numbers; neither the signer nor the process's shared intent embedder."""
+        state = self.__dict__.copy()
+        state["ranked_tool_txt"] = [self.ranked_tool_txt[id(t)] for t in self.zone.tools]
+        state["brief_tool_txt"] = [self.brief_tool_txt[id(t)] for t in self.zone.tools]
+        state["child_txt"] = [self.child_txt[id(c)] for c in self.zone.children]
+        state.pop("signer", None)
+        state.pop("intent_embeddings", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        tools, children = self.zone.tools, self.zone.children
+        self.ranked_tool_txt = dict(zip(map(id, tools), state["ranked_tool_txt"]))
+        self.brief_tool_txt = dict(zip(map(id, tools), state["brief_tool_txt"]))
+        self.child_txt = dict(zip(map(id, children), state["child_txt"]))
+        embed = self.zone.settings.embed_intents
+        self.intent_embeddings = shared_intent_embeddings(embed) if embed else None
 
     def _add(self, rr: RR) -> None:
         owner = str(rr.rname).lower()

@@ -27,6 +27,8 @@ load at once (``--max-loading``, threads), the others wait in one first-come que
 *load_queue* zones (``--load-queue``), each zone once however many queries wait for it; past that, a
 query about yet another zone gets SERVFAIL at once (an extended error says the server is busy
 loading), so that a flood of first-time zones costs its own queries, not those of the zones loaded.
+The files themselves are read and indexed in a loading process (:mod:`.loader`), whose indexes the
+loading threads only unpickle, and kept there as snapshots to be read back whole the next time.
 
 Parents follow their children as parents served apart do (:mod:`.summaries`), without NOTIFY or
 polling: every zone of the tree is in this process. A zone that changes (its file reloaded, a
@@ -66,6 +68,7 @@ from ..zone.limits import ZoneLimits
 from ..zone.model import Summary
 from .reply import error_reply
 from .resolver import ZoneResolver
+from .loader import Loaded, ZoneLoader
 from .server import NotReady
 from .store import ZoneStore, _stamp, stat_stamp
 from .summaries import learned_summary, publish
@@ -184,12 +187,13 @@ class LazyZones:
     def __init__(self, zonedir: str | os.PathLike, *, limits: ZoneLimits | None = None,
                  signing: Signing | None = None, max_loaded: int = DEFAULT_MAX_LOADED,
                  listen: list[str] | None = None, follow: bool = True, max_loading: int = DEFAULT_MAX_LOADING,
-                 load_queue: int = DEFAULT_LOAD_QUEUE) -> None:
+                 load_queue: int = DEFAULT_LOAD_QUEUE, loader: ZoneLoader | None = None) -> None:
         if max_loaded < 1 or max_loading < 1 or load_queue < 1:
             raise ValueError(f"max_loaded, max_loading and load_queue must be at least 1, not "
                              f"{max_loaded}, {max_loading}, {load_queue}")
         self.limits, self.signing, self.max_loaded = limits, signing, max_loaded
-        self.max_loading, self.load_queue = max_loading, load_queue
+        #: loader: reads and indexes zone files in processes of its own (None: the loading threads do)
+        self.max_loading, self.load_queue, self.loader = max_loading, load_queue, loader
         #: origin -> the future of its load, queued or under way (first come, first loaded)
         self._queue: dict[str, Future] = {}
         self._pool: ThreadPoolExecutor | None = None
@@ -197,9 +201,8 @@ class LazyZones:
         #: may be dropped again before they are answered, when loading it loaded its parent and
         #: max_loaded is small), for FRESH seconds
         self._fresh: OrderedDict[str, tuple[BaseResolver, float]] = OrderedDict()
-        #: queries refused at once because the load queue was full
-        self.busy = 0
-        self.zonedir = str(zonedir)
+        #: busy: queries refused at once because the load queue was full
+        self.busy, self.zonedir = 0, str(zonedir)
         self._dir_stamp = _dir_stamp(self.zonedir)  # before the listing: a file added during it is seen later
         #: the names in the directory when it was last listed
         self._names, by_name, stamps = _listing(self.zonedir)
@@ -318,6 +321,8 @@ class LazyZones:
             for future in list(self._queue.values()):
                 future.cancel()
             await asyncio.get_running_loop().run_in_executor(None, partial(pool.shutdown, cancel_futures=True))
+        if self.loader is not None:
+            self.loader.close()
 
     def lookup(self, origin: str) -> BaseResolver | None:
         """The resolver of zone *origin* when loaded (or known unloadable), None when no file here holds
@@ -378,13 +383,28 @@ class LazyZones:
         path = self.paths.get(origin)
         if path is None:
             return None
+        loaded = self._read_elsewhere(origin, path)  # before the lock: other threads' loads go on meanwhile
         with self._lock:
             resolver = self.loaded.get(origin)
             if resolver is None:
-                resolver = self._load(origin, path)
+                resolver = self._load(origin, path, loaded)
             return resolver
 
-    def _load(self, origin: str, path: str) -> BaseResolver:
+    def _read_elsewhere(self, origin: str, path: str) -> Loaded | ZoneFileError | None:
+        """Zone *origin* read and indexed by the :attr:`loader`'s process, or why its file cannot be
+        served; None when this thread is to load it (no loader, a large file, a file known bad)."""
+        failed = self.failed.get(origin)
+        if self.loader is None or (failed is not None and failed[0] == _stamp(path)):
+            return None
+        try:
+            return self.loader.load(path, self.limits)
+        except ZoneFileError as exc:
+            return exc
+        except Exception:  # anything else: this thread loads it, and says what fails
+            log.exception("%s: the loading process failed; loading it here", path)
+            return None
+
+    def _load(self, origin: str, path: str, loaded: Loaded | ZoneFileError | None = None) -> BaseResolver:
         """Load zone *origin* from *path* (under the lock), dropping the least recently asked past
         *max_loaded*; an :class:`Unloadable` when the file cannot be served, until it changes. A zone
         loaded from a file that changed since it was last seen tells its parent its summary
@@ -396,8 +416,10 @@ class LazyZones:
         was = self.stamps.get(origin)
         changed = origin in self.failed or (was is not None and was != stamp)
         try:
+            if isinstance(loaded, ZoneFileError):
+                raise loaded
             store = ZoneStore(path, limits=self.limits, signing=self.signing, learned=self.learned.get(origin),
-                              served=self.served.get(origin), changed=changed)
+                              served=self.served.get(origin), changed=changed, loaded=loaded)
             if store.index.origin != origin:
                 store.index.close()
                 raise ZoneFileError(f"{path}:1: holds origin {store.index.origin}, not {origin} as its name says; "
@@ -409,6 +431,7 @@ class LazyZones:
             return unloadable
         self._clear(origin)
         resolver = ZoneResolver(store)
+        resolver.fast.packed(store.index)  # the fast path's pieces made here, not by the loop's first query
         self._fresh.pop(origin, None)  # what an earlier load gave is stale once another is loaded
         self.loaded[origin] = resolver
         self.loads += 1

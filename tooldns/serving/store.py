@@ -37,6 +37,7 @@ from dataclasses import replace
 from ..dnssec.signer import Signing
 from ..exceptions import DNSSECError, ZoneFileError
 from .index import ZoneIndex
+from .loader import Loaded
 from ..zone.limits import ZoneLimits
 from ..zone.model import Summary, Zone
 from ..zone.zonefile import load_zone
@@ -60,17 +61,18 @@ def stat_stamp(st: os.stat_result) -> tuple[int, int, int]:
 class ZoneStore:
     def __init__(self, path: str | os.PathLike, limits: ZoneLimits | None = None, signing: Signing | None = None,
                  *, learned: dict[str, Summary] | None = None, served: int | None = None,
-                 changed: bool = False) -> None:
+                 changed: bool = False, loaded: Loaded | None = None) -> None:
         """Load the zone file at *path*. A zone served before in this process and loaded again (a lazy
         server's, :mod:`.lazy`) gets back what it had learned (*learned*) and the serial it served
         (*served*), raised by one when its file *changed* since, as a reload raises it (at least the
-        file's serial either way)."""
+        file's serial either way). *loaded*: the file read and indexed already, in a loading process
+        (:mod:`.loader`); its index is served as it is when nothing learned or served changes it."""
         self.path = os.fspath(path)
         self.limits = limits
         self._lock = threading.RLock()  # one reload or rebuild at a time
-        self._stamp = _stamp(self.path)
+        self._stamp = loaded.stamp if loaded is not None else _stamp(self.path)
         #: the zone as its file says; what is served (:attr:`zone`) has learned summaries in it
-        self.file_zone = load_zone(self.path, limits)
+        self.file_zone = loaded.zone if loaded is not None else load_zone(self.path, limits)
         #: where the zone's keys are and how it signs; its signer (None: the zone has no keys)
         self.signing = signing if signing is not None else Signing.beside(self.path)
         self._keys_stamp = self.signing.stamp(self.file_zone.origin)
@@ -82,7 +84,11 @@ class ZoneStore:
         self.serial = self.file_zone.soa.serial
         if served is not None:  # served before (a lazy server's zone loaded again): its serials go on
             self.serial = max(self.serial, served + 1) % 2**32 if changed else max(self.serial, served)
-        self.index = self._new_index(self._served(self.file_zone))
+        if loaded is not None and self._as_filed():
+            self.index = loaded.index
+            self.index.signer = self.signer
+        else:
+            self.index = self._new_index(self._served(self.file_zone))
         self.last_error: str | None = None
         self.reloads = 0
         #: reloads refused (a bad edit, a scorer that cannot be built): the last good version kept serving
@@ -137,6 +143,15 @@ class ZoneStore:
                 child = replace(child, summary=learned, vectors=learned.vectors or child.vectors)
             children.append(child)
         return replace(zone, children=tuple(children), soa=replace(zone.soa, serial=self.serial))
+
+    def _as_filed(self) -> bool:
+        """Whether the zone served is its file's as it is: the file's serial, and no learned summary
+        that wins over the file's copy (:meth:`_served`)."""
+        if self.serial != self.file_zone.soa.serial:
+            return False
+        return not any(child.name in self.learned and not child.summary.pinned
+                       and child.summary.serial != self.learned[child.name].serial
+                       for child in self.file_zone.children)
 
     def _next_serial(self, zone: Zone) -> int:
         return max(zone.soa.serial, self.serial + 1) % 2**32

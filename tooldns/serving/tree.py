@@ -52,6 +52,7 @@ from ..protocol import names
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import zone_files
 from .lazy import DEFAULT_LOAD_QUEUE, DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING, LazyZones
+from .loader import SNAPSHOT_DIR, ZoneLoader
 from .multizone import MultiZoneResolver
 from .resolver import ZoneResolver
 from .server import MAX_TCP, MAX_TCP_PER_CLIENT, DNSServer
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 5300
 #: with port 0, how many ports are tried before giving up on one free on every address
 PORT_ATTEMPTS = 20
+#: processes a lazy tree reads and indexes its zone files in (``--load-processes``; 0: its loading threads)
+DEFAULT_LOAD_PROCESSES = 1
 #: what a Tree passes on to each of its servers
 _SERVER_OPTIONS = {"rate_limit", "rate_limit_exempt", "max_tcp", "max_tcp_per_client", "tcp_idle", "tcp_idle_busy",
                    "reuse_port", "rcvbuf"}
@@ -124,6 +127,18 @@ def select_zones(stores: list[ZoneStore], only: Sequence[str] | None) -> list[Zo
     return [s for s in stores if s.index.origin in wanted]
 
 
+def _loader(zonedir: Path, processes: int, snapshots: str | os.PathLike | bool) -> ZoneLoader | None:
+    """The loader of a lazy tree's zones (:mod:`.loader`): None with no loading *processes* (the loading
+    threads read the files themselves); *snapshots*: a directory, True for the tree's own ``.snapshots``
+    when it has one, False for none."""
+    if processes == 0:
+        return None
+    if snapshots is True:
+        own = zonedir / SNAPSHOT_DIR
+        snapshots = own if own.is_dir() else False
+    return ZoneLoader(processes, snapshots or None)
+
+
 def _listen_addresses(listen: Sequence[str] | None) -> list[str] | None:
     if listen is None:
         return None
@@ -167,19 +182,20 @@ class Tree:
     """All servers of a zone directory in the running event loop."""
 
     def __init__(self, zonedir: str | os.PathLike, port: int = DEFAULT_PORT, *, watch_interval: float = 0.5,
-                 stores: list[ZoneStore] | None = None, answer_cache: int = 4096,
-                 only: Sequence[str] | None = None, listen: Sequence[str] | None = None,
-                 metrics: tuple[str, int] | None = None, query_log: str | None = None, log_intents: bool = False,
-                 summaries: bool = True, summary_refresh: float | None = None, signing: Signing | None = None,
-                 lazy: bool = False, max_loaded: int = DEFAULT_MAX_LOADED, max_loading: int = DEFAULT_MAX_LOADING,
-                 load_queue: int = DEFAULT_LOAD_QUEUE, summary_floor: float = SUMMARY_FLOOR,
+                 stores: list[ZoneStore] | None = None, answer_cache: int = 4096, only: Sequence[str] | None = None,
+                 listen: Sequence[str] | None = None, metrics: tuple[str, int] | None = None,
+                 query_log: str | None = None, log_intents: bool = False, summaries: bool = True,
+                 summary_refresh: float | None = None, signing: Signing | None = None, lazy: bool = False,
+                 max_loaded: int = DEFAULT_MAX_LOADED, max_loading: int = DEFAULT_MAX_LOADING,
+                 load_queue: int = DEFAULT_LOAD_QUEUE, load_processes: int = DEFAULT_LOAD_PROCESSES,
+                 snapshots: str | os.PathLike | bool = True, summary_floor: float = SUMMARY_FLOOR,
                  summary_budget: int = SUMMARY_BUDGET, **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
         ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``, ``rcvbuf``.
 
         The files are looked at every *watch_interval* seconds for edits (0: never; :meth:`look` looks
         once, as ``tooldns serve`` does on SIGHUP). *max_loading*, *load_queue*: :mod:`.lazy`;
-        *summary_floor*, *summary_budget*: :mod:`.summaries`."""
+        *load_processes*, *snapshots*: :func:`_loader`; *summary_floor*, *summary_budget*: :mod:`.summaries`."""
         _check_options(watch_interval, server_options)
         self.zonedir = Path(zonedir)
         self.port, self.answer_cache, self.server_options, self.watch_interval = (port, answer_cache, server_options,
@@ -192,7 +208,8 @@ class Tree:
                 raise ValueError("lazy loading serves every zone of the directory on the --listen addresses: "
                                  "give --listen, and neither --only nor stores")
             self.lazy = LazyZones(zonedir, signing=signing, max_loaded=max_loaded, listen=self.listen,
-                                  follow=summaries, max_loading=max_loading, load_queue=load_queue)
+                                  follow=summaries, max_loading=max_loading, load_queue=load_queue,
+                                  loader=_loader(self.zonedir, load_processes, snapshots))
             stores, summaries = [self.lazy.top], False
         loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
         self._watch_new_files(loaded if stores is None and self.lazy is None else None, signing, only)

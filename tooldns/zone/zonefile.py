@@ -562,20 +562,30 @@ def load_zone(path: str | os.PathLike, limits: ZoneLimits | None = None) -> Zone
     one is refused (:func:`open_regular`), never waited on.
     """
     where = os.fspath(path)
-    most = (limits or ZoneLimits()).max_file_bytes
+    data, _ = read_zone_file(where, limits)
     try:
-        with open_regular(where) as fh:
-            size = os.fstat(fh.fileno()).st_size
-            data = fh.read(most + 1) if size <= most else b""
-        if size > most or len(data) > most:
-            raise ZoneFileError(f"{where}:1: the file is {f'{size} bytes' if size > most else 'longer than that'}; "
-                                f"at most {most} bytes are allowed (ZoneLimits.max_file_bytes)")
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ZoneFileError(f"{where}:1: the file is not UTF-8 (byte {exc.start})") from None
+    return parse_zone(text, where, limits)
+
+
+def read_zone_file(path: str | os.PathLike, limits: ZoneLimits | None = None) -> tuple[bytes, os.stat_result]:
+    """The bytes of the zone file at *path* and its status as opened, within ``limits.max_file_bytes``
+    (:func:`load_zone`'s reading, which :mod:`tooldns.serving.loader` shares); ZoneFileError when it
+    cannot be read or is too large."""
+    where = os.fspath(path)
+    most = (limits or ZoneLimits()).max_file_bytes
+    try:
+        with open_regular(where) as fh:
+            st = os.fstat(fh.fileno())
+            data = fh.read(most + 1) if st.st_size <= most else b""
     except OSError as exc:
         raise ZoneFileError(f"{where}:0: cannot read: {exc.strerror}") from None
-    return parse_zone(text, where, limits)
+    if st.st_size > most or len(data) > most:
+        raise ZoneFileError(f"{where}:1: the file is {f'{st.st_size} bytes' if st.st_size > most else 'longer than that'}; "
+                            f"at most {most} bytes are allowed (ZoneLimits.max_file_bytes)")
+    return data, st
 
 
 def open_regular(path: str) -> io.BufferedReader:

@@ -80,15 +80,37 @@ def _piece(piece):
 
 
 def packed_name(name) -> Name:
-    """*name* (text or a DNSLabel) as the packer writes it, with the labels dnslib gives it."""
-    chunks = []
-    for label in DNSLabel(name).label:
-        if not 0 < len(label) <= names.MAX_LABEL:
-            raise ValueError(f"name {name!r} has a label of {len(label)} octets")
-        chunks.append(bytes([len(label)]) + label)
-    if sum(map(len, chunks)) + 1 > names.MAX_NAME:
+    """*name* (text or a DNSLabel) as the packer writes it, with the labels dnslib gives it (split here
+    when the text is ASCII without escapes, as dnslib splits it: what IDNA leaves as it is)."""
+    if isinstance(name, str) and name.isascii() and "\\" not in name:
+        labels = tuple(name.encode("ascii").rstrip(b".").split(b".")) if name not in ("", ".") else ()
+    else:
+        labels = DNSLabel(name).label
+    return _name_of(labels, name)
+
+
+#: names already packed, by their labels: the suffixes a zone's names share (its origin, ``_tcp``
+#: under it), packed once; forgotten all at once past 4,096
+_SUFFIXES: dict[tuple, Name] = {}
+
+
+def _name_of(labels: tuple, name) -> Name:
+    if not labels:
+        return ()
+    label = labels[0]
+    if not 0 < len(label) <= names.MAX_LABEL:
+        raise ValueError(f"name {name!r} has a label of {len(label)} octets")
+    rest = _SUFFIXES.get(labels[1:])
+    if rest is None:
+        rest = _name_of(labels[1:], name)
+        if len(_SUFFIXES) >= 4096:
+            _SUFFIXES.clear()
+        _SUFFIXES[labels[1:]] = rest
+    chunk = _LENGTH[len(label)] + label
+    full = chunk + (rest[0][0] if rest else b"\0")
+    if len(full) > names.MAX_NAME:
         raise ValueError(f"name {name!r} is longer than {names.MAX_NAME} octets")
-    return tuple(_piece((_piece(b"".join(chunks[i:]) + b"\0"), _piece(chunks[i]))) for i in range(len(chunks)))
+    return (_piece((_piece(full), _piece(chunk))),) + rest
 
 
 def _uncompressed(name: Name) -> bytes:

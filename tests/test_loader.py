@@ -1,0 +1,235 @@
+"""Zone files read and indexed in a loading process, and indexes kept on disk as snapshots
+(:mod:`tooldns.serving.loader`): what a lazy server answers from them is what it answers from the
+files; an edited file is never answered from an old snapshot; a snapshot directory others may
+write to is not used; a spoiled snapshot or a killed loading process costs only the time to load
+the zone in the server. Real servers and resolutions where answers are compared."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+from pathlib import Path
+
+import pytest
+
+from resolver_client import Resolver
+from tooldns.building.build import build
+from tooldns.protocol import names
+from tooldns.protocol.intent import Intent
+from tooldns.serving.index import SELF, ZoneIndex
+from tooldns.serving.lazy import LazyZones, Unloadable
+from tooldns.serving.loader import MAX_PICKLED_BYTES, SNAPSHOT_DIR, ZoneLoader, unsafe_directory
+from tooldns.serving.lookup import lookup
+from tooldns.serving.tree import TreeThread
+from tooldns.zone.zonefile import load_zone, zone_files
+
+from conftest import REPLY_TIMEOUT, free_port, fresh_subnet
+from test_build import synthetic_catalog
+from test_lazy import INTENTS
+
+import json
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A built tree of 120 tools in about 20 zones on one address (with its .snapshots directory)."""
+    tmp = tmp_path_factory.mktemp("loader")
+    catalog = tmp / "services.json"
+    catalog.write_text(json.dumps(synthetic_catalog()))
+    address = f"{fresh_subnet()}.1"
+    build([str(catalog)], str(tmp / "zones"), subnet=address, tree_options={"max_leaf": 6, "max_children": 4})
+    return tmp / "zones", address
+
+
+def _copied(built, tmp_path) -> Path:
+    copy = tmp_path / "zones"
+    copy.mkdir()
+    for f in built[0].glob("*.yaml"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    (copy / SNAPSHOT_DIR).mkdir(mode=0o700)
+    return copy
+
+
+def _decided(ix: ZoneIndex, intent: str) -> list[str]:
+    """What the zone decides for *intent* at its own cursor: the records of the result, as text."""
+    cursor = names.Cursor("mcp", "tcp", ix.origin).to_text() if ix.children else f"_any._tcp.{ix.origin}"
+    result = lookup(ix, cursor.lower(), 2 if ix.children else 33, Intent(intent, 3))
+    return [result.kind.name] + [str(rr) for rr in result.answer + result.authority + result.additional]
+
+
+def _resolved(root, intent):
+    with Resolver(root=root, cache=False, timeout=REPLY_TIMEOUT) as resolver:
+        res = resolver.resolve(intent, k=2, leaf_k=6)
+    return [(t.name, t.score) for t in res.tools]
+
+
+def test_a_build_makes_a_snapshot_directory_only_its_user_may_write_to(built):
+    snapshots = built[0] / SNAPSHOT_DIR
+    assert snapshots.is_dir() and unsafe_directory(snapshots) is None
+    assert os.stat(snapshots).st_mode & 0o077 == 0
+
+
+def test_an_index_read_back_by_pickle_decides_as_the_one_built(built):
+    """Every zone of the tree (children with the zone's own tools among them, leaves): the same
+    referrals and answers, SELF still itself, texts found by the tools read back."""
+    checked = 0
+    for path in zone_files(built[0]):
+        built_ix = ZoneIndex(load_zone(path))
+        for intent in INTENTS[:3]:
+            _decided(built_ix, intent)  # what a served index has made by then (rows, word lists) is not kept
+        read = pickle.loads(pickle.dumps(built_ix, protocol=pickle.HIGHEST_PROTOCOL))
+        if read.child_candidates is not None and read.child_candidates.has_self:
+            assert read.child_candidates.entries[-1] is SELF
+        for intent in INTENTS:
+            assert _decided(read, intent) == _decided(built_ix, intent), (path.name, intent)
+            checked += 1
+    assert checked >= 8 * len(INTENTS)
+
+
+@pytest.mark.integration
+def test_a_lazy_tree_answers_from_its_loading_process_and_its_snapshots_as_from_its_files(built, tmp_path):
+    zones, address = built
+    copy = _copied(built, tmp_path)
+    expected = {}
+    with TreeThread(zones, free_port(address), listen=[address], lazy=True, load_processes=0) as plain:
+        for intent in INTENTS:
+            expected[intent] = _resolved(plain.root(), intent)
+            assert expected[intent], intent
+    for run in ("files", "snapshots"):  # the second start reads back what the first kept
+        with TreeThread(copy, free_port(address), listen=[address], lazy=True, max_loaded=3) as lazy:
+            for intent in INTENTS:
+                assert _resolved(lazy.root(), intent) == expected[intent], (run, intent)
+            loader = lazy.tree.lazy.loader
+            assert loader.loaded >= 4 and loader.declined == 0
+            if run == "files":
+                kept = sorted((copy / SNAPSHOT_DIR).glob("*.pickle"))
+                assert len(kept) == loader.loaded - loader.from_snapshots > 0
+                assert all(f.stat().st_mode & 0o077 == 0 for f in kept)
+            else:
+                assert loader.from_snapshots == loader.loaded
+    assert sorted((copy / SNAPSHOT_DIR).glob("*.pickle")) == kept  # nothing new: every zone was read back
+
+
+@pytest.mark.integration
+def test_an_edited_file_is_never_answered_from_its_old_snapshot(built, tmp_path):
+    zones, address = built
+    copy = _copied(built, tmp_path)
+    loader = ZoneLoader(1, copy / SNAPSHOT_DIR)
+    try:
+        leaf = next(p for p in zone_files(copy) if not load_zone(p).children and load_zone(p).tools)
+        first = loader.load(str(leaf), None)
+        assert loader.load(str(leaf), None).zone == first.zone and loader.from_snapshots == 1
+        text = leaf.read_text()
+        tool = first.zone.tools[0]
+        leaf.write_text(text.replace(tool.description, "an edited description of a lighthouse keeper"))
+        edited = loader.load(str(leaf), None)
+        assert loader.from_snapshots == 1  # a new file: indexed again, not read back
+        assert edited.zone.tools[0].description == "an edited description of a lighthouse keeper"
+        assert edited.stamp != first.stamp
+        assert len(list((copy / SNAPSHOT_DIR).glob("*.pickle"))) == 2
+    finally:
+        loader.close()
+
+
+def test_a_snapshot_directory_others_may_write_to_is_not_used(built, tmp_path, caplog):
+    copy = _copied(built, tmp_path)
+    snapshots = copy / SNAPSHOT_DIR
+    os.chmod(snapshots, 0o777)
+    with caplog.at_level(logging.WARNING, logger="tooldns.serving.loader"):
+        loader = ZoneLoader(1, snapshots)
+    try:
+        assert loader.snapshots is None
+        assert "snapshots not used (writable by its group or by others)" in caplog.text
+        leaf = next(p for p in zone_files(copy) if load_zone(p).tools)
+        assert loader.load(str(leaf), None).zone == load_zone(leaf)  # loaded all the same, nothing kept
+        assert not list(snapshots.iterdir())
+    finally:
+        loader.close()
+    assert unsafe_directory(tmp_path / "nowhere").startswith("cannot use it")
+    assert unsafe_directory(copy / "root.yaml") == "not a directory"
+
+
+@pytest.mark.integration
+def test_a_spoiled_snapshot_is_loaded_in_the_server_instead(built, tmp_path, caplog):
+    copy = _copied(built, tmp_path)
+    loader = ZoneLoader(1, copy / SNAPSHOT_DIR)
+    try:
+        leaf = next(p for p in zone_files(copy) if load_zone(p).tools)
+        loader.load(str(leaf), None)
+        (kept,) = (copy / SNAPSHOT_DIR).glob("*.pickle")
+        kept.write_bytes(kept.read_bytes()[:100])  # cut short, as a disk could spoil it
+        with caplog.at_level(logging.WARNING, logger="tooldns.serving.loader"):
+            assert loader.load(str(leaf), None) is None  # the caller loads it
+        assert "its snapshot cannot be read" in caplog.text and loader.declined == 1
+        zones = LazyZones(copy, loader=loader)
+        origin = load_zone(leaf).origin
+        resolver = zones.get(origin)
+        assert not isinstance(resolver, Unloadable) and resolver.source.zone.tools == load_zone(leaf).tools
+    finally:
+        loader.close()
+
+
+@pytest.mark.integration
+def test_a_broken_file_read_in_the_loading_process_is_unloadable_with_its_reason(built, tmp_path, caplog):
+    copy = _copied(built, tmp_path)
+    zones = LazyZones(copy, loader=ZoneLoader(1))
+    try:
+        origin, path = next(iter(zones.paths.items()))
+        Path(path).write_text(Path(path).read_text().replace("origin:", "origin: [", 1))
+        with caplog.at_level(logging.ERROR):
+            resolver = zones.get(origin)
+        assert isinstance(resolver, Unloadable) and zones.loader.loaded == 0
+        assert f"{path}:" in caplog.text and "cannot load zone" in caplog.text
+    finally:
+        zones.loader.close()
+
+
+@pytest.mark.integration
+def test_a_killed_loading_process_costs_one_load_in_the_server_and_is_started_again(built, tmp_path, caplog):
+    copy = _copied(built, tmp_path)
+    loader = ZoneLoader(1)
+    zones = LazyZones(copy, loader=loader)
+    try:
+        origins = list(zones.paths)
+        assert not isinstance(zones.get(origins[0]), Unloadable) and loader.loaded == 1
+        for pid in list(loader._pool._processes):
+            os.kill(pid, signal.SIGKILL)
+        with caplog.at_level(logging.WARNING, logger="tooldns.serving.loader"):
+            second = zones.get(origins[1])
+        assert not isinstance(second, Unloadable) and second.source.zone == load_zone(zones.paths[origins[1]])
+        assert "a loading process died" in caplog.text and loader.loaded == 1 and loader.declined == 1
+        assert not isinstance(zones.get(origins[2]), Unloadable) and loader.loaded == 2  # a new process
+    finally:
+        loader.close()
+
+
+def test_a_large_file_is_left_to_the_loading_thread(tmp_path):
+    """A file over MAX_PICKLED_BYTES: its index, unpickled in one call, would hold the interpreter."""
+    tool = ("- {{label: t{0}, name: tool {0}, service: mcp, target: t.example., port: 443, "
+            "description: '{1}'}}\n")
+    path = tmp_path / "big.tools.yaml"
+    path.write_text("origin: big.tools.\nsoa: {serial: 1}\nnameservers: [{name: ns1.big.tools., address: 127.0.0.1}]\n"
+                    "tools:\n" + "".join(tool.format(i, "word " * 60) for i in range(3000)))
+    assert path.stat().st_size > MAX_PICKLED_BYTES
+    loader = ZoneLoader(1)
+    try:
+        assert loader.load(str(path), None) is None and loader.declined == 1
+        assert len(load_zone(path).tools) == 3000  # a valid zone, loaded by the caller
+    finally:
+        loader.close()
+
+
+def test_which_loader_a_lazy_tree_gets(built, tmp_path):
+    """The tree's own .snapshots unless told another directory or none; no loader with no processes."""
+    from tooldns.serving.tree import _loader
+
+    zones = built[0]
+    assert _loader(zones, 1, True).snapshots == str(zones / SNAPSHOT_DIR)
+    assert _loader(zones, 1, False).snapshots is None
+    other = tmp_path / "kept"
+    other.mkdir(mode=0o700)
+    assert _loader(zones, 2, other).snapshots == str(other) and _loader(zones, 2, other).processes == 2
+    assert _loader(tmp_path, 1, True).snapshots is None  # a tree without .snapshots: none
+    assert _loader(zones, 0, True) is None
