@@ -48,6 +48,7 @@ round, a listing when it changed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import stat
@@ -183,6 +184,9 @@ class Busy(Unloadable):
 
 class LazyZones:
     """The zones of a directory, each loaded when first asked for; at most *max_loaded* at once."""
+
+    #: what each load runs in (``tooldns serve`` sets :class:`~.gcpolicy.QuietLoads`)
+    load_guard = contextlib.nullcontext()
 
     def __init__(self, zonedir: str | os.PathLike, *, limits: ZoneLimits | None = None,
                  signing: Signing | None = None, max_loaded: int = DEFAULT_MAX_LOADED,
@@ -383,6 +387,10 @@ class LazyZones:
         path = self.paths.get(origin)
         if path is None:
             return None
+        with self.load_guard:
+            return self._loaded(origin, path)
+
+    def _loaded(self, origin: str, path: str) -> BaseResolver:
         loaded = self._read_elsewhere(origin, path)  # before the lock: other threads' loads go on meanwhile
         with self._lock:
             resolver = self.loaded.get(origin)
