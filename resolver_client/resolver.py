@@ -144,12 +144,14 @@ def _timed(walk: Walk | WalkGroup, asked: float, t0: float) -> None:
 
 
 class _InFlight:
-    """A query the sync driver waits for: when it was first sent, when to send it again, how often it went."""
+    """A query the sync driver waits for: when it was first sent, when to send it again, how often it
+    went; its sockets (the first; a second to the zone's next server once hedged)."""
 
-    __slots__ = ("query", "started", "resends", "sends")
+    __slots__ = ("query", "started", "resends", "sends", "socks", "hedge_sock")
 
-    def __init__(self, query: Query, started: float, resends: list[float]) -> None:
+    def __init__(self, query: Query, started: float, resends: list[float], sock) -> None:
         self.query, self.started, self.resends, self.sends = query, started, resends, 1
+        self.socks, self.hedge_sock = [sock], None
 
     def next_event(self, timeout: float) -> float:
         """The next time something is due: a resend, else the timeout."""
@@ -327,7 +329,7 @@ class _BaseResolver:
         stats = whole.stats
         if fetch is not None:
             for name in ("queries", "cache_hits", "bytes_sent", "bytes_received", "packets", "tcp_retries", "timeouts",
-                         "timeout_retries", "retransmits"):
+                         "timeout_retries", "retransmits", "hedges"):
                 setattr(stats, name, getattr(stats, name) + getattr(fetch.stats, name))
             stats.plan_queries = fetch.stats.queries
         if published.error:
@@ -337,6 +339,11 @@ class _BaseResolver:
         stats.settings = {"k": list(ks), "leaf_k": whole.leaf_k, "best_leaf_k": whole.best_leaf_k, "beam": whole.beam,
                           "model": embedder.model if embedder is not None else chosen.model or ""}
         stats.embed_note = stats.embed_note or (f"published model {note}; no vector sent" if note else "")
+
+    def _order(self, q: Query) -> None:
+        """A zone's servers, the nearest first, before its first question is sent (:meth:`RttTable.ordered`)."""
+        if q.attempts == 0 and len(q.servers) > 1:
+            q.servers = self.rtt.ordered(q.servers)
 
     def _cached(self, q: Query):
         """A parsed reply for *q* from the cache, or None."""
@@ -409,6 +416,7 @@ class Resolver(_BaseResolver):
                         if hit is not None:
                             ready.extend(walk.take(q, None, cached=hit))
                         else:
+                            self._order(q)
                             sent = time.perf_counter()  # before sending: the reply may be back before send() returns
                             try:
                                 if q.tcp:
@@ -422,7 +430,7 @@ class Resolver(_BaseResolver):
                                 continue
                             selector.register(sock, events, exchange)
                             resends = [] if q.tcp else resend_times(sent, self.rtt.rto(q.server, self.timeout), self.timeout)
-                            inflight[sock] = _InFlight(q, sent, resends)
+                            inflight[sock] = _InFlight(q, sent, resends, sock)
                     if inflight:
                         ready.extend(self._collect(walk, selector, inflight, deadline))
             finally:
@@ -436,7 +444,9 @@ class Resolver(_BaseResolver):
         out: list[Query] = []
         for key, _ in selector.select(wait_for):
             sock, exchange = key.fileobj, key.data
-            flight = inflight[sock]
+            flight = inflight.get(sock)
+            if flight is None:  # its query was answered through the other socket of its hedge just now
+                continue
             q, started = flight.query, flight.started
             ms = (time.perf_counter() - started) * 1000
             try:
@@ -452,31 +462,64 @@ class Resolver(_BaseResolver):
                 err = None
             except OSError as exc:  # refused, reset, ICMP port unreachable: the server is down
                 wire, err = None, exc
-            selector.unregister(sock)
-            sock.close()
-            del inflight[sock]
+                if len(flight.socks) > 1:  # one server of a hedge down: the other may still answer
+                    self._forget(selector, inflight, sock)
+                    flight.socks.remove(sock)
+                    continue
+            for each in flight.socks:
+                self._forget(selector, inflight, each)
+            if sock is flight.hedge_sock:
+                self.rtt.missed(q.server, (time.perf_counter() - started))  # the first never answered in time
+                q.hedged()  # the zone's next server answered
             if wire is not None and not q.tcp and flight.sends == 1:  # Karn: a datagram sent twice times neither
                 self.rtt.observe(q.server, ms / 1000)  # (a TCP exchange's connect is a round trip more)
             out.extend(walk.take(q, wire, err, ms))
             self._remember(q)
         now = time.perf_counter()
-        for sock, flight in list(inflight.items()):
+        for flight in {id(f): f for f in inflight.values()}.values():
             q, started = flight.query, flight.started
             if flight.resends and now >= flight.resends[0] and now - started < self.timeout:
                 flight.resends.pop(0)
-                try:
-                    sock.send(q.wire)  # the same socket: a reply to either send is taken
-                    flight.sends += 1
-                    walk.stats.retransmits += 1
-                except OSError:
-                    pass
+                self._send_again(walk, selector, inflight, flight)
             if now - started >= self.timeout:
-                selector.unregister(sock)
-                sock.close()
-                del inflight[sock]
+                for each in flight.socks:
+                    self._forget(selector, inflight, each)
+                self.rtt.missed(q.server, self.timeout)
+                if flight.hedge_sock is not None:
+                    q.hedged()  # both servers asked: a retry goes past them
+                    self.rtt.missed(q.server, self.timeout)
                 out.extend(walk.take(q, None, TimeoutError(f"no reply from {q.server[0]}:{q.server[1]} "
                                                            f"within {self.timeout:g} s"), (now - started) * 1000))
         return out
+
+    @staticmethod
+    def _forget(selector, inflight: dict, sock) -> None:
+        selector.unregister(sock)
+        sock.close()
+        del inflight[sock]
+
+    def _send_again(self, walk: Walk, selector, inflight: dict, flight: _InFlight) -> None:
+        """A resend of *flight*'s datagram on its first socket (a reply to either send is taken), and at
+        the first, the same question to the zone's next server from a socket of its own (hedging)."""
+        q = flight.query
+        try:
+            flight.socks[0].send(q.wire)
+            flight.sends += 1
+            walk.stats.retransmits += 1
+        except OSError:
+            pass
+        hedge = q.hedge if flight.hedge_sock is None else None
+        if hedge is not None:
+            try:
+                sock = transport.udp_send(q.wire, *hedge)
+            except OSError:
+                return
+            selector.register(sock, selectors.EVENT_READ, None)
+            inflight[sock] = flight
+            flight.socks.append(sock)
+            flight.hedge_sock = sock
+            flight.sends += 1
+            walk.stats.hedges += 1
 
     def close(self) -> None:
         """Nothing to release (kept so that ``with Resolver() as r:`` reads naturally)."""
@@ -499,19 +542,33 @@ class AsyncResolver(_BaseResolver):
         t0 = time.perf_counter()
         address, port = q.server
         sent: list = []  # one item a send of a UDP datagram
+        via: list = []  # the server that answered
+        hedge = None
         try:
             if q.tcp:
                 wire = await transport.atcp(q.wire, address, port, self.timeout)
             else:
                 resends = tuple(resend_times(0.0, self.rtt.rto(q.server, self.timeout), self.timeout))  # from now
-                wire = await transport.audp(q.wire, address, port, self.timeout, resends, sent)
+                hedge = q.hedge if resends else None  # the zone's next server, asked at the first resend
+                wire = await transport.audp(q.wire, address, port, self.timeout, resends, sent, hedge=hedge, via=via)
                 if len(sent) == 1:  # Karn: a reply to a datagram sent twice times neither
                     self.rtt.observe(q.server, time.perf_counter() - t0)
             return wire, None, (time.perf_counter() - t0) * 1000
         except (OSError, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError):
+                self.rtt.missed(q.server, self.timeout)
             return None, exc, (time.perf_counter() - t0) * 1000
         finally:
-            stats.retransmits += max(0, len(sent) - 1)
+            hedged = hedge is not None and len(sent) > 1  # the hedge went with the first resend
+            if hedged:
+                stats.hedges += 1
+                if not via or via[0] == hedge:  # the hedge answered, or neither did: a retry goes past both
+                    if via:
+                        self.rtt.missed(q.server, time.perf_counter() - t0)  # the first never answered in time
+                    q.hedged()
+                    if not via:
+                        self.rtt.missed(q.server, self.timeout)
+            stats.retransmits += max(0, len(sent) - 1 - hedged)
 
     async def resolve(self, intent: str, k: int | tuple[int, ...] | None = None, service: str = ANY_SERVICE, *,
                       trust=None, exclude=None, top: int | None = None, leaf_k: int | None = None, split: bool = False,
@@ -565,6 +622,7 @@ class AsyncResolver(_BaseResolver):
                 if hit is not None:
                     ready.extend(walk.take(q, None, cached=hit))
                 else:
+                    self._order(q)
                     inflight[asyncio.ensure_future(self._exchange(q, walk.stats))] = q
             if inflight:
                 done, _ = await asyncio.wait(inflight, timeout=max(0.0, deadline - time.perf_counter()),

@@ -97,6 +97,7 @@ class Stats:
     timeouts: int = 0
     retransmits: int = 0  # UDP datagrams sent again after their server's retransmission timeout (rtt.py)
     timeout_retries: int = 0  # queries asked again (once each) after a timeout on the zone's last server
+    hedges: int = 0  # UDP queries sent to the zone's next server too, when the first wait was over (hedging)
     nodes_visited: int = 0  # distinct zones asked
     ms: float = 0.0  # from the resolution's turn to its end (the wait for a turn is ``queued_ms``)
     #: milliseconds the resolution waited for a turn, the resolver's ``max_walks`` being out (a gateway's queue)

@@ -8,6 +8,10 @@ sends the same datagram again, on the same socket, so that a reply to either sen
 further send waits twice as long, until the query's whole timeout is spent. On a network that loses a
 datagram now and then this costs about one RTO instead of the whole timeout; on loopback, nothing.
 
+A zone's servers are asked the nearest first (:meth:`RttTable.ordered`); one that gave no reply in
+time (a timeout, or another server answered its hedge first) counts as at least that far
+(:meth:`RttTable.missed`), so that the next query asks the others first.
+
 Pure computation, no I/O and no clock of its own: the drivers (:mod:`.resolver`) pass the times.
 """
 
@@ -35,6 +39,7 @@ class RttTable:
     def __init__(self, max_servers: int = MAX_SERVERS) -> None:
         self._rtt: dict[tuple[str, int], tuple[float, float]] = {}
         self._all: tuple[float, float] | None = None  # every server's replies in one estimate
+        self._missed: dict[tuple[str, int], float] = {}  # servers that gave no reply in time: how long they made us wait
         self._max = max_servers
         self._lock = threading.Lock()
 
@@ -42,6 +47,7 @@ class RttTable:
         """A reply from *server* *seconds* after the query's only send."""
         with self._lock:
             self._rtt[server] = self._update(self._rtt.pop(server, None), seconds)  # the most recent last
+            self._missed.pop(server, None)  # it answers again
             self._all = self._update(self._all, seconds)
             if len(self._rtt) > self._max:
                 del self._rtt[next(iter(self._rtt))]
@@ -52,6 +58,29 @@ class RttTable:
         srtt, rttvar = old
         rttvar = (1 - self.BETA) * rttvar + self.BETA * abs(srtt - seconds)
         return (1 - self.ALPHA) * srtt + self.ALPHA * seconds, rttvar
+
+    def missed(self, server: tuple[str, int], seconds: float) -> None:
+        """*server* gave no reply in *seconds* (its query timed out, or another server of its zone
+        answered first): :meth:`ordered` takes it to be at least that far until it answers again, so
+        that the next query asks the zone's other servers first (its retransmission timeout is not
+        changed: a zone with one server is waited for as before)."""
+        with self._lock:
+            self._missed[server] = max(self._missed.pop(server, 0.0), seconds)
+            if len(self._missed) > self._max:
+                del self._missed[next(iter(self._missed))]
+
+    def ordered(self, servers: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """*servers* (one zone's), the nearest first by smoothed round trip; a server never heard from
+        counts as far as the others together, one that missed as far as it made the resolver wait, and
+        ties keep their order (the zone's)."""
+        with self._lock:
+            known, missed, every = dict(self._rtt), dict(self._missed), self._all
+        unknown = every[0] if every is not None else 0.0
+
+        def distance(server) -> float:
+            return max(known[server][0] if server in known else unknown, missed.get(server, 0.0))
+
+        return sorted(servers, key=distance)
 
     def srtt(self, server: tuple[str, int]) -> float | None:
         """The smoothed round trip to *server*, or None before its first reply."""

@@ -58,8 +58,9 @@ def _udp_protocol() -> type:
     import asyncio
 
     class UDPProtocol(asyncio.DatagramProtocol):
-        def __init__(self, wire: bytes, future: asyncio.Future) -> None:
-            self.wire, self.future = wire, future
+        def __init__(self, wire: bytes, future: asyncio.Future, server=None, via: list | None = None,
+                     hedge: bool = False) -> None:
+            self.wire, self.future, self.server, self.via, self.hedge = wire, future, server, via, hedge
 
         def connection_made(self, transport) -> None:
             transport.sendto(self.wire)
@@ -67,29 +68,36 @@ def _udp_protocol() -> type:
         def datagram_received(self, data: bytes, addr) -> None:
             if data[:2] == self.wire[:2] and not self.future.done():
                 self.future.set_result(data)
+                if self.via is not None:
+                    self.via.append(self.server)
 
         def error_received(self, exc: Exception) -> None:
-            if not self.future.done():
+            if not self.future.done() and not self.hedge:  # a hedge refused: the first server may answer
                 self.future.set_exception(exc)
 
     return UDPProtocol
 
 
 async def audp(wire: bytes, address: str, port: int, timeout: float, resend_after: tuple[float, ...] = (),
-               sent: list | None = None) -> bytes:
+               sent: list | None = None, hedge: tuple[str, int] | None = None, via: list | None = None) -> bytes:
     """The reply to *wire* from *address*:*port* within *timeout* seconds; the datagram goes again from
     the same socket *resend_after* seconds after the first send (a reply to either is taken), and
-    *sent*, when given, gets one item a send."""
+    *sent*, when given, gets one item a send. *hedge*: another server of the same zone, sent the
+    datagram too at the first resend, from a socket of its own (a reply from either is taken); *via*,
+    when given, gets the server that answered."""
     import asyncio
 
     loop = asyncio.get_running_loop()
     future: asyncio.Future = loop.create_future()
     protocol = _udp_protocol()
-    transport, _ = await loop.create_datagram_endpoint(lambda: protocol(wire, future),
+    transport, _ = await loop.create_datagram_endpoint(lambda: protocol(wire, future, (address, port), via),
                                                        remote_addr=(address, port))
+    endpoints = [transport]
     if sent is not None:
         sent.append(0.0)
     resends = [loop.call_later(after, _resend, transport, wire, future, sent) for after in resend_after]
+    if hedge is not None and resend_after:
+        resends.append(loop.call_later(resend_after[0], _hedge, loop, wire, future, hedge, via, sent, endpoints))
     try:  # asyncio.timeout, not wait_for: Python 3.11's wait_for could swallow the caller's cancel
         async with asyncio.timeout(timeout):
             return await future
@@ -98,7 +106,10 @@ async def audp(wire: bytes, address: str, port: int, timeout: float, resend_afte
     finally:
         for handle in resends:
             handle.cancel()
-        transport.close()
+        if not future.done():
+            future.cancel()  # so that a hedge's endpoint opened after this closes itself
+        for each in endpoints:
+            each.close()
 
 
 def _resend(transport, wire: bytes, future, sent: list | None) -> None:
@@ -106,6 +117,28 @@ def _resend(transport, wire: bytes, future, sent: list | None) -> None:
         transport.sendto(wire)
         if sent is not None:
             sent.append(0.0)
+
+
+def _hedge(loop, wire: bytes, future, server: tuple[str, int], via: list | None, sent: list | None,
+           endpoints: list) -> None:
+    """Send *wire* to *server* from a new socket whose reply settles *future* too (hedging)."""
+    if future.done():
+        return
+    if sent is not None:
+        sent.append(0.0)
+    opening = loop.create_task(loop.create_datagram_endpoint(
+        lambda: _udp_protocol()(wire, future, server, via, hedge=True), remote_addr=server))
+
+    def opened(task) -> None:
+        if task.cancelled() or task.exception() is not None:
+            return
+        transport = task.result()[0]
+        if future.done():
+            transport.close()
+        else:
+            endpoints.append(transport)
+
+    opening.add_done_callback(opened)
 
 
 async def atcp(wire: bytes, address: str, port: int, timeout: float) -> bytes:

@@ -208,6 +208,19 @@ class Query:
     def server(self) -> tuple[str, int]:
         return self.servers[self.server_index]
 
+    @property
+    def hedge(self) -> tuple[str, int] | None:
+        """The zone's next server, which a driver asks as well when the first wait for :attr:`server`
+        is over (a hedge: before that server times out); None over TCP, or with no server left to try."""
+        if self.tcp or self.server_index + 1 >= min(len(self.servers), MAX_SERVERS_TRIED):
+            return None
+        return self.servers[self.server_index + 1]
+
+    def hedged(self) -> None:
+        """Both :attr:`server` and :attr:`hedge` were asked, and the reply (or the lack of one) is the
+        hedge's to answer for: the query stands at that server from now on (a retry goes past both)."""
+        self.server_index += 1
+
 
 @dataclass
 class Walk:

@@ -354,11 +354,11 @@ def test_intent_longer_than_the_option_allows_is_shortened_not_refused(demo_tree
 
 
 @pytest.mark.integration
-def test_timeout_moves_to_the_zones_other_server(tmp_path):
-    """A name server that swallows queries (no reply, no ICMP): the walk times out and uses the other."""
-    # The resolver has one timeout for every query, so the live servers of the walk must answer within
-    # the time the black hole is given: 2 s (not 0.3 s), so that a loaded machine does not time them out too.
-    timeout = 2.0
+def test_a_silent_server_is_hedged_with_the_zones_other_server(tmp_path):
+    """A name server that swallows queries (no reply, no ICMP): once its retransmission timeout is over,
+    well before the query's timeout, the zone's other server is asked as well and its reply taken."""
+    # a long timeout: only a hedge, not a timeout, can end the wait for the silent server early
+    timeout = 5.0
     d, subnet = _two_server_tree(tmp_path)
     tree = start_tree(d)
     blackhole = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -372,9 +372,9 @@ def test_timeout_moves_to_the_zones_other_server(tmp_path):
         tree.stop()
     assert res.tools
     weather_hops = [h for h in res.trace if h.zone == "weather.tools."]
-    assert weather_hops[0].rcode == "TimeoutError" and weather_hops[0].ms >= 0.9 * timeout * 1000
-    assert weather_hops[-1].server.startswith(f"{subnet}.102:") and weather_hops[-1].rcode == "NOERROR"
-    assert res.stats.timeouts == 1
+    assert [h.rcode for h in weather_hops] == ["NOERROR"]  # one exchange: no timeout, no retry
+    assert weather_hops[0].server.startswith(f"{subnet}.102:")  # answered by the other server
+    assert res.stats.timeouts == 0 and res.stats.hedges >= 1
 
 
 @pytest.mark.integration
@@ -542,6 +542,52 @@ class _DroppingRelay(_UdpThread):
                 up.sendto(wire, self.server)
                 self.sock.sendto(up.recv(65535), client)
                 self.relayed += 1
+
+
+class _BlackHole(_UdpThread):
+    """A UDP name server that reads every query and answers none (a host gone, a firewall dropping)."""
+
+    def __init__(self) -> None:
+        self.swallowed = 0
+        super().__init__()
+
+    def _serve(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.sock.recvfrom(65535)
+                self.swallowed += 1
+            except socket.timeout:
+                continue
+
+
+def test_a_zone_whose_first_server_is_silent_is_answered_by_its_next_before_the_first_times_out(demo_tree):
+    """Hedging (issue 44): the root's first server answers nothing; when the first wait for it is over
+    (its retransmission timeout, well inside the query's timeout), the resolver asks the root's second
+    server as well and takes its reply: no timeout, no retry after one, the tools found; sync and async.
+    The silent server then counts as far: the same resolver's next resolution asks the other first."""
+    async def twice(resolver):
+        return [await resolver.resolve(intent) for intent in ("historical weather Hong Kong", "rain forecast")]
+
+    for drive in ("sync", "async"):
+        hole = _BlackHole()
+        try:
+            kwargs = dict(root=[hole.address, demo_tree.root()], timeout=10.0, cache=False)
+            if drive == "sync":
+                with Resolver(**kwargs) as r:
+                    res = r.resolve("historical weather Hong Kong")
+                    swallowed = hole.swallowed
+                    again = r.resolve("rain forecast")
+            else:
+                res, again = asyncio.run(twice(AsyncResolver(**kwargs)))
+                swallowed = None
+        finally:
+            hole.close()
+        assert hole.swallowed >= 1, drive
+        assert res.stats.hedges >= 1 and res.stats.timeouts == 0 and res.stats.timeout_retries == 0, (drive, res.stats)
+        assert res.tools and res.tools[0].zone == "hko.weather.tools.", (drive, res.errors)
+        assert not res.errors, (drive, res.errors)
+        assert again.tools and again.stats.hedges == 0 and again.stats.timeouts == 0, (drive, again.stats)
+        assert swallowed in (None, hole.swallowed), drive  # the silent server not asked again
 
 
 def test_a_query_lost_once_is_asked_again_and_the_resolution_succeeds(demo_tree):

@@ -52,3 +52,17 @@ def test_resends_back_off_within_the_timeout():
     assert resend_times(10.0, 0.1, 1.0) == pytest.approx([10.1, 10.3, 10.7])  # waits 0.1, 0.2, 0.4
     assert len(resend_times(0.0, 0.01, 100.0)) == MAX_SENDS - 1
     assert resend_times(0.0, 1.0, 1.0) == []  # the rto is the whole timeout: sent once
+
+
+def test_a_server_that_missed_is_asked_after_the_others_until_it_answers_again():
+    table = RttTable()
+    table.observe(A, 0.050)
+    table.observe(B, 0.080)
+    assert table.ordered([B, A]) == [A, B]  # the nearest first
+    c = ("192.0.2.3", 53)
+    assert table.ordered([c, B, A]) == [A, c, B]  # never heard from: as far as the others together
+    table.missed(A, 1.0)  # timed out, or another answered its hedge first
+    assert table.ordered([A, B]) == [B, A]
+    assert table.rto(A, 5.0) == pytest.approx(0.050 + 4 * 0.025)  # its own wait is not changed
+    table.observe(A, 0.050)  # it answers again: near again
+    assert table.ordered([B, A]) == [A, B]
