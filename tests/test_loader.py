@@ -233,3 +233,27 @@ def test_which_loader_a_lazy_tree_gets(built, tmp_path):
     assert _loader(zones, 2, other).snapshots == str(other) and _loader(zones, 2, other).processes == 2
     assert _loader(tmp_path, 1, True).snapshots is None  # a tree without .snapshots: none
     assert _loader(zones, 0, True) is None
+
+
+def test_an_index_pickled_in_pieces_decides_as_the_one_built(tmp_path):
+    """Pieces: tools a few dozen at a time, postings some hundred terms at a time (more terms here than
+    one piece holds), each unpickled by a call of its own; the zone and the index whole again."""
+    import random
+
+    from tooldns.serving.loader import TERMS_A_PIECE, TOOLS_A_PIECE, pickle_in_pieces, unpickle_pieces
+
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(3 * TERMS_A_PIECE)]
+    tool = "- {{label: t{0}, name: tool {0}, service: mcp, target: t.example., port: 443, description: '{1}'}}\n"
+    path = tmp_path / "many.tools.yaml"
+    path.write_text("origin: many.tools.\nsoa: {serial: 1}\nnameservers: [{name: ns1.many.tools., address: 127.0.0.1}]\n"
+                    "tools:\n" + "".join(tool.format(i, " ".join(rng.sample(words, 12))) for i in range(3 * TOOLS_A_PIECE)))
+    built_ix = ZoneIndex(load_zone(path))
+    pieces = pickle.loads(pickle_in_pieces(built_ix.zone, built_ix))
+    assert sum(kind == "join" for kind, _, _ in pieces) == 1 and sum(kind == "obj" for kind, _, _ in pieces) > 6
+    zone, read = unpickle_pieces(pickle_in_pieces(built_ix.zone, built_ix))
+    assert zone == built_ix.zone and read.zone is zone and read.tool_candidates[("mcp", "tcp")].entries[0] is zone.tools[0]
+    for intent in [" ".join(rng.sample(words, 3)) for _ in range(20)]:
+        assert _decided(read, intent) == _decided(built_ix, intent), intent
+    with pytest.raises(ValueError):
+        unpickle_pieces(pickle.dumps([]))

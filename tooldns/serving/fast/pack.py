@@ -35,6 +35,7 @@ it; dnslib writes a wrong one), which only a TCP answer of more than 16 KB could
 from __future__ import annotations
 
 import struct
+import time
 from array import array
 
 from dnslib import CNAME, QTYPE, RR, DNSBuffer, DNSLabel
@@ -57,6 +58,9 @@ Record = tuple[Name, bytes, "Name | None"]
 _U16 = struct.Struct("!H")
 _HEAD = struct.Struct("!HHI")  # type, class, TTL
 _FLAGS_COUNTS = struct.Struct("!HHHHH")
+#: tools packed between two turns given to other threads (compiled code never gives the lock back
+#: by itself: 160 tools take about a millisecond)
+TOOLS_A_TURN = 32
 #: the last offset a compression pointer can reach (14 bits)
 _MAX_POINTER = 0x3FFF
 _TXT_HEAD = _HEAD.pack(QTYPE.TXT, 1, 0)  # ranking TXT records: class IN, TTL 0 (they depend on the intent)
@@ -394,8 +398,11 @@ class PackedZone:
         #: per tool: its SRV record's type, class, TTL and RDATA length, and the weight, port and target
         #: that follow the priority; owner and strings of its TXT record, and the strings without the
         #: description (the brief option)
-        self.tools: dict[int, tuple[bytes, bytes, Name, bytes, bytes]] = {
-            id(tool): _tool_pieces(ix, tool) for tool in ix.zone.tools}
+        self.tools: dict[int, tuple[bytes, bytes, Name, bytes, bytes]] = {}
+        for i, tool in enumerate(ix.zone.tools):
+            if i % TOOLS_A_TURN == TOOLS_A_TURN - 1:
+                time.sleep(0)  # the interpreter's lock to the event loop if it waits (a loading thread packs)
+            self.tools[id(tool)] = _tool_pieces(ix, tool)
         self._opt: dict[tuple[int, int, str] | None, bytes] = {}
 
     @staticmethod
