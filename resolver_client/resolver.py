@@ -341,7 +341,7 @@ class _BaseResolver:
         stats.embed_note = stats.embed_note or (f"published model {note}; no vector sent" if note else "")
 
     def _order(self, q: Query) -> None:
-        """A zone's servers, the nearest first, before its first question is sent (:meth:`RttTable.ordered`)."""
+        """A zone's servers, those that missed last, before its first question is sent (:meth:`RttTable.ordered`)."""
         if q.attempts == 0 and len(q.servers) > 1:
             q.servers = self.rtt.ordered(q.servers)
 

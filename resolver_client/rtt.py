@@ -8,9 +8,9 @@ sends the same datagram again, on the same socket, so that a reply to either sen
 further send waits twice as long, until the query's whole timeout is spent. On a network that loses a
 datagram now and then this costs about one RTO instead of the whole timeout; on loopback, nothing.
 
-A zone's servers are asked the nearest first (:meth:`RttTable.ordered`); one that gave no reply in
-time (a timeout, or another server answered its hedge first) counts as at least that far
-(:meth:`RttTable.missed`), so that the next query asks the others first.
+A zone's servers are asked in its order, except that one that gave no reply in time (a timeout, or
+another server answered its hedge first, :meth:`RttTable.missed`) goes after the others until it
+answers again (:meth:`RttTable.ordered`).
 
 Pure computation, no I/O and no clock of its own: the drivers (:mod:`.resolver`) pass the times.
 """
@@ -61,26 +61,22 @@ class RttTable:
 
     def missed(self, server: tuple[str, int], seconds: float) -> None:
         """*server* gave no reply in *seconds* (its query timed out, or another server of its zone
-        answered first): :meth:`ordered` takes it to be at least that far until it answers again, so
-        that the next query asks the zone's other servers first (its retransmission timeout is not
-        changed: a zone with one server is waited for as before)."""
+        answered first): :meth:`ordered` puts it after the zone's other servers until it answers
+        again (its retransmission timeout is not changed: a zone with one server is waited for as
+        before)."""
         with self._lock:
             self._missed[server] = max(self._missed.pop(server, 0.0), seconds)
             if len(self._missed) > self._max:
                 del self._missed[next(iter(self._missed))]
 
     def ordered(self, servers: list[tuple[str, int]]) -> list[tuple[str, int]]:
-        """*servers* (one zone's), the nearest first by smoothed round trip; a server never heard from
-        counts as far as the others together, one that missed as far as it made the resolver wait, and
-        ties keep their order (the zone's)."""
+        """*servers* (one zone's) in the zone's order, those that missed after the others, the longer
+        they made the resolver wait the later."""
         with self._lock:
-            known, missed, every = dict(self._rtt), dict(self._missed), self._all
-        unknown = every[0] if every is not None else 0.0
-
-        def distance(server) -> float:
-            return max(known[server][0] if server in known else unknown, missed.get(server, 0.0))
-
-        return sorted(servers, key=distance)
+            missed = {server: self._missed[server] for server in servers if server in self._missed}
+        if not missed:
+            return servers
+        return sorted(servers, key=lambda server: missed.get(server, 0.0))
 
     def srtt(self, server: tuple[str, int]) -> float | None:
         """The smoothed round trip to *server*, or None before its first reply."""

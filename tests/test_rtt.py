@@ -58,11 +58,11 @@ def test_a_server_that_missed_is_asked_after_the_others_until_it_answers_again()
     table = RttTable()
     table.observe(A, 0.050)
     table.observe(B, 0.080)
-    assert table.ordered([B, A]) == [A, B]  # the nearest first
     c = ("192.0.2.3", 53)
-    assert table.ordered([c, B, A]) == [A, c, B]  # never heard from: as far as the others together
+    assert table.ordered([B, A, c]) == [B, A, c]  # the zone's order
     table.missed(A, 1.0)  # timed out, or another answered its hedge first
-    assert table.ordered([A, B]) == [B, A]
+    table.missed(B, 0.4)
+    assert table.ordered([A, B, c]) == [c, B, A]  # the longer one made the resolver wait, the later
     assert table.rto(A, 5.0) == pytest.approx(0.050 + 4 * 0.025)  # its own wait is not changed
-    table.observe(A, 0.050)  # it answers again: near again
-    assert table.ordered([B, A]) == [A, B]
+    table.observe(A, 0.050)  # it answers again
+    assert table.ordered([A, B, c]) == [A, c, B]
