@@ -247,3 +247,65 @@ def test_while_a_lazy_load_is_held_loaded_zones_are_answered_and_the_queue_is_bo
             thread.join(WAIT_TIMEOUT)
         assert {z: r.header.rcode for z, r in answers.items()} == {held: RCODE.NOERROR, queued: RCODE.NOERROR}
         assert _ask(address, port, refused).header.rcode == RCODE.NOERROR  # asked again: loaded
+
+
+def test_indexing_a_large_zone_gives_a_waiting_thread_turns():
+    """Compiled code never gives the interpreter's lock back by itself: the loops that index a zone call
+    ``tooldns.compiled.turn`` every few dozen tools, so that the event loop answers while a work thread
+    indexes a large zone. With the switch interval made too long to matter, the only way another thread
+    runs during the indexing is those turns: count how often it did."""
+    import sys
+    import time
+
+    from tooldns.serving.index import ZoneIndex
+    from tooldns.zone.zonefile import parse_zone
+
+    tool = "- {{label: t{0}, name: tool {0}, service: mcp, target: t.example., port: 443, description: '{1}'}}\n"
+    zone = parse_zone("origin: big.tools.\nsoa: {serial: 1}\nnameservers: [{name: ns1.big.tools., address: 127.0.0.1}]\n"
+                      "tools:\n" + "".join(tool.format(i, f"word{i} forecast rain {i % 7}") for i in range(640)))
+    ticks, building, done, started = [0], threading.Event(), threading.Event(), threading.Event()
+
+    def other() -> None:  # a thread that runs whenever it gets the lock, and gives it back at once
+        started.set()
+        while not done.is_set():
+            if building.is_set():
+                ticks[0] += 1
+            time.sleep(0)
+
+    before = sys.getswitchinterval()
+    thread = threading.Thread(target=other, daemon=True)
+    sys.setswitchinterval(100.0)
+    try:
+        thread.start()
+        started.wait(WAIT_TIMEOUT)
+        building.set()
+        ZoneIndex(zone)
+        building.clear()
+    finally:
+        done.set()
+        sys.setswitchinterval(before)
+        thread.join(WAIT_TIMEOUT)
+    assert ticks[0] >= 10  # 640 tools: a turn every 64 of them in each of two loops at least
+
+
+def test_a_replaced_index_is_freed_by_the_next_check_once_nothing_reads_it(tmp_path):
+    """A reload's old index is emptied a piece at a time (freed at once, a 10,000-tool index held the
+    lock for 57 ms) by the store's next check, not while a query still reads it."""
+    import weakref
+
+    from tooldns.serving.store import ZoneStore
+
+    path = tmp_path / "leaf.tools.yaml"
+    path.write_text((Path(__file__).resolve().parents[1] / "zones" / "history.weather.tools.yaml").read_text())
+    store = ZoneStore(str(path))
+    reader = store.index  # a query in flight holds the index it started with
+    old = weakref.ref(reader)
+    tools_before = len(reader.tool_owners)
+    path.write_text(path.read_text().replace("serial: 2026113001", "serial: 2026113002"))
+    os.utime(path, (os.stat(path).st_atime + 5, os.stat(path).st_mtime + 5))
+    assert store.check() == "reloaded" and store.index is not reader
+    assert store.check() is None and len(reader.tool_owners) == tools_before > 0  # still read: left whole
+    owners = reader.tool_owners  # (a piece of it, which does not keep it)
+    del reader
+    assert store.check() is None and old() is None  # nothing reads it: emptied and freed
+    assert owners == {}  # emptied in place, a piece at a time

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from itertools import chain, filterfalse
 from typing import Callable, Iterable, Sequence
 
+from ..compiled import TURN_EVERY, turn
 from ..exceptions import ScorerError
 from ..protocol.budget import Budget, Store
 from ..protocol.summary import FACET_TOOLS, MAX_FACETS
@@ -348,6 +349,8 @@ class BM25:
         postings: dict[str, _Posting] = {}
         get = postings.get
         for i, counts in enumerate(doc_counts):
+            if i % TURN_EVERY == TURN_EVERY - 1:
+                turn()  # a waiting event loop's turn (compiled, this loop would hold the lock throughout)
             dl = sum(counts.values())
             norm = k1 * (1 - b + b * dl / avgdl)
             for term, tf in counts.items():

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
+from ..compiled import TURN_EVERY, turn
 from ..embedding.registry import Paused, shared_intent_embeddings
 from ..protocol import names
 from ..protocol.plan import encode_plan, plan_name
@@ -38,6 +39,10 @@ def address_rr(name: str, address: str, ttl: int) -> RR:
     if ip.version == 4:
         return RR(name, QTYPE.A, ttl=ttl, rdata=A(address))
     return RR(name, QTYPE.AAAA, ttl=ttl, rdata=AAAA(address))
+
+
+#: items an index's :meth:`ZoneIndex.release` frees between two turns for other threads
+RELEASE_STEP = 2000
 
 
 class _Self:
@@ -133,15 +138,14 @@ class ZoneIndex:
         # Precomputed metadata strings for ranked answers (rank/score are prepended per query).
         # Referrals carry no summaries: a client routes by rank and score, and a referral to ten
         # children then fits one datagram instead of being retried over TCP.
-        self.ranked_tool_txt = {
-            id(t): encode_pairs(tool_metadata(t, full=False), clip=MAX_RANKED_TEXT)[1:]
-            for t in zone.tools
-        }
+        self.ranked_tool_txt: dict[int, list[bytes]] = {}
         #: the same without descriptions, for queries with the brief option (:mod:`tooldns.protocol.brief`)
-        self.brief_tool_txt = {
-            id(t): encode_pairs(tool_metadata(t, full=False, brief=True), clip=MAX_RANKED_TEXT)[1:]
-            for t in zone.tools
-        }
+        self.brief_tool_txt: dict[int, list[bytes]] = {}
+        for i, t in enumerate(zone.tools):
+            if i % TURN_EVERY == TURN_EVERY - 1:
+                turn()  # a waiting event loop's turn (a work thread indexes a large zone)
+            self.ranked_tool_txt[id(t)] = encode_pairs(tool_metadata(t, full=False), clip=MAX_RANKED_TEXT)[1:]
+            self.brief_tool_txt[id(t)] = encode_pairs(tool_metadata(t, full=False, brief=True), clip=MAX_RANKED_TEXT)[1:]
         self.child_txt = {
             id(c): encode_pairs([("kind", c.kind), *([("leaf", 1)] if c.leaf else [])])[1:]
             for c in zone.children
@@ -328,6 +332,35 @@ class ZoneIndex:
     def close(self) -> None:
         for scorer in self.scorers():
             scorer.close()
+
+    def postings(self) -> list[dict]:
+        """The postings dictionaries of this index's lexical indexes (the bulk of a leaf's index)."""
+        from ..scoring.bm25 import BM25
+
+        found: list[dict] = []
+        for scorer in self.scorers():
+            for part in (getattr(scorer, "index", None), getattr(scorer, "lexical", None),
+                         getattr(getattr(scorer, "facets", None), "index", None)):
+                if isinstance(part, BM25) and all(part._postings is not f for f in found):
+                    found.append(part._postings)
+        return found
+
+    def release(self) -> None:
+        """Empty what this index holds, a few thousand items at a time with a turn for other threads
+        between: freed at once, a 10,000-tool index held the interpreter's lock for 57 ms. Only for
+        an index nothing reads any more (:meth:`tooldns.serving.store.ZoneStore.check` makes sure)."""
+        containers = [*self.postings(), self.ranked_tool_txt, self.brief_tool_txt, self.tool_owners,
+                      *self.tools.values(), *(c.entries for c in self.tool_candidates.values())]
+        for container in containers:
+            keys = list(container) if isinstance(container, dict) else None
+            while container:
+                if keys is not None:
+                    for key in keys[-RELEASE_STEP:]:
+                        del container[key]
+                    del keys[-RELEASE_STEP:]
+                else:
+                    del container[-RELEASE_STEP:]
+                turn()
 
     def _below_child(self, name: str) -> bool:
         return any(names.is_subdomain(name, c.name) for c in self.zone.children)

@@ -37,17 +37,17 @@ import signal
 import stat
 import sys
 import threading
-import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
+from ..compiled import turn
 from ..exceptions import ZoneFileError
 from ..zone.limits import ZoneLimits
 from ..zone.model import Zone
-from ..zone.zonefile import parse_zone, read_zone_file
+from ..zone.zonefile import check_utf8, parse_zone, read_zone_file
 from .index import ZoneIndex
 
 log = logging.getLogger(__name__)
@@ -119,19 +119,6 @@ class _Unrefs(pickle.Unpickler):
         return self.objects[number]
 
 
-def _postings_of(index: ZoneIndex) -> list[dict]:
-    """The postings dictionaries of *index*'s lexical indexes (the bulk of a leaf's index)."""
-    from ..scoring.bm25 import BM25
-
-    found = []
-    for scorer in index.scorers():
-        for part in (getattr(scorer, "index", None), getattr(scorer, "lexical", None),
-                     getattr(getattr(scorer, "facets", None), "index", None)):
-            if isinstance(part, BM25) and all(part._postings is not f for f in found):
-                found.append(part._postings)
-    return found
-
-
 def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
     """*zone* and *index* pickled as pieces, each unpickled by one call of its own
     (:func:`unpickle_pieces`): the tools a few dozen at a time, the zone, each lexical index's
@@ -159,7 +146,7 @@ def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
             part = tuple(group[start:start + TOOLS_A_PIECE])
             piece(part, part)
     piece(zone)
-    for postings in _postings_of(index):
+    for postings in index.postings():
         items = list(postings.items())
         parts = [dict(items[i:i + TERMS_A_PIECE]) for i in range(0, len(items), TERMS_A_PIECE)] or [{}]
         for part in parts:
@@ -175,7 +162,7 @@ def unpickle_pieces(data: bytes) -> tuple[Zone, ZoneIndex]:
     objects: list = []
     zone = None
     for kind, payload, members in pickle.loads(data):
-        time.sleep(0)  # the interpreter's lock to whoever waits for it (the event loop) between pieces
+        turn()  # the interpreter's lock to whoever waits for it (the event loop) between pieces
         if kind == "obj":
             obj = _Unrefs(payload, objects).load()
             objects.append(obj)
@@ -258,11 +245,8 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None) -> tuple[tuple
     blob = _read_snapshot(saved) if saved is not None else None
     if blob is not None:
         return stamp, blob, True
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ZoneFileError(f"{path}:1: the file is not UTF-8 (byte {exc.start})") from None
-    zone = parse_zone(text, path, limits)
+    check_utf8(data, path)
+    zone = parse_zone(data, path, limits)
     index = ZoneIndex(zone)
     index.published_rr()  # made here, not by the serving process when the parent first asks
     try:

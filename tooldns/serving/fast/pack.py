@@ -35,11 +35,11 @@ it; dnslib writes a wrong one), which only a TCP answer of more than 16 KB could
 from __future__ import annotations
 
 import struct
-import time
 from array import array
 
 from dnslib import CNAME, QTYPE, RR, DNSBuffer, DNSLabel
 
+from ...compiled import turn
 from ...exceptions import NameError_
 from ...protocol import names
 from ...protocol.budget import Budget, Store
@@ -401,7 +401,7 @@ class PackedZone:
         self.tools: dict[int, tuple[bytes, bytes, Name, bytes, bytes]] = {}
         for i, tool in enumerate(ix.zone.tools):
             if i % TOOLS_A_TURN == TOOLS_A_TURN - 1:
-                time.sleep(0)  # the interpreter's lock to the event loop if it waits (a loading thread packs)
+                turn()  # the interpreter's lock to the event loop if it waits (a loading thread packs)
             self.tools[id(tool)] = _tool_pieces(ix, tool)
         self._opt: dict[tuple[int, int, str] | None, bytes] = {}
 
