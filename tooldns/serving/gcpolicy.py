@@ -11,7 +11,7 @@ that arrived meanwhile.
 Zones hold no reference cycles: a dropped or reloaded zone is freed by reference counting
 (``tests/test_lazy.py`` checks that dropping hundreds of zones leaves no cyclic garbage). So the
 objects of loaded zones can be moved to the collector's permanent generation (:func:`gc.freeze`),
-which full collections skip: once after the tree is loaded, and in a lazy tree after each zone load
+which full collections skip: once after the tree is loaded, and after each zone load or reload
 (:class:`QuietLoads`), which also runs without the collector: a zone's tens of thousands of new
 objects set off young collections that each scanned them, 1.5 ms each, 73 in 15 s of a flood of 30
 first-time zones a second, the longest 12.6 ms, every one holding the loop. Only ``tooldns serve``
@@ -65,11 +65,15 @@ class QuietLoads:
 
 def freeze_tree(tree) -> None:
     """For a process that serves *tree* (a :class:`tooldns.serving.tree.Tree`, just loaded) from now on:
-    collect once, then move every object alive now out of later collections; a lazy tree loads without
-    the collector, freezing after each load (:class:`QuietLoads`). And threads give the lock back within
+    collect once, then move every object alive now out of later collections; zones load and reload
+    without the collector, freezing after each (:class:`QuietLoads`). And threads give the lock back within
     :data:`SWITCH_INTERVAL`."""
     gc.collect()
     gc.freeze()
     sys.setswitchinterval(SWITCH_INTERVAL)
+    from .store import ZoneStore
+
+    quiet = QuietLoads()
+    ZoneStore.load_guard = quiet  # this process serves one tree: its reloads, and its lazy loads
     if tree.lazy is not None:
-        tree.lazy.load_guard = QuietLoads()
+        tree.lazy.load_guard = quiet

@@ -27,8 +27,10 @@ given): a file over them is refused like any invalid file.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 
@@ -43,6 +45,9 @@ from ..zone.model import Summary, Zone
 from ..zone.zonefile import load_zone
 
 log = logging.getLogger(__name__)
+
+#: checks a replaced index still read waits for before it is left to be freed whole (at 0.5 s a check: 30 s)
+RETIRED_CHECKS = 60
 
 
 def _stamp(path: str):
@@ -59,6 +64,10 @@ def stat_stamp(st: os.stat_result) -> tuple[int, int, int]:
 
 
 class ZoneStore:
+    #: what each reload runs in (``tooldns serve`` sets :class:`~.gcpolicy.QuietLoads`: no cycle
+    #: collections while the new index's objects are made, frozen after)
+    load_guard = contextlib.nullcontext()
+
     def __init__(self, path: str | os.PathLike, limits: ZoneLimits | None = None, signing: Signing | None = None,
                  *, learned: dict[str, Summary] | None = None, served: int | None = None,
                  changed: bool = False, loaded: Loaded | None = None) -> None:
@@ -95,6 +104,8 @@ class ZoneStore:
         self.reload_errors = 0
         #: called with no arguments after each reload that swapped the index
         self.listeners: list[Callable[[], None]] = []
+        #: indexes replaced, to be freed a piece at a time: [index, checks it was found still read]
+        self._retired: list[list] = []
 
     @property
     def zone(self):
@@ -153,6 +164,24 @@ class ZoneStore:
                        and child.summary.serial != self.learned[child.name].serial
                        for child in self.file_zone.children)
 
+    def _reloaded(self) -> tuple[Zone, ZoneIndex]:
+        """The file read again and the index that is to replace the one served, with the serial it is
+        to serve (what was learned of children the file no longer has forgotten; both restored if
+        the index cannot be built)."""
+        zone = load_zone(self.path, self.limits)
+        if zone.origin != self.index.origin:
+            raise ZoneFileError(f"{self.path}:1: origin changed from {self.index.origin} to {zone.origin}; "
+                                "a running server keeps its origin: restart to move it")
+        children = {c.name for c in zone.children}
+        learned = {name: s for name, s in self.learned.items() if name in children}
+        serial, self.serial = self.serial, self._next_serial(zone)
+        self.learned, before = learned, self.learned
+        try:
+            return zone, self._replacing(self._served(zone))
+        except Exception:
+            self.serial, self.learned = serial, before
+            raise
+
     def _next_serial(self, zone: Zone) -> int:
         return max(zone.soa.serial, self.serial + 1) % 2**32
 
@@ -180,12 +209,29 @@ class ZoneStore:
     def _swap(self, index: ZoneIndex) -> None:
         old, self.index = self.index, index
         old.close()  # stops a replaced LLM scorer's probe
+        self._retired.append([old, 0])  # freed a piece at a time by a later check(), once nothing reads it
         for listener in self.listeners:
             listener()
+
+    def _release_retired(self) -> None:
+        """Free the indexes replaced since the last check that nothing reads any more, a piece at a time
+        (:meth:`ZoneIndex.release`); one still read (a query in flight) waits for the next check, and
+        after :data:`RETIRED_CHECKS` of them is left to be freed whole when its last reader lets go."""
+        kept = []
+        for entry in self._retired:
+            # held by the entry and by getrefcount's argument alone: nobody reads it
+            if sys.getrefcount(entry[0]) <= 2:
+                entry[0].release()
+            elif entry[1] < RETIRED_CHECKS:
+                entry[1] += 1
+                kept.append(entry)
+        self._retired = kept
 
     def check(self) -> str | None:
         """Reload if the file changed. Returns 'reloaded', 'kept' (bad edit), 'missing' or None."""
         with self._lock:
+            if self._retired:
+                self._release_retired()
             return self._check()
 
     def _check(self) -> str | None:
@@ -197,19 +243,8 @@ class ZoneStore:
             log.warning("%s: file is gone; still serving its last version", self.path)
             return "missing"
         try:
-            zone = load_zone(self.path, self.limits)
-            if zone.origin != self.index.origin:
-                raise ZoneFileError(f"{self.path}:1: origin changed from {self.index.origin} to {zone.origin}; "
-                                    "a running server keeps its origin: restart to move it")
-            children = {c.name for c in zone.children}
-            learned = {name: s for name, s in self.learned.items() if name in children}
-            serial, self.serial = self.serial, self._next_serial(zone)
-            self.learned, before = learned, self.learned
-            try:
-                index = self._replacing(self._served(zone))
-            except Exception:
-                self.serial, self.learned = serial, before
-                raise
+            with self.load_guard:
+                zone, index = self._reloaded()
         except ZoneFileError as exc:
             self.last_error = str(exc)
             log.error("%s\n%s: kept the last good version (serial %d)", exc, self.path, self.index.zone.soa.serial)
