@@ -12,6 +12,7 @@ from dnslib import EDNS0, RCODE, DNSRecord, EDNSOption
 
 from resolver_client import AsyncResolver, Resolver, ResolverError
 from resolver_client.walk import AUTO_BEAM, DEFAULT_BEAM
+from tooldns.netsim import SilentServer
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 
 from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, copy_tree, fresh_subnet, start_tree, wait_until, ZONES
@@ -544,22 +545,6 @@ class _DroppingRelay(_UdpThread):
                 self.relayed += 1
 
 
-class _BlackHole(_UdpThread):
-    """A UDP name server that reads every query and answers none (a host gone, a firewall dropping)."""
-
-    def __init__(self) -> None:
-        self.swallowed = 0
-        super().__init__()
-
-    def _serve(self) -> None:
-        while not self.done.is_set():
-            try:
-                self.sock.recvfrom(65535)
-                self.swallowed += 1
-            except socket.timeout:
-                continue
-
-
 def test_a_zone_whose_first_server_is_silent_is_answered_by_its_next_before_the_first_times_out(demo_tree):
     """Hedging (issue 44): the root's first server answers nothing; when the first wait for it is over
     (its retransmission timeout, well inside the query's timeout), the resolver asks the root's second
@@ -569,7 +554,7 @@ def test_a_zone_whose_first_server_is_silent_is_answered_by_its_next_before_the_
         return [await resolver.resolve(intent) for intent in ("historical weather Hong Kong", "rain forecast")]
 
     for drive in ("sync", "async"):
-        hole = _BlackHole()
+        hole = SilentServer(f"{fresh_subnet()}.1")
         try:
             kwargs = dict(root=[hole.address, demo_tree.root()], timeout=10.0, cache=False)
             if drive == "sync":

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from resolver_client import Resolver
-from tooldns.building.build import build
 from tooldns.protocol import names
 from tooldns.protocol.intent import Intent
 from tooldns.serving.index import SELF, ZoneIndex
@@ -25,22 +24,8 @@ from tooldns.serving.lookup import lookup
 from tooldns.serving.tree import TreeThread
 from tooldns.zone.zonefile import load_zone, zone_files
 
-from conftest import REPLY_TIMEOUT, free_port, fresh_subnet
-from test_build import synthetic_catalog
-from test_lazy import INTENTS
-
-import json
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """A built tree of 120 tools in about 20 zones on one address (with its .snapshots directory)."""
-    tmp = tmp_path_factory.mktemp("loader")
-    catalog = tmp / "services.json"
-    catalog.write_text(json.dumps(synthetic_catalog()))
-    address = f"{fresh_subnet()}.1"
-    build([str(catalog)], str(tmp / "zones"), subnet=address, tree_options={"max_leaf": 6, "max_children": 4})
-    return tmp / "zones", address
+from conftest import REPLY_TIMEOUT, free_port
+from test_lazy import INTENTS, built  # noqa: F401  (the fixture: a built tree of about 20 zones on one address)
 
 
 def _copied(built, tmp_path) -> Path:

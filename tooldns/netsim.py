@@ -16,7 +16,8 @@ jitter) in each direction, dropping a share of it.
 Every server of a tree listens on one port (:mod:`tooldns.serving.tree`), and the resolver asks each
 glue address at the port of the server that referred it, so a simulator on port P of every address a
 tree names, the resolver's root at ``(root address, P)``, puts every query of a walk behind the
-simulated network. Used by ``scripts/bench/bench_network.py``.
+simulated network. Used by ``scripts/bench/bench_network.py``. :class:`SilentServer` is the other
+extreme: a name server whose host is gone or whose firewall drops everything (``bench_hedge.py``).
 
     >>> with NetSim([("127.0.0.1", 5300)], one_way=0.025, loss=0.01) as sim:
     ...     root = sim.address_of(("127.0.0.1", 5300))    # ("127.0.0.1", <the proxy's port>)
@@ -255,6 +256,37 @@ class NetSim:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class SilentServer:
+    """A UDP socket on *address* (port *port*, 0: any) that reads every datagram and answers none, in a
+    thread of its own until :meth:`close`; :attr:`swallowed` counts what it read."""
+
+    def __init__(self, address: str = "127.0.0.1", port: int = 0) -> None:
+        self.sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((address, port))
+        self.sock.settimeout(0.05)
+        self.swallowed = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="tooldns-silent", daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.sock.getsockname()[:2]
+
+    def _serve(self) -> None:
+        while not self._done.is_set():
+            try:
+                self.sock.recvfrom(65535)
+                self.swallowed += 1
+            except (socket.timeout, OSError):
+                continue
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self.sock.close()
 
 
 def _free_port(addresses: list[str], attempts: int = 50) -> int:

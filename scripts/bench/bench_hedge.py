@@ -19,10 +19,8 @@ and prints p50 and p99 milliseconds, hedges and timeouts per resolution, for:
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -34,31 +32,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))  # bench_resolve's intents
 from bench_resolve import INTENTS  # noqa: E402
 from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
-
-
-class Silent:
-    """A UDP socket on loopback that reads every datagram and answers none."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.1)
-        self.done, self.swallowed = threading.Event(), 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.done.is_set():
-            try:
-                self.sock.recvfrom(65535)
-                self.swallowed += 1
-            except socket.timeout:
-                continue
-
-    def close(self) -> None:
-        self.done.set()
-        self.thread.join()
-        self.sock.close()
+from tooldns.netsim import SilentServer  # noqa: E402
 
 
 def run(name: str, make, intents: list[str]) -> None:
@@ -88,10 +62,10 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=2.0, help="the resolver's timeout a query (seconds)")
     args = p.parse_args()
     proc, (address, port) = start_servers(args.zones, args.port)
-    silent = Silent()
+    silent = SilentServer()
     try:
         live = (address, port)
-        both = [silent.sock.getsockname(), live]
+        both = [silent.address, live]
         run("a new resolver per resolution", lambda: Resolver(root=both, timeout=args.timeout, cache=False), INTENTS)
         run("one resolver for all", lambda: Resolver(root=both, timeout=args.timeout, cache=False), INTENTS)
         run("the live server alone", lambda: Resolver(root=[live], timeout=args.timeout, cache=False), INTENTS)
