@@ -313,7 +313,7 @@ def _add_scale_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--snapshots", metavar="DIR",
                    help="with --lazy, keep each zone's index in DIR, to be read back whole when the zone is "
                         "loaded again, even after a restart (default: the tree's .snapshots, which tooldns "
-                        "build makes; docs/performance.md)")
+                        "build makes; docs/serving.md)")
     s.add_argument("--no-snapshots", action="store_true", help="with --lazy, keep no index on disk")
     s.add_argument("--summary-floor", type=_interval, default=SUMMARY_FLOOR, metavar="S",
                    help=f"poll a child no more often than every S seconds, whatever its SOA refresh says "
