@@ -30,7 +30,7 @@ from typing import Literal
 
 from tooldns.protocol import names
 
-from .cli import ECHO, at_least_one, clipped, port_arg, timeout_arg
+from .cli import ECHO, at_least_one, clipped, port_arg, timeout_arg, unmet_text, unmet_trust
 from .describe import Parameter, ToolInfo, adescribe, tool_name
 from .exceptions import NoServersReachable, ResolverError
 from .mcp_http import SESSION_IDLE, SESSIONS_PER_CLIENT, SessionsPerClient, read_token
@@ -136,6 +136,7 @@ class ToolFinder:
         if not tools:
             raise ResolverError(_nothing_found(intent, service, mode, res))
         warnings = list(res.errors)
+        warnings += [f"trust {entry}: {unmet_text(res)}" for entry in unmet_trust(res, self.trust)]
         if self._lookups is None:
             self._lookups = asyncio.Semaphore(DETAIL_LOOKUPS)
         found = await asyncio.gather(*(self._found(t, self._lookups, warnings) for t in tools))

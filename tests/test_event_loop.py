@@ -309,3 +309,23 @@ def test_a_replaced_index_is_freed_by_the_next_check_once_nothing_reads_it(tmp_p
     del reader
     assert store.check() is None and old() is None  # nothing reads it: emptied and freed
     assert owners == {}  # emptied in place, a piece at a time
+
+
+@pytest.mark.integration
+def test_what_a_zone_makes_at_its_first_query_is_made_in_the_work_thread_at_start(tmp_path):
+    """The summary each zone publishes for its parent, and the fast path's pieces, were made by the
+    first query that needed them, on the event loop; now the work thread makes them once the tree
+    starts, before any query."""
+    import shutil
+
+    zones = tmp_path / "zones"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "zones", zones)
+    tree = start_tree(zones, summaries=False)
+    try:
+        resolvers = list(tree.tree.resolvers.values())
+        assert len(resolvers) > 5
+        assert wait_until(lambda: all(r.source.index._published is not None and r.fast._packed is not None
+                                      for r in resolvers), WAIT_TIMEOUT)
+        assert all(r.stats["queries"] == 0 for r in resolvers)  # no query asked for them
+    finally:
+        tree.stop()

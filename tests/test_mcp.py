@@ -286,3 +286,17 @@ def test_many_calls_at_once_of_one_client_are_not_counted_as_sessions(demo_tree,
 
         results = asyncio.run(script())
     assert all(not isinstance(r, Exception) and not r.is_error for r in results), results[:3]
+
+
+def test_find_tools_warns_of_a_trusted_organisation_the_walk_never_met(demo_tree):
+    """``tooldns mcp --trust nosuchorg`` was taken silently (issue 42): the result's warnings now say that
+    no zone of that name was met, and which organisations were."""
+    from resolver_client.mcp_server import ToolFinder
+    from resolver_client.resolver import AsyncResolver
+
+    finder = ToolFinder(AsyncResolver(root=demo_tree.root(), timeout=REPLY_TIMEOUT, cache=False),
+                        trust=["hko", "nosuchorg"])
+    found = asyncio.run(finder.find("typhoon warning"))
+    assert found.tools
+    assert "trust nosuchorg: no zone of that name was met on the walk (organisations met: hko)" in found.warnings
+    assert not any(w.startswith("trust hko") for w in found.warnings)
