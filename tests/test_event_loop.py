@@ -329,3 +329,17 @@ def test_what_a_zone_makes_at_its_first_query_is_made_in_the_work_thread_at_star
         assert all(r.stats["queries"] == 0 for r in resolvers)  # no query asked for them
     finally:
         tree.stop()
+
+
+def test_replaced_indexes_waiting_for_a_check_are_bounded():
+    """Swaps with no check between (summaries learned, keys changed, a server watching no files) keep at
+    most RETIRED_KEPT replaced indexes for the next check; older ones are freed whole."""
+    import weakref
+
+    from tooldns.serving.store import RETIRED_KEPT, ZoneStore
+
+    store = ZoneStore(str(Path(__file__).resolve().parents[1] / "zones" / "history.weather.tools.yaml"))
+    first = weakref.ref(store.index)
+    for _ in range(RETIRED_KEPT + 2):
+        store._swap(store._new_index(store.file_zone))
+    assert len(store._retired) == RETIRED_KEPT and first() is None

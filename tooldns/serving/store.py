@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: checks a replaced index still read waits for before it is left to be freed whole (at 0.5 s a check: 30 s)
 RETIRED_CHECKS = 60
+#: replaced indexes kept for the next check at most (swaps without checks: summaries learned, keys)
+RETIRED_KEPT = 4
 
 
 def _stamp(path: str):
@@ -210,6 +212,7 @@ class ZoneStore:
         old, self.index = self.index, index
         old.close()  # stops a replaced LLM scorer's probe
         self._retired.append([old, 0])  # freed a piece at a time by a later check(), once nothing reads it
+        del self._retired[:-RETIRED_KEPT]  # no check for a while (--watch-interval 0): the oldest freed whole
         for listener in self.listeners:
             listener()
 
