@@ -122,18 +122,12 @@ def parse_server(text: str | tuple[str, int], default_port: int = 5300) -> tuple
     return _host(text, text), default_port
 
 
-def _check_beam(beam):
-    """*beam* when it is a whole number of at least 1, AUTO_BEAM or None; else a ResolverError."""
-    if beam is not None and beam != AUTO_BEAM and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
-        raise ResolverError(f"beam must be a whole number of at least 1, {AUTO_BEAM!r} or None, not {beam!r}")
-    return beam
-
-
-def _check_walks(max_walks: int | None) -> int | None:
-    """*max_walks* when it is a whole number of at least 1, or None; ResolverError otherwise."""
-    if max_walks is not None and (isinstance(max_walks, bool) or not isinstance(max_walks, int) or max_walks < 1):
-        raise ResolverError(f"max_walks must be a whole number of at least 1 or None, not {max_walks!r}")
-    return max_walks
+def _at_least_one(value, what: str, *also):
+    """*value* when it is a whole number of at least 1, None or one of *also*; else a ResolverError."""
+    if value is not None and value not in also and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        others = "".join(f", {a!r}" for a in also)
+        raise ResolverError(f"{what} must be a whole number of at least 1{others} or None, not {value!r}")
+    return value
 
 
 def _timed(walk: Walk | WalkGroup, asked: float, t0: float) -> None:
@@ -206,7 +200,7 @@ class _BaseResolver:
         #: (:attr:`.walk.Walk.beam`): what bounds a walk of a deep tree; None: every ranked child;
         #: AUTO_BEAM (the default): the published walk's beam, else 6 or the root's K when larger
         #: (:func:`.walk.auto_beam`)
-        self.beam = _check_beam(beam)
+        self.beam = _at_least_one(beam, "beam", AUTO_BEAM)
         #: ask the root servers for the walk the tree publishes (``_walk.<root zone>``, docs/protocol.md
         #: section 6b) and go by it where the caller gave nothing: its K, leaf K, best leaf K and beam in
         #: the default search mode, its model (when no *embedder* is given) in every mode. Kept for the
@@ -215,7 +209,7 @@ class _BaseResolver:
         self.published_walk = published_walk
         #: resolutions run at once at most (the published walk's query included); the others wait for a
         #: turn, and ``stats.queued_ms`` says how long. None: no bound
-        self.max_walks = _check_walks(max_walks)
+        self.max_walks = _at_least_one(max_walks, "max_walks")
         self._kept: tuple[float, Published] | None = None  # (monotonic expiry, what was learned)
         self._models: dict[str, tuple] = {}  # published model -> (embedder or None, why not)
 
@@ -339,6 +333,16 @@ class _BaseResolver:
         stats.settings = {"k": list(ks), "leaf_k": whole.leaf_k, "best_leaf_k": whole.best_leaf_k, "beam": whole.beam,
                           "model": embedder.model if embedder is not None else chosen.model or ""}
         stats.embed_note = stats.embed_note or (f"published model {note}; no vector sent" if note else "")
+
+    def _hedge_settled(self, q: Query, answered: bool, waited: float) -> None:
+        """A hedged query ended: its hedge *answered* (the first server missed by *waited* seconds), or
+        neither server did (the hedge missed the timeout). Either way the query now stands at the
+        hedge, so that a retry goes past both (:meth:`Query.hedged`)."""
+        if answered:
+            self.rtt.missed(q.server, waited)
+        q.hedged()
+        if not answered:
+            self.rtt.missed(q.server, self.timeout)
 
     def _order(self, q: Query) -> None:
         """A zone's servers, those that missed last, before its first question is sent (:meth:`RttTable.ordered`)."""
@@ -468,9 +472,8 @@ class Resolver(_BaseResolver):
                     continue
             for each in flight.socks:
                 self._forget(selector, inflight, each)
-            if sock is flight.hedge_sock:
-                self.rtt.missed(q.server, (time.perf_counter() - started))  # the first never answered in time
-                q.hedged()  # the zone's next server answered
+            if sock is flight.hedge_sock:  # the zone's next server answered
+                self._hedge_settled(q, True, time.perf_counter() - started)
             if wire is not None and not q.tcp and flight.sends == 1:  # Karn: a datagram sent twice times neither
                 self.rtt.observe(q.server, ms / 1000)  # (a TCP exchange's connect is a round trip more)
             out.extend(walk.take(q, wire, err, ms))
@@ -486,8 +489,7 @@ class Resolver(_BaseResolver):
                     self._forget(selector, inflight, each)
                 self.rtt.missed(q.server, self.timeout)
                 if flight.hedge_sock is not None:
-                    q.hedged()  # both servers asked: a retry goes past them
-                    self.rtt.missed(q.server, self.timeout)
+                    self._hedge_settled(q, False, self.timeout)
                 out.extend(walk.take(q, None, TimeoutError(f"no reply from {q.server[0]}:{q.server[1]} "
                                                            f"within {self.timeout:g} s"), (now - started) * 1000))
         return out
@@ -562,12 +564,8 @@ class AsyncResolver(_BaseResolver):
             hedged = hedge is not None and len(sent) > 1  # the hedge went with the first resend
             if hedged:
                 stats.hedges += 1
-                if not via or via[0] == hedge:  # the hedge answered, or neither did: a retry goes past both
-                    if via:
-                        self.rtt.missed(q.server, time.perf_counter() - t0)  # the first never answered in time
-                    q.hedged()
-                    if not via:
-                        self.rtt.missed(q.server, self.timeout)
+                if not via or via[0] == hedge:  # the hedge answered, or neither did
+                    self._hedge_settled(q, bool(via), time.perf_counter() - t0)
             stats.retransmits += max(0, len(sent) - 1 - hedged)
 
     async def resolve(self, intent: str, k: int | tuple[int, ...] | None = None, service: str = ANY_SERVICE, *,

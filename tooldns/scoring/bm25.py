@@ -489,6 +489,9 @@ class BM25Scorer(Scorer):
         except (TypeError, ValueError) as exc:
             raise ScorerError(f"bm25: {exc}") from exc
 
+    def postings(self) -> list[dict]:
+        return [(self.facets.index if self.facets is not None else self.index)._postings]
+
     def rank(self, intent: str, k: int, vector=None) -> Ranking:
         if self.facets is not None:
             return Ranking(self.facets.rank(intent, k), scorer=self.name)

@@ -127,6 +127,9 @@ class HybridScorer(Scorer):
         self._starts = np.flatnonzero(np.r_[True, self.owners[1:] != self.owners[:-1]]) if owners else self.owners
         self._with_rows = self.owners[self._starts]
 
+    def postings(self) -> list[dict]:
+        return [self.lexical._postings] + ([self.facets.index._postings] if self.facets is not None else [])
+
     def usable(self, vector: Vector | None) -> bool:
         """Whether *vector* is of this zone's model (and size), so that it can be compared."""
         return vector is not None and self.model == vector.model and self.dim == vector.dim

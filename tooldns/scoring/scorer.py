@@ -74,5 +74,11 @@ class Scorer(ABC):
         """Counters to report (``dig CH TXT stats.tooldns.``); none by default."""
         return {}
 
+    def postings(self) -> list[dict]:
+        """The postings dictionaries (term -> postings) of its lexical indexes: most of what a zone's
+        index holds, which a loading process pickles and a replaced index frees a piece at a time
+        (:mod:`tooldns.serving.loader`, :meth:`tooldns.serving.index.ZoneIndex.release`); none by default."""
+        return []
+
     def close(self) -> None:
         """Stop background work; nothing by default."""

@@ -334,16 +334,8 @@ class ZoneIndex:
             scorer.close()
 
     def postings(self) -> list[dict]:
-        """The postings dictionaries of this index's lexical indexes (the bulk of a leaf's index)."""
-        from ..scoring.bm25 import BM25
-
-        found: list[dict] = []
-        for scorer in self.scorers():
-            for part in (getattr(scorer, "index", None), getattr(scorer, "lexical", None),
-                         getattr(getattr(scorer, "facets", None), "index", None)):
-                if isinstance(part, BM25) and all(part._postings is not f for f in found):
-                    found.append(part._postings)
-        return found
+        """The postings dictionaries of this index's scorers (:meth:`~tooldns.scoring.scorer.Scorer.postings`)."""
+        return [postings for scorer in self.scorers() for postings in scorer.postings()]
 
     def release(self) -> None:
         """Empty what this index holds, a few thousand items at a time with a turn for other threads

@@ -67,11 +67,12 @@ from ..exceptions import NameError_, ZoneFileError
 from ..protocol import names
 from ..zone.limits import ZoneLimits
 from ..zone.model import Summary
+from ..zone.zonefile import stat_stamp
 from .reply import error_reply
 from .resolver import ZoneResolver
 from .loader import Loaded, ZoneLoader
 from .server import NotReady
-from .store import ZoneStore, _stamp, stat_stamp
+from .store import ZoneStore, _stamp
 from .summaries import learned_summary, publish
 
 log = logging.getLogger(__name__)

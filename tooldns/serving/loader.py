@@ -48,7 +48,7 @@ from ..compiled import turn
 from ..exceptions import ZoneFileError
 from ..zone.limits import ZoneLimits
 from ..zone.model import Zone
-from ..zone.zonefile import check_utf8, parse_zone, read_zone_file
+from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp, write_atomically
 from .index import ZoneIndex
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ _PICKLED_SOURCES = ("zone", "scoring", "protocol", "serving/index.py", "serving/
 @dataclass(frozen=True)
 class Loaded:
     """What a loading process gives back: the zone as its file says, its index, and the stamp of the
-    file it read (:func:`~tooldns.serving.store.stat_stamp`)."""
+    file it read (:func:`~tooldns.zone.zonefile.stat_stamp`)."""
 
     zone: Zone
     index: ZoneIndex
@@ -221,27 +221,22 @@ def _read_snapshot(path: Path) -> bytes | None:
 
 
 def _write_snapshot(path: Path, blob: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-        os.replace(tmp, path)
+        write_atomically(path, blob, mode=0o600, durable=False)
     except OSError as exc:  # a full disk: the zone is served all the same, and read again next time
-        tmp.unlink(missing_ok=True)
         log.warning("%s: snapshot not written (%s)", path, exc.strerror)
 
 
 def prepare(path: str, limits: ZoneLimits, snapshots: str | None) -> tuple[tuple[int, int, int], bytes, bool] | None:
     """Read, check and index the zone file at *path*: the stamp of the file read, the zone and its
-    index pickled in pieces (:func:`pickle_in_pieces`) and whether they were read from a snapshot; or None when the caller should do it itself (a large file, an index that
-    cannot be pickled). Raises :class:`ZoneFileError` for a file that cannot be served. What a
-    loading process runs; from *snapshots* (a directory checked by :func:`unsafe_directory`) when it
-    holds this file's index."""
+    index pickled in pieces (:func:`pickle_in_pieces`) and whether they were read from a snapshot; or
+    None when the caller should do it itself (a large file, an index that cannot be pickled). Raises
+    :class:`ZoneFileError` for a file that cannot be served. What a loading process runs; from
+    *snapshots* (a directory checked by :func:`unsafe_directory`) when it holds this file's index."""
     data, st = read_zone_file(path, limits)
     if len(data) > MAX_PICKLED_BYTES:
         return None
-    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    stamp = stat_stamp(st)
     saved = Path(snapshots) / _snapshot_name(data, limits) if snapshots else None
     blob = _read_snapshot(saved) if saved is not None else None
     if blob is not None:

@@ -42,7 +42,7 @@ from .index import ZoneIndex
 from .loader import Loaded
 from ..zone.limits import ZoneLimits
 from ..zone.model import Summary, Zone
-from ..zone.zonefile import load_zone
+from ..zone.zonefile import load_zone, stat_stamp
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +58,6 @@ def _stamp(path: str):
     except OSError:
         return None
     return stat_stamp(st)
-
-
-def stat_stamp(st: os.stat_result) -> tuple[int, int, int]:
-    """What tells one version of a file from another: its modification time, size and inode."""
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 class ZoneStore:
@@ -151,20 +146,26 @@ class ZoneStore:
         served serial."""
         children = []
         for child in zone.children:
-            learned = self.learned.get(child.name)
-            if learned is not None and not child.summary.pinned and child.summary.serial != learned.serial:
+            learned = self._winning(child)
+            if learned is not None:
                 child = replace(child, summary=learned, vectors=learned.vectors or child.vectors)
             children.append(child)
         return replace(zone, children=tuple(children), soa=replace(zone.soa, serial=self.serial))
+
+    def _winning(self, child) -> Summary | None:
+        """The summary learned of *child* when it wins over the file's copy: the copy is not pinned,
+        and stands for no serial or for another serial than the learned one."""
+        learned = self.learned.get(child.name)
+        if learned is not None and not child.summary.pinned and child.summary.serial != learned.serial:
+            return learned
+        return None
 
     def _as_filed(self) -> bool:
         """Whether the zone served is its file's as it is: the file's serial, and no learned summary
         that wins over the file's copy (:meth:`_served`)."""
         if self.serial != self.file_zone.soa.serial:
             return False
-        return not any(child.name in self.learned and not child.summary.pinned
-                       and child.summary.serial != self.learned[child.name].serial
-                       for child in self.file_zone.children)
+        return not any(self._winning(child) is not None for child in self.file_zone.children)
 
     def _reloaded(self) -> tuple[Zone, ZoneIndex]:
         """The file read again and the index that is to replace the one served, with the serial it is

@@ -589,6 +589,11 @@ def check_utf8(data: bytes, where: str) -> None:
             raise ZoneFileError(f"{where}:1: the file is not UTF-8 (byte {start + exc.start})") from None
 
 
+def stat_stamp(st: os.stat_result) -> tuple[int, int, int]:
+    """What tells one version of a file from another: its modification time, size and inode."""
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
 def read_zone_file(path: str | os.PathLike, limits: ZoneLimits | None = None) -> tuple[bytes, os.stat_result]:
     """The bytes of the zone file at *path* and its status as opened, within ``limits.max_file_bytes``
     (:func:`load_zone`'s reading, which :mod:`tooldns.serving.loader` shares); ZoneFileError when it
@@ -1045,13 +1050,16 @@ def with_ds(text: str, label: str, ds: tuple[str, ...]) -> str:
     return text[:at] + ("" if at == 0 or text[at - 1] == "\n" else "\n") + block + text[at:]
 
 
-def write_atomically(path: str | os.PathLike, data: str | bytes, mode: int | None = None) -> None:
+def write_atomically(path: str | os.PathLike, data: str | bytes, mode: int | None = None,
+                     durable: bool = True) -> None:
     """Write *data* (text is written as UTF-8) to *path* through a temporary file in the same
     directory, flushed to the disk and renamed into place: a reader (a server polling the file) sees
     the old version or the new one, never half of one, and so does whoever looks after a crash; a
     write that fails (disk full, a file size limit) leaves the old file whole and no temporary file.
     The file keeps its permissions, or gets *mode* (a key: 0600, from its creation on). Zone files
-    are written so, and key files, and whatever a built tree keeps beside them."""
+    are written so, and key files, and whatever a built tree keeps beside them. Not *durable*: not
+    flushed to the disk before the rename, for a cache whose reader survives a copy a crash lost or
+    spoiled (a lazy server's snapshots)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # no *.yaml: a server never reads it
     raw = data.encode("utf-8") if isinstance(data, str) else data
@@ -1059,8 +1067,9 @@ def write_atomically(path: str | os.PathLike, data: str | bytes, mode: int | Non
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if mode is not None else 0o666)
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         try:
             os.chmod(tmp, mode if mode is not None else os.stat(path).st_mode & 0o7777)
         except OSError:
