@@ -105,3 +105,19 @@ def test_a_resolver_gets_past_a_lossy_network_by_sending_again_after_each_server
         srtt = resolver.rtt.srtt(root)
         assert srtt is not None and srtt >= 2 * 0.005 * 0.95
         assert resolver.rtt.rto(root, resolver.timeout) < resolver.timeout  # learned, not the whole timeout
+
+
+def test_the_simulators_timers_learn_a_head_start_from_their_lateness_and_keep_it_bounded():
+    """Timers of an event loop run late (epoll rounds its timeout up to a millisecond): the simulator
+    sets them early by what it has seen, so the delays it imposes are the delays asked for on average."""
+    sim = NetSim([("127.0.0.1", 53)])
+    for _ in range(200):  # every timer 0.6 ms late: the head start grows towards it
+        sim._learn(0.0006 - sim._early)
+    assert 0.0005 < sim._early <= 0.0006
+    for _ in range(200):  # timers now early: it shrinks again, never below nothing
+        sim._learn(-0.001)
+    assert sim._early == 0.0
+    for _ in range(200):  # however late the timers, at most 2 ms early
+        sim._learn(0.05)
+    assert sim._early == 0.002
+    assert sim.counters.timers == 600 and sim.counters.timer_error_us > 0

@@ -112,12 +112,16 @@ def serve_http(zones: str, address: str, port_out, ready) -> None:
 
 def run_sim(upstreams, commands) -> None:
     """The simulator in a process of its own (no GIL shared with the resolver timed): told its settings
-    through *commands*, it answers each with its port."""
+    through *commands*, it answers each with its port and how far from due its timers ran since the
+    last settings, on average (microseconds)."""
     with NetSim(upstreams) as sim:
-        commands.send(sim.port)
+        commands.send((sim.port, 0))
         while (settings := commands.recv()) is not None:
+            c = sim.counters
+            error = c.timer_error_us / c.timers if c.timers else 0
+            c.timers = c.timer_error_us = 0
             sim.set(**settings)
-            commands.send(sim.port)
+            commands.send((sim.port, error))
 
 
 def rounds(res) -> int:
@@ -206,7 +210,7 @@ def main(argv=None) -> int:
         sim = ctx.Process(target=run_sim, args=(upstreams, theirs), daemon=True)
         sim.start()
         try:
-            sim_port = commands.recv()
+            sim_port, _ = commands.recv()
             url = f"http://{HTTP_ADDRESS}:{sim_port}/search"
             for rtt in rtts:
                 for loss in losses:
@@ -220,6 +224,8 @@ def main(argv=None) -> int:
                            "get_one": time_resolutions(resolver, texts[1:], "get_one"),
                            "http_keepalive": time_http(url, texts[1:], True),
                            "http_new_connection": time_http(url, texts[1:], False)}
+                    commands.send({})
+                    row["timer_error_us"] = commands.recv()[1]
                     rows.append(row)
                     print(line(row), flush=True)
         finally:
@@ -250,7 +256,8 @@ def _fmt(cell: dict) -> str:
 def line(row: dict) -> str:
     return (f"rtt {row['rtt_ms']:g} ms loss {row['loss']:.0%}: default {_fmt(row['default'])}; get_one "
             f"{_fmt(row['get_one'])}; HTTP kept-alive {_fmt(row['http_keepalive'])}; new connection "
-            f"{_fmt(row['http_new_connection'])}")
+            f"{_fmt(row['http_new_connection'])}; the simulator's timers off by "
+            f"{row['timer_error_us']:.0f} us on average")
 
 
 def table(rows: list[dict]) -> str:
