@@ -128,20 +128,26 @@ def test_a_fifo_put_where_a_zone_file_was_is_refused_and_the_tree_answers(demo_d
 @pytest.mark.integration
 def test_while_a_reload_is_held_other_zones_are_answered(demo_dir, monkeypatch):
     path = demo_dir / "weather.tools.yaml"
+    from tooldns.serving.loader import ZoneLoader
+
+    held = _Hold(ZoneLoader.load, lambda self, p, *rest: os.fspath(p) == str(path))
+    monkeypatch.setattr(ZoneLoader, "load", lambda self, p, limits: held(self, p, limits))  # the loading process's
     hold = _Hold(store_module.load_zone, lambda p, *rest: os.fspath(p) == str(path))
-    monkeypatch.setattr(store_module, "load_zone", hold)
+    monkeypatch.setattr(store_module, "load_zone", hold)  # or this thread's, without one
     tree = start_tree(demo_dir)
     try:
         address, port = tree.root()
         store = next(s for s in tree.tree.stores if s.path == str(path))
-        hold.armed = True
+        assert store.loader is not None  # a tree's reloads go to its loading process
+        hold.armed = held.armed = True
         _edit(path, "serial: 2026113001", "serial: 2026113002")
-        assert hold.entered.wait(WAIT_TIMEOUT)  # the reload is in progress, and held
+        assert held.entered.wait(WAIT_TIMEOUT)  # the reload is in progress, and held
         assert _ask(address, port, "tools.").header.rcode == RCODE.NOERROR
         assert _ask(address, port, "finance.tools.", "stock price", tcp=True).header.rcode == RCODE.NOERROR
         assert store.reloads == 0
     finally:
         hold.release.set()
+        held.release.set()
     try:
         assert wait_until(lambda: store.reloads == 1)
         assert store.index.zone.soa.serial >= 2026113002
@@ -327,6 +333,23 @@ def test_what_a_zone_makes_at_its_first_query_is_made_in_the_work_thread_at_star
         assert wait_until(lambda: all(r.source.index._published is not None and r.fast._packed is not None
                                       for r in resolvers), WAIT_TIMEOUT)
         assert all(r.stats["queries"] == 0 for r in resolvers)  # no query asked for them
+        # after a reload too, for a zone that queries come to: the work thread that swapped the index
+        # makes them for the new one; a zone never asked is left to its first query
+        by_origin = {r.source.index.origin: r for r in resolvers}
+        leaf, other = by_origin["history.weather.tools."], by_origin["forecast.weather.tools."]
+        q = DNSRecord.question("_any._tcp.history.weather.tools.", "SRV")
+        q.add_ar(EDNS0(udp_len=1232, opts=[EDNSOption(INTENT_OPTION_CODE, encode_intent("rain in 1990", 3))]))
+        address = tree.tree.addresses["history.weather.tools."][0]
+        assert DNSRecord.parse(q.send(address, tree.root()[1], timeout=REPLY_TIMEOUT)).header.rcode == RCODE.NOERROR
+        asked = leaf.stats["queries"]
+        assert asked == 1 and leaf.fast.asked and not other.fast.asked
+        before = {r: r.source.index for r in (leaf, other)}
+        for name in ("history.weather.tools.yaml", "forecast.weather.tools.yaml"):
+            _edit(zones / name, "serial: 2026113001", "serial: 2026113002")
+        assert wait_until(lambda: all(r.source.index is not before[r] for r in before), WAIT_TIMEOUT)
+        assert wait_until(lambda: leaf.fast._packed[0]() is leaf.source.index, WAIT_TIMEOUT)
+        assert leaf.stats["queries"] == asked  # made ahead of any query
+        assert other.fast._packed[0]() is not other.source.index  # not asked: not made
     finally:
         tree.stop()
 

@@ -19,7 +19,7 @@ from tooldns.protocol import names
 from tooldns.protocol.intent import Intent
 from tooldns.serving.index import SELF, ZoneIndex
 from tooldns.serving.lazy import LazyZones, Unloadable
-from tooldns.serving.loader import MAX_PICKLED_BYTES, SNAPSHOT_DIR, ZoneLoader, unsafe_directory
+from tooldns.serving.loader import SNAPSHOT_DIR, ZoneLoader, piece_kinds, unsafe_directory
 from tooldns.serving.lookup import lookup
 from tooldns.serving.tree import TreeThread
 from tooldns.zone.zonefile import load_zone, zone_files
@@ -190,18 +190,67 @@ def test_a_killed_loading_process_costs_one_load_in_the_server_and_is_started_ag
         loader.close()
 
 
-def test_a_large_file_is_left_to_the_loading_thread(tmp_path):
-    """A file over MAX_PICKLED_BYTES: its index, unpickled in one call, would hold the interpreter."""
-    tool = ("- {{label: t{0}, name: tool {0}, service: mcp, target: t.example., port: 443, "
-            "description: '{1}'}}\n")
-    path = tmp_path / "big.tools.yaml"
-    path.write_text("origin: big.tools.\nsoa: {serial: 1}\nnameservers: [{name: ns1.big.tools., address: 127.0.0.1}]\n"
-                    "tools:\n" + "".join(tool.format(i, "word " * 60) for i in range(3000)))
-    assert path.stat().st_size > MAX_PICKLED_BYTES
+TOOL = "- {{label: t{0}, name: tool {0}, service: mcp, target: t.example., port: 443, description: '{1}'}}\n"
+
+
+def _zone_file(path: Path, tools: list[str], serial: int = 1) -> Path:
+    origin = path.name.removesuffix("yaml")
+    path.write_text(f"origin: {origin}\nsoa: {{serial: {serial}}}\nnameservers: [{{name: ns1.{origin}, address: 127.0.0.1}}]\n"
+                    "tools:\n" + "".join(TOOL.format(i, text) for i, text in enumerate(tools)))
+    return path
+
+
+def test_a_large_file_is_loaded_in_pieces_none_of_them_large(tmp_path):
+    """A leaf of 3,000 tools whose descriptions share their words (a posting list of every tool):
+    loaded by the loading process like any other, its pieces each a small part of the whole, the
+    common words' postings lists among those split."""
+    from tooldns.serving.loader import ITEMS_A_PIECE, pickle_in_pieces
+
+    path = _zone_file(tmp_path / "big.tools.yaml", [f"common words of tool number {i} " * 20 for i in range(3000)])
     loader = ZoneLoader(1)
     try:
-        assert loader.load(str(path), None) is None and loader.declined == 1
-        assert len(load_zone(path).tools) == 3000  # a valid zone, loaded by the caller
+        loaded = loader.load(str(path), None)
+        assert loaded is not None and loader.loaded == 1 and loaded.zone == load_zone(path)
+        spool = Path(loader._spool.name)
+        assert spool.is_dir() and not any(spool.iterdir())  # handed over through a file, removed once read
+        if hasattr(os, "SCHED_IDLE"):  # the loading process takes no processor time the server wants
+            assert loader._executor()[0].submit(os.sched_getscheduler, 0).result() == os.SCHED_IDLE
+    finally:
+        loader.close()
+    assert not spool.exists()
+    blob = pickle_in_pieces(loaded.zone, loaded.index)
+    kinds = piece_kinds(blob)
+    largest = max(length for kind, length, _ in kinds if kind == "obj")
+    assert len(blob) > 1_000_000 and largest < len(blob) / 50
+    joins = [parts for kind, parts, _ in kinds if kind == "join"]
+    assert len(joins) >= 3 and max(joins) >= 3000 * 2 / ITEMS_A_PIECE  # "common": 3,000 postings, in parts
+    for intent in ("tool number 17", "common words", "number 2999"):
+        assert _decided(loaded.index, intent) == _decided(ZoneIndex(load_zone(path)), intent)
+
+
+def test_a_reload_is_read_and_indexed_by_the_loading_process(tmp_path):
+    """An edit that raises the serial: the index the loading process made is served as it is; an edit
+    that does not: the loading process reads the file, the store makes the index of the serial it
+    serves (one more than before). A file the loading process refuses is refused; the last good
+    version keeps serving."""
+    from tooldns.serving.store import ZoneStore
+
+    path = _zone_file(tmp_path / "leaf.tools.yaml", ["weather forecast", "tide tables"])
+    loader = ZoneLoader(1)
+    store = ZoneStore(path, loader=loader)
+    try:
+        _zone_file(path, ["weather forecast", "tide tables", "typhoon warnings"], serial=5)
+        os.utime(path, ns=(1, 1))
+        assert store.check() == "reloaded" and loader.loaded == 1
+        assert store.serial == 5 and len(store.zone.tools) == 3 and store.index.zone is store.file_zone
+        assert _decided(store.index, "typhoon") == _decided(ZoneIndex(load_zone(path)), "typhoon")
+        _zone_file(path, ["weather forecast", "earthquake reports"], serial=5)
+        os.utime(path, ns=(2, 2))
+        assert store.check() == "reloaded" and loader.loaded == 2
+        assert store.serial == 6 and store.zone.soa.serial == 6 and store.file_zone.soa.serial == 5
+        assert [t.description for t in store.zone.tools] == ["weather forecast", "earthquake reports"]
+        path.write_text("origin: leaf.tools.\nsoa: {serial: 7}\ntools: [{label: x}]\n")
+        assert store.check() == "kept" and store.serial == 6 and store.reload_errors == 1
     finally:
         loader.close()
 
@@ -221,24 +270,22 @@ def test_which_loader_a_lazy_tree_gets(built, tmp_path):
 
 
 def test_an_index_pickled_in_pieces_decides_as_the_one_built(tmp_path):
-    """Pieces: tools a few dozen at a time, postings some hundred terms at a time (more terms here than
-    one piece holds), each unpickled by a call of its own; the zone and the index whole again."""
+    """Pieces: tools a few at a time, postings some hundred items at a time (more terms here than one
+    piece holds), each unpickled by a call of its own; the zone and the index whole again."""
     import random
 
-    from tooldns.serving.loader import TERMS_A_PIECE, TOOLS_A_PIECE, pickle_in_pieces, unpickle_pieces
+    from tooldns.serving.loader import ITEMS_A_PIECE, TOOLS_A_PIECE, pickle_in_pieces, unpickle_pieces
 
     rng = random.Random(5)
-    words = [f"w{i}" for i in range(3 * TERMS_A_PIECE)]
-    tool = "- {{label: t{0}, name: tool {0}, service: mcp, target: t.example., port: 443, description: '{1}'}}\n"
-    path = tmp_path / "many.tools.yaml"
-    path.write_text("origin: many.tools.\nsoa: {serial: 1}\nnameservers: [{name: ns1.many.tools., address: 127.0.0.1}]\n"
-                    "tools:\n" + "".join(tool.format(i, " ".join(rng.sample(words, 12))) for i in range(3 * TOOLS_A_PIECE)))
+    words = [f"w{i}" for i in range(3 * ITEMS_A_PIECE)]
+    path = _zone_file(tmp_path / "many.tools.yaml", [" ".join(rng.sample(words, 12))
+                                                                    for _ in range(max(3 * TOOLS_A_PIECE, ITEMS_A_PIECE // 6))])
     built_ix = ZoneIndex(load_zone(path))
-    pieces = pickle.loads(pickle_in_pieces(built_ix.zone, built_ix))
-    assert sum(kind == "join" for kind, _, _ in pieces) == 1 and sum(kind == "obj" for kind, _, _ in pieces) > 6
+    kinds = piece_kinds(pickle_in_pieces(built_ix.zone, built_ix))
+    assert sum(kind == "join" for kind, _, _ in kinds) >= 1 and sum(kind == "obj" for kind, _, _ in kinds) > 6
     zone, read = unpickle_pieces(pickle_in_pieces(built_ix.zone, built_ix))
     assert zone == built_ix.zone and read.zone is zone and read.tool_candidates[("mcp", "tcp")].entries[0] is zone.tools[0]
     for intent in [" ".join(rng.sample(words, 3)) for _ in range(20)]:
         assert _decided(read, intent) == _decided(built_ix, intent), intent
     with pytest.raises(ValueError):
-        unpickle_pieces(pickle.dumps([]))
+        unpickle_pieces(len(pickle.dumps([])).to_bytes(8, "little") + pickle.dumps([]))  # no pieces

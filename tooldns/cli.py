@@ -308,13 +308,14 @@ def _add_scale_flags(s: argparse.ArgumentParser) -> None:
                    help=f"with --lazy, zones waiting to be loaded at most; a query about yet another zone gets "
                         f"SERVFAIL at once (default {DEFAULT_LOAD_QUEUE})")
     s.add_argument("--load-processes", type=int, choices=range(0, 65), default=DEFAULT_LOAD_PROCESSES, metavar="N",
-                   help=f"with --lazy, processes that read and index zone files, so that the serving process "
-                        f"only takes the result (0: its loading threads do it; default {DEFAULT_LOAD_PROCESSES})")
+                   help=f"processes that read and index zone files (edited ones, and with --lazy those first "
+                        f"asked for), so that the serving process only takes the result (0: its own threads do "
+                        f"it; default {DEFAULT_LOAD_PROCESSES})")
     s.add_argument("--snapshots", metavar="DIR",
-                   help="with --lazy, keep each zone's index in DIR, to be read back whole when the zone is "
+                   help="keep each zone's index in DIR, to be read back whole when the zone is "
                         "loaded again, even after a restart (default: the tree's .snapshots, which tooldns "
                         "build makes; docs/serving.md)")
-    s.add_argument("--no-snapshots", action="store_true", help="with --lazy, keep no index on disk")
+    s.add_argument("--no-snapshots", action="store_true", help="keep no index on disk")
     s.add_argument("--summary-floor", type=_interval, default=SUMMARY_FLOOR, metavar="S",
                    help=f"poll a child no more often than every S seconds, whatever its SOA refresh says "
                         f"(default {SUMMARY_FLOOR:g}; --summary-refresh below it wins)")

@@ -205,10 +205,13 @@ class _Posting(list):
         self.arrays: tuple | None = None
         self.packed: tuple | None = None
 
-    def __reduce__(self):
-        """Pickled as its pairs alone: what queries made of it (:attr:`row`, :attr:`arrays`,
-        :attr:`packed`) belongs to the process that made it."""
-        return (_Posting, (list(self),))
+    def __getstate__(self) -> tuple:
+        """Pickled as its pairs alone (a list's items, no copy of them made): what queries made of it
+        (:attr:`row`, :attr:`arrays`, :attr:`packed`) belongs to the process that made it."""
+        return ()
+
+    def __setstate__(self, _state: tuple) -> None:
+        self.row, self.arrays, self.packed = -1, None, None
 
     def make_arrays(self) -> tuple:
         import numpy as np

@@ -217,7 +217,7 @@ class LazyZones:
         if top_path is None:
             top_path = self.paths.pop(self._top_origin(zonedir))
         #: the top zone, loaded now and never dropped
-        self.top = ZoneStore(top_path, limits=limits, signing=signing)
+        self.top = ZoneStore(top_path, limits=limits, signing=signing, loader=loader)
         origin = self.top.index.origin
         elsewhere = sorted({ns.address for c in self.top.zone.children for ns in c.nameservers} - set(listen or []))
         if listen is not None and elsewhere:
@@ -401,7 +401,7 @@ class LazyZones:
 
     def _read_elsewhere(self, origin: str, path: str) -> Loaded | ZoneFileError | None:
         """Zone *origin* read and indexed by the :attr:`loader`'s process, or why its file cannot be
-        served; None when this thread is to load it (no loader, a large file, a file known bad)."""
+        served; None when this thread is to load it (no loader, an index that cannot be pickled, a file known bad)."""
         failed = self.failed.get(origin)
         if self.loader is None or (failed is not None and failed[0] == _stamp(path)):
             return None
@@ -428,7 +428,7 @@ class LazyZones:
             if isinstance(loaded, ZoneFileError):
                 raise loaded
             store = ZoneStore(path, limits=self.limits, signing=self.signing, learned=self.learned.get(origin),
-                              served=self.served.get(origin), changed=changed, loaded=loaded)
+                              served=self.served.get(origin), changed=changed, loaded=loaded, loader=self.loader)
             if store.index.origin != origin:
                 store.index.close()
                 raise ZoneFileError(f"{path}:1: holds origin {store.index.origin}, not {origin} as its name says; "
@@ -440,7 +440,8 @@ class LazyZones:
             return unloadable
         self._clear(origin)
         resolver = ZoneResolver(store)
-        resolver.fast.packed(store.index)  # the fast path's pieces made here, not by the loop's first query
+        resolver.prepare()  # the fast path's pieces made here, not by the loop's first query
+        store.listeners.append(resolver.renewed)  # and after each reload or summary learned, if asked
         self._fresh.pop(origin, None)  # what an earlier load gave is stale once another is loaded
         self.loaded[origin] = resolver
         self.loads += 1
@@ -471,6 +472,7 @@ class LazyZones:
                 self.learned[origin] = dict(store.learned)
         for listener in self.listeners:
             listener(resolver, False, False)
+        store.listeners.clear()  # the resolver's own among them: no cycle left for the collector
         store.index.close()
 
     def _publish(self, origin: str) -> None:

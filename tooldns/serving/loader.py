@@ -3,10 +3,11 @@
 Parsing a zone file's YAML and indexing it are pure Python: in a thread of the serving process they
 share the interpreter's lock with the event loop, which then answers late (a leaf of 100 tools:
 about 28 ms of work, of which the loop gets its turns only every switch interval). A
-:class:`ZoneLoader` does that work in a process of its own (``--load-processes``, 1 by default, for
-the zones a lazy server loads) and hands back the index pickled: the serving process only
-unpickles it, about 1 ms for a built leaf, in pieces of a few tenths of a millisecond, between which
-the event loop gets the lock (:func:`pickle_in_pieces`).
+:class:`ZoneLoader` does that work in a process of its own (``--load-processes``, 1 by default: the
+zones a lazy server loads, and every reload of an edited file) and hands back the index pickled,
+through a file: the serving process only reads it and unpickles it, about 1 ms for a built leaf
+(180 ms for a leaf of 10,000 tools), in pieces of a few tenths of a millisecond, between which the
+event loop gets the lock (:func:`pickle_in_pieces`).
 
 With a snapshot directory (``--snapshots DIR``; a tree written by ``tooldns build`` has one,
 ``.snapshots/``, used when nothing else is said), the loading process also keeps each index it
@@ -18,8 +19,6 @@ another digest: its old snapshot is never used again (``rm -r DIR`` at any time 
 A snapshot is code to :mod:`pickle`, as ``__pycache__`` is to Python: it is read only from a
 directory the server's own user owns and nobody else may write to, and only when the snapshot file
 is so too (as OpenSSH's StrictModes); otherwise the directory is not used, and the log says why.
-Files larger than :data:`MAX_PICKLED_BYTES` are loaded as before, in the loading thread: their
-index, unpickled in one call, would hold the interpreter longer than parsing them in a thread does.
 An index that cannot be pickled (an ``llm`` scorer's) is made in the loading thread too.
 
     >>> loader = ZoneLoader(processes=1, snapshots="built/.snapshots")
@@ -29,6 +28,7 @@ An index that cannot be pickled (an ``llm`` scorer's) is made in the loading thr
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import logging
@@ -37,6 +37,7 @@ import pickle
 import signal
 import stat
 import sys
+import tempfile
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -55,15 +56,13 @@ log = logging.getLogger(__name__)
 
 #: the name of the snapshot directory ``tooldns build`` makes beside the zone files it writes
 SNAPSHOT_DIR = ".snapshots"
-#: zone files larger than this are indexed in the loading thread, not pickled across (1 MiB:
-#: about 1,200 tools; a built leaf holds 1 to 100)
-MAX_PICKLED_BYTES = 2**20
 #: bumped when what a snapshot holds changes shape beyond what the code digest sees
-FORMAT = 2
-#: tools (and children) pickled a piece, and postings terms a piece: each piece is unpickled in one
-#: call of its own, which holds the interpreter's lock, about 0.1 to 0.3 ms
-TOOLS_A_PIECE = 48
-TERMS_A_PIECE = 600
+FORMAT = 3
+#: tools (and children) pickled a piece, and items a piece of a larger list or dictionary (postings,
+#: texts): each piece is unpickled in one call of its own, which holds the interpreter's lock, about
+#: 0.1 to 0.3 ms (a tool takes 20 to 40 us, a posting 0.2)
+TOOLS_A_PIECE = 8
+ITEMS_A_PIECE = 1000
 #: the sources whose classes a snapshot holds: a change to any makes every snapshot stale
 _PICKLED_SOURCES = ("zone", "scoring", "protocol", "serving/index.py", "serving/summaries.py", "embedding")
 
@@ -109,10 +108,29 @@ class _Refs(pickle.Pickler):
         return self.known.get(id(obj))
 
 
+class _Bulky(_Refs):
+    """Pickles an object only to find the lists, tuples and dictionaries in it too large for one piece
+    (:data:`ITEMS_A_PIECE`), in the order met; objects of earlier pieces are not looked into."""
+
+    def __init__(self, known: dict[int, int]) -> None:
+        super().__init__(io.BytesIO(), known)
+        self.found: dict[int, object] = {}
+
+    def persistent_id(self, obj):
+        number = self.known.get(id(obj))
+        if number is None and _splittable(obj) and len(obj) > ITEMS_A_PIECE:
+            self.found.setdefault(id(obj), obj)
+        return number
+
+
+def _splittable(obj) -> bool:
+    return isinstance(obj, (dict, list)) or type(obj) is tuple
+
+
 class _Unrefs(pickle.Unpickler):
     """Unpickles a piece, each reference to an earlier piece's object by its number."""
 
-    def __init__(self, data: bytes, objects: list) -> None:
+    def __init__(self, data, objects: list) -> None:
         super().__init__(io.BytesIO(data))
         self.objects = objects
 
@@ -122,22 +140,28 @@ class _Unrefs(pickle.Unpickler):
 
 def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
     """*zone* and *index* pickled as pieces, each unpickled by one call of its own
-    (:func:`unpickle_pieces`): the tools a few dozen at a time, the zone, each lexical index's
-    postings some hundred terms at a time, then the index; an object of an earlier piece is referred
-    to by its number. Between pieces the unpickling thread can give the interpreter's lock to the
-    event loop, which one call over the whole index (1.3 ms for a leaf of 160 tools) held."""
+    (:func:`unpickle_pieces`): the tools a few at a time; every list, tuple or dictionary of the
+    zone or the index larger than :data:`ITEMS_A_PIECE` items (postings, a common term's postings
+    list, the tools' texts), innermost first, in parts of about that many items, each part's
+    items counted with the lists in them, then joined; the zone and the index's state last. An object
+    of an earlier piece is referred to by its number. Between pieces the unpickling thread gives the
+    interpreter's lock to the event loop: one call over a 10,000-tool leaf's index held it 180 ms.
+
+    The result: a header (its length, 8 bytes, then the pieces' kinds and lengths pickled) and the
+    pieces one after the other, so that each is read where it lies (:func:`unpickle_pieces`)."""
     known: dict[int, int] = {}
     alive: list = []  # what was numbered stays alive, so that no other object takes its id()
-    pieces: list[tuple[str, bytes | int]] = []
+    kinds: list[tuple[str, int, int]] = []  # ("obj", length, members) or ("join", parts, 0)
+    body = io.BytesIO()
 
     def number(obj) -> None:
         known[id(obj)] = len(known)
         alive.append(obj)
 
     def piece(obj, members=()) -> None:
-        buf = io.BytesIO()
-        _Refs(buf, known).dump(obj)
-        pieces.append(("obj", buf.getvalue(), len(members)))
+        start = body.tell()
+        _Refs(body, known).dump(obj)
+        kinds.append(("obj", body.tell() - start, len(members)))
         number(obj)
         for member in members:
             number(member)
@@ -146,38 +170,89 @@ def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
         for start in range(0, len(group), TOOLS_A_PIECE):
             part = tuple(group[start:start + TOOLS_A_PIECE])
             piece(part, part)
-    piece(zone)
-    for postings in index.postings():
-        items = list(postings.items())
-        parts = [dict(items[i:i + TERMS_A_PIECE]) for i in range(0, len(items), TERMS_A_PIECE)] or [{}]
+    state = index.__getstate__()
+    scout = _Bulky(known)
+    scout.dump((zone, state))
+    for container in reversed(scout.found.values()):  # the innermost first: the outer refer to them
+        parts = _parts(container, known)
+        piece(_shell(container))
         for part in parts:
             piece(part)
-        pieces.append(("join", len(parts), 0))
-        number(postings)
-    piece(index)
-    return pickle.dumps(pieces, protocol=pickle.HIGHEST_PROTOCOL)
+        kinds.append(("join", len(parts), 0))
+        number(container)
+    piece((zone, state))
+    head = pickle.dumps(kinds, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(head).to_bytes(8, "little") + head + body.getvalue()
 
 
-def unpickle_pieces(data: bytes) -> tuple[Zone, ZoneIndex]:
-    """What :func:`pickle_in_pieces` pickled: the zone and its index."""
-    objects: list = []
-    zone = None
-    for kind, payload, members in pickle.loads(data):
+def _shell(container):
+    """*container* without its items (a list's or dictionary's subclass keeps its attributes)."""
+    if type(container) is tuple:
+        return ()
+    shell = copy.copy(container)
+    shell.clear()
+    return shell
+
+
+def _parts(container, known: dict[int, int]) -> list:
+    """*container*'s items in lists (a dictionary's: dictionaries) of about :data:`ITEMS_A_PIECE`
+    items, each counted with the items of a list or dictionary in it not pickled already."""
+    items = list(container.items()) if isinstance(container, dict) else list(container)
+    parts, start, weight = [], 0, 0
+    for i, item in enumerate(items):
+        value = item[1] if isinstance(container, dict) else item
+        weight += 1 + (len(value) if _splittable(value) and id(value) not in known else 0)
+        if weight >= ITEMS_A_PIECE or i == len(items) - 1:
+            part = items[start:i + 1]
+            parts.append(dict(part) if isinstance(container, dict) else part)
+            start, weight = i + 1, 0
+    return parts
+
+
+def piece_kinds(data) -> list[tuple[str, int, int]]:
+    """The header of what :func:`pickle_in_pieces` pickled: each piece's kind, its length (or the parts
+    it joins) and the members it numbers."""
+    size = int.from_bytes(data[:8], "little")
+    return pickle.loads(memoryview(data)[8:8 + size])
+
+
+def unpickle_pieces(data) -> tuple[Zone, ZoneIndex]:
+    """What :func:`pickle_in_pieces` pickled (bytes, or a buffer): the zone and its index."""
+    view = memoryview(data)
+    kinds = piece_kinds(view)
+    at, objects = 8 + int.from_bytes(view[:8], "little"), []
+    for kind, length, members in kinds:
         turn()  # the interpreter's lock to whoever waits for it (the event loop) between pieces
         if kind == "obj":
-            obj = _Unrefs(payload, objects).load()
+            obj = _Unrefs(view[at:at + length], objects).load()
+            at += length
             objects.append(obj)
             objects.extend(obj if members else ())
-            if isinstance(obj, Zone):
-                zone = obj
-        else:  # "join": the last *payload* dictionaries, one postings dictionary again
-            joined: dict = {}
-            for part in objects[-payload:]:
-                joined.update(part)
-            objects.append(joined)
-    if zone is None or not objects or not isinstance(objects[-1], ZoneIndex):
+        else:  # "join": a shell and its *length* parts, one container again
+            objects.append(_joined(objects, len(objects) - length - 1, length))
+    last = objects[-1] if objects else None
+    if not (isinstance(last, tuple) and len(last) == 2 and isinstance(last[0], Zone) and isinstance(last[1], dict)):
         raise ValueError("not a pickled zone and index")
-    return zone, objects[-1]
+    zone, state = last
+    index = ZoneIndex.__new__(ZoneIndex)
+    index.__setstate__(state)
+    return zone, index
+
+
+def _joined(objects: list, at: int, parts: int):
+    """The shell at ``objects[at]`` filled with the *parts* after it, each part let go of once added
+    (freed one at a time, not all at the end, which held the lock 10 ms for a 10,000-tool leaf)."""
+    shell = objects[at]
+    if type(shell) is tuple:
+        joined = tuple(item for part in objects[at + 1:at + 1 + parts] for item in part)
+        objects[at + 1:at + 1 + parts] = [None] * parts
+        return joined
+    add = shell.update if isinstance(shell, dict) else shell.extend
+    for i in range(at + 1, at + 1 + parts):
+        add(objects[i])
+        objects[i] = None
+        turn()
+    return shell
 
 
 def unsafe_directory(path: str | os.PathLike) -> str | None:
@@ -207,40 +282,56 @@ def _snapshot_name(data: bytes, limits: ZoneLimits) -> str:
     return h.hexdigest()[:40] + ".pickle"
 
 
-def _read_snapshot(path: Path) -> bytes | None:
+def _open_snapshot(path: Path):
+    """The snapshot file at *path* opened for reading, when it is one this server may trust (a regular
+    file of its own user that nobody else may write to); None otherwise (not there: nothing said)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode) or _unsafe(st) is not None:
-            log.warning("%s: not read (%s)", path, _unsafe(st) or "not a regular file")
-            return None
-        return fh.read()
+    fh = os.fdopen(fd, "rb")
+    st = os.fstat(fh.fileno())
+    if not stat.S_ISREG(st.st_mode) or _unsafe(st) is not None:
+        log.warning("%s: not read (%s)", path, _unsafe(st) or "not a regular file")
+        fh.close()
+        return None
+    return fh
 
 
-def _write_snapshot(path: Path, blob: bytes) -> None:
+def _read_snapshot(path: Path) -> bytes | None:
+    fh = _open_snapshot(path)
+    if fh is None:
+        return None
+    with fh:
+        return fh.read()  # the interpreter's lock let go while the file is read
+
+
+def _write_snapshot(path: Path, blob: bytes) -> bool:
+    """Keep *blob* at *path*; False when it cannot be (a full disk: the zone is served all the same)."""
     try:
         write_atomically(path, blob, mode=0o600, durable=False)
-    except OSError as exc:  # a full disk: the zone is served all the same, and read again next time
+    except OSError as exc:
         log.warning("%s: snapshot not written (%s)", path, exc.strerror)
+        return False
+    return True
 
 
-def prepare(path: str, limits: ZoneLimits, snapshots: str | None) -> tuple[tuple[int, int, int], bytes, bool] | None:
-    """Read, check and index the zone file at *path*: the stamp of the file read, the zone and its
-    index pickled in pieces (:func:`pickle_in_pieces`) and whether they were read from a snapshot; or
-    None when the caller should do it itself (a large file, an index that cannot be pickled). Raises
-    :class:`ZoneFileError` for a file that cannot be served. What a loading process runs; from
-    *snapshots* (a directory checked by :func:`unsafe_directory`) when it holds this file's index."""
+def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
+            spool: str) -> tuple[tuple[int, int, int], str, bool, bool] | None:
+    """Read, check and index the zone file at *path*: the stamp of the file read, the file holding
+    the zone and its index pickled in pieces (:func:`pickle_in_pieces`), whether that file is a
+    snapshot (else a file of *spool*, for the caller to remove once read) and whether it was one
+    already (read back, not made); or None when the caller should do it
+    itself (an index that cannot be pickled). Raises :class:`ZoneFileError` for a file that cannot be
+    served. What a loading process runs; from *snapshots* (a directory checked by
+    :func:`unsafe_directory`) when it holds this file's index. The pieces go through a file, not the
+    pipe to the server: a file is read without the interpreter's lock, a pipe's bytes copied with it."""
     data, st = read_zone_file(path, limits)
-    if len(data) > MAX_PICKLED_BYTES:
-        return None
     stamp = stat_stamp(st)
     saved = Path(snapshots) / _snapshot_name(data, limits) if snapshots else None
-    blob = _read_snapshot(saved) if saved is not None else None
-    if blob is not None:
-        return stamp, blob, True
+    if saved is not None and (found := _open_snapshot(saved)) is not None:
+        found.close()
+        return stamp, str(saved), True, True
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
     index = ZoneIndex(zone)
@@ -250,23 +341,31 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None) -> tuple[tuple
     except (TypeError, AttributeError, pickle.PicklingError):  # an llm scorer's client and its thread
         index.close()
         return None
-    if saved is not None:
-        _write_snapshot(saved, blob)
-    return stamp, blob, False
+    if saved is not None and _write_snapshot(saved, blob):
+        return stamp, str(saved), True, False
+    fd, spooled = tempfile.mkstemp(dir=spool, suffix=".pickle")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(blob)
+    return stamp, spooled, False, False
 
 
-#: how much less a loading process is given the processor than its server (``nice``): on a machine
-#: with few cores, parsing must not take the core the event loop answers on
+#: how much less a loading process is given the processor than its server (``nice``) where it cannot
+#: run only when nothing else would (``SCHED_IDLE``, Linux): on a machine with few cores, parsing must
+#: not take the core the event loop answers on
 NICENESS = 10
 
 
 def _start_loading_process() -> None:
-    """A loading process ignores Ctrl-C and SIGHUP (its server's), dies with its server, and yields the
-    processor to it (:data:`NICENESS`)."""
+    """A loading process ignores Ctrl-C and SIGHUP (its server's), dies with its server, and runs only
+    when the processor has nothing else to do (``SCHED_IDLE``: the server, woken by a query, takes the
+    core from it at once; a niced process, :data:`NICENESS`, kept it up to a few milliseconds)."""
     try:
-        os.nice(NICENESS)
-    except OSError:
-        pass
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        try:
+            os.nice(NICENESS)
+        except OSError:
+            pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
@@ -294,24 +393,28 @@ class ZoneLoader:
                 log.warning("%s: snapshots not used (%s)", snapshots, why)
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        #: where loading processes leave what they made when it is kept in no snapshot (removed once read)
+        self._spool: tempfile.TemporaryDirectory | None = None
         #: loads done in a loading process, of which read back from snapshots, and loads it left to
-        #: the caller (large files, llm scorers, spoiled snapshots, a process lost)
+        #: the caller (llm scorers, spoiled snapshots, a process lost)
         self.loaded = self.from_snapshots = self.declined = 0
 
-    def _executor(self) -> ProcessPoolExecutor:
+    def _executor(self) -> tuple[ProcessPoolExecutor, str]:
         with self._lock:
+            if self._spool is None:
+                self._spool = tempfile.TemporaryDirectory(prefix="tooldns-load-", ignore_cleanup_errors=True)
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(self.processes, mp_context=get_context("forkserver"),
                                                  initializer=_start_loading_process)
-            return self._pool
+            return self._pool, self._spool.name
 
     def load(self, path: str, limits: ZoneLimits | None) -> Loaded | None:
         """The zone file at *path* loaded in a loading process; None when the caller is to load it
-        itself (a large file, an index that cannot be pickled, a loading process lost). Raises
+        itself (an index that cannot be pickled, a loading process lost or failing). Raises
         :class:`ZoneFileError` when the file cannot be served. Blocks: call it off the event loop."""
-        pool = self._executor()
+        pool, spool = self._executor()
         try:
-            blob = pool.submit(prepare, path, limits or ZoneLimits(), self.snapshots).result()
+            made = pool.submit(prepare, path, limits or ZoneLimits(), self.snapshots, spool).result()
         except BrokenProcessPool:  # a loading process killed: the next load starts new ones
             with self._lock:
                 if self._pool is pool:
@@ -319,22 +422,38 @@ class ZoneLoader:
             log.warning("%s: a loading process died; loaded in the server", path)
             self.declined += 1
             return None
-        if blob is None:
+        except ZoneFileError:
+            raise
+        except Exception as exc:  # its spool not writable, say
+            log.warning("%s: the loading process failed (%s); loaded in the server", path, exc)
             self.declined += 1
             return None
-        stamp, pickled, from_snapshot = blob
+        if made is None:
+            self.declined += 1
+            return None
+        stamp, where, kept, read_back = made
         try:
+            if kept:
+                pickled = _read_snapshot(Path(where))
+            else:
+                pickled = Path(where).read_bytes()  # the interpreter's lock let go while the file is read
+                os.unlink(where)
+            if pickled is None:
+                raise ValueError("gone")
             zone, index = unpickle_pieces(pickled)
         except Exception as exc:  # a snapshot cut short or spoiled on the disk: loaded in the server
             log.warning("%s: its snapshot cannot be read (%s); loaded in the server", path, exc)
             self.declined += 1
             return None
         self.loaded += 1
-        self.from_snapshots += from_snapshot
+        self.from_snapshots += read_back
         return Loaded(zone, index, stamp)
 
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
+            spool, self._spool = self._spool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        if spool is not None:
+            spool.cleanup()  # what a load under way leaves there is not read

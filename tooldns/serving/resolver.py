@@ -115,6 +115,27 @@ class ZoneResolver(Served):
         #: (:meth:`tooldns.serving.summaries.SummaryKeeper.notified`); None: NOTIFY is not implemented
         self.on_notify = None
 
+    def prepare(self) -> None:
+        """Make now what the first query of the zone's current index would otherwise make on the
+        event loop: the summary it publishes, what the server reads of it and the fast path's pieces
+        (a leaf of 10,000 tools: 120 ms of work). For a thread off the loop: a tree's work thread at
+        start and after a swap of the index (:meth:`renewed`), a lazy zone's loading thread.
+        What fails is left to that first query to say."""
+        index = self.source.index
+        try:
+            index.published_rr()
+            self.serving
+            self.fast.packed(index)
+        except Exception:
+            log.exception("%s: preparing its first answers", index.origin)
+
+    def renewed(self) -> None:
+        """The zone's index was replaced (a listener of its store, in the thread that swapped it): what
+        its first query would make, made now (:meth:`prepare`) when queries come to this zone; a zone
+        never asked is left to its first query (a 10,000-tool leaf's pieces take 120 ms of work)."""
+        if self.fast.asked:
+            self.prepare()
+
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         self.stats["queries"] += 1
         try:

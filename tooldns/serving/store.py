@@ -39,7 +39,7 @@ from dataclasses import replace
 from ..dnssec.signer import Signing
 from ..exceptions import DNSSECError, ZoneFileError
 from .index import ZoneIndex
-from .loader import Loaded
+from .loader import Loaded, ZoneLoader
 from ..zone.limits import ZoneLimits
 from ..zone.model import Summary, Zone
 from ..zone.zonefile import load_zone, stat_stamp
@@ -67,12 +67,15 @@ class ZoneStore:
 
     def __init__(self, path: str | os.PathLike, limits: ZoneLimits | None = None, signing: Signing | None = None,
                  *, learned: dict[str, Summary] | None = None, served: int | None = None,
-                 changed: bool = False, loaded: Loaded | None = None) -> None:
+                 changed: bool = False, loaded: Loaded | None = None, loader: ZoneLoader | None = None) -> None:
         """Load the zone file at *path*. A zone served before in this process and loaded again (a lazy
         server's, :mod:`.lazy`) gets back what it had learned (*learned*) and the serial it served
         (*served*), raised by one when its file *changed* since, as a reload raises it (at least the
         file's serial either way). *loaded*: the file read and indexed already, in a loading process
-        (:mod:`.loader`); its index is served as it is when nothing learned or served changes it."""
+        (:mod:`.loader`); its index is served as it is when nothing learned or served changes it.
+        *loader*: what reads and indexes the file again at each reload, in a process of its own (None:
+        the thread that calls :meth:`check` does; a tree sets it on the zones it serves)."""
+        self.loader = loader
         self.path = os.fspath(path)
         self.limits = limits
         self._lock = threading.RLock()  # one reload or rebuild at a time
@@ -160,18 +163,21 @@ class ZoneStore:
             return learned
         return None
 
-    def _as_filed(self) -> bool:
-        """Whether the zone served is its file's as it is: the file's serial, and no learned summary
-        that wins over the file's copy (:meth:`_served`)."""
-        if self.serial != self.file_zone.soa.serial:
+    def _as_filed(self, zone: Zone | None = None) -> bool:
+        """Whether the zone served is its file's (*zone*, the file as read last unless given) as it
+        is: the file's serial, and no learned summary that wins over the file's copy (:meth:`_served`)."""
+        zone = zone if zone is not None else self.file_zone
+        if self.serial != zone.soa.serial:
             return False
-        return not any(self._winning(child) is not None for child in self.file_zone.children)
+        return not any(self._winning(child) is not None for child in zone.children)
 
     def _reloaded(self) -> tuple[Zone, ZoneIndex]:
         """The file read again and the index that is to replace the one served, with the serial it is
         to serve (what was learned of children the file no longer has forgotten; both restored if
-        the index cannot be built)."""
-        zone = load_zone(self.path, self.limits)
+        the index cannot be built). With a :attr:`loader`, the file is read and indexed in its process
+        and that index is served when the zone is served as filed (an edit that raised the serial)."""
+        loaded = self.loader.load(self.path, self.limits) if self.loader is not None else None
+        zone = loaded.zone if loaded is not None else load_zone(self.path, self.limits)
         if zone.origin != self.index.origin:
             raise ZoneFileError(f"{self.path}:1: origin changed from {self.index.origin} to {zone.origin}; "
                                 "a running server keeps its origin: restart to move it")
@@ -180,6 +186,9 @@ class ZoneStore:
         serial, self.serial = self.serial, self._next_serial(zone)
         self.learned, before = learned, self.learned
         try:
+            if loaded is not None and self._as_filed(zone):
+                loaded.index.signer = self.signer
+                return zone, loaded.index
             return zone, self._replacing(self._served(zone))
         except Exception:
             self.serial, self.learned = serial, before

@@ -170,6 +170,12 @@ def zone_addresses(store: ZoneStore, listen: list[str] | None = None) -> list[st
     return list(listen) if listen is not None else list(dict.fromkeys(ns.address for ns in store.zone.nameservers))
 
 
+def _check_lazy(listen, only, stores) -> None:
+    if listen is None or only is not None or stores is not None:
+        raise ValueError("lazy loading serves every zone of the directory on the --listen addresses: "
+                         "give --listen, and neither --only nor stores")
+
+
 def _check_options(watch_interval: float, server_options: dict) -> None:
     if watch_interval < 0:
         raise ValueError(f"watch_interval must be 0 (never look) or more, not {watch_interval}")
@@ -203,13 +209,13 @@ class Tree:
         self.listen = _listen_addresses(listen)
         #: the zones loaded on first use (lazy): every one is served on the listen addresses
         self.lazy: LazyZones | None = None
+        #: reads and indexes zone files in processes of its own: a lazy tree's loads, every tree's reloads
+        self.loader = _loader(self.zonedir, load_processes, snapshots)
         if lazy:
-            if self.listen is None or only is not None or stores is not None:
-                raise ValueError("lazy loading serves every zone of the directory on the --listen addresses: "
-                                 "give --listen, and neither --only nor stores")
+            _check_lazy(self.listen, only, stores)
             self.lazy = LazyZones(zonedir, signing=signing, max_loaded=max_loaded, listen=self.listen,
                                   follow=summaries, max_loading=max_loading, load_queue=load_queue,
-                                  loader=_loader(self.zonedir, load_processes, snapshots))
+                                  loader=self.loader)
             stores, summaries = [self.lazy.top], False
         loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
         self._watch_new_files(loaded if stores is None and self.lazy is None else None, signing, only)
@@ -266,6 +272,9 @@ class Tree:
         """Start every server. Port 0: the first server picks a free port and the others share it
         (another is picked when one of the other addresses has it taken already)."""
         self.resolvers = {s.index.origin: ZoneResolver(s) for s in self.stores}
+        for resolver in self.resolvers.values():
+            resolver.source.loader = self.loader  # reloads read and indexed in the loading process
+            resolver.source.listeners.append(resolver.renewed)  # after each swap, in the thread that swapped
         self._loop = asyncio.get_running_loop()
         if self.work is None:
             self.work = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tooldns-work")
@@ -308,15 +317,9 @@ class Tree:
     @staticmethod
     def _warm(resolvers: list[ZoneResolver]) -> None:
         """What each zone would make at its first query, on the event loop, made in the work thread
-        at start instead: the summary it publishes for its parent (a leaf of 10,000 tools: hundreds of
-        milliseconds) and the fast path's pieces. A query that comes first makes them itself."""
+        at start instead (:meth:`ZoneResolver.prepare`). A query that comes first makes them itself."""
         for resolver in resolvers:
-            index = resolver.source.index
-            try:
-                index.published_rr()
-                resolver.fast.packed(index)
-            except Exception:  # the query that needs them says what fails
-                log.exception("%s: preparing its first answers", index.origin)
+            resolver.prepare()
 
     async def _bind(self) -> None:
         """A server on every address of the plan, all on one port (glue carries addresses only)."""
@@ -441,7 +444,7 @@ class Tree:
                 continue
             self._refused[path] = stamp  # until served: a file half written is looked at again once changed
             try:
-                store = ZoneStore(path, signing=self.signing)
+                store = ZoneStore(path, signing=self.signing, loader=self.loader)
             except ZoneFileError as exc:
                 log.error("%s: new zone file not served:\n%s", path, "\n".join(exc.errors))
                 continue
@@ -542,6 +545,11 @@ class Tree:
         if self.work is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.work.shutdown)
             self.work = None
+        if self.loader is not None:
+            self.loader.close()
+        for resolver in self.resolvers.values():
+            if resolver.renewed in resolver.source.listeners:
+                resolver.source.listeners.remove(resolver.renewed)
         for server in self.sockets.values():
             await self._stop(server)
         self.sockets = {}

@@ -57,6 +57,9 @@ class FastPath:
         self.intent_code = intent_code
         self.stats = stats
         self._packed: tuple[weakref.ref, PackedZone | None] | None = None  # per index
+        #: whether a query has come this way: a zone asked is given its pieces ahead of its next query
+        #: after each reload (:meth:`tooldns.serving.resolver.ZoneResolver.renewed`), one never asked is not
+        self.asked = False
 
     def answer(self, data: bytes, udp: bool) -> bytes | None:
         """The reply to query bytes *data* when it is an intent search this zone ranks, packed
@@ -67,6 +70,7 @@ class FastPath:
         index = self.source.index
         if index.signer is not None and data[query.question_end + 7] & 0x80:
             return None  # DO set on a signed zone: the full path adds the DNSSEC records
+        self.asked = True
         try:
             packed = self.packed(index)
             route = packed.route(data, query) if packed is not None else None
