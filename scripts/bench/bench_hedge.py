@@ -13,12 +13,18 @@ and prints p50 and p99 milliseconds, hedges and timeouts per resolution, for:
   others ask the live one first;
 * for comparison, a resolver given only the live server.
 
+With ``--rtt MS`` the live tree sits behind the network simulator of ``bench_network.py``
+(:class:`tooldns.netsim.NetSim`, in a process of its own: that round trip, 10 % of it jitter): what
+hedging costs an agent that far from the servers.
+
     python scripts/bench/bench_hedge.py --timeout 2
+    python scripts/bench/bench_hedge.py --timeout 2 --rtt 50
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import statistics
 import sys
 import time
@@ -29,10 +35,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))  # bench_resolve's intents
 
+from bench_network import run_sim  # noqa: E402
 from bench_resolve import INTENTS  # noqa: E402
 from benchlib import percentile, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
 from tooldns.netsim import SilentServer  # noqa: E402
+from tooldns.zone.zonefile import load_zone, zone_files  # noqa: E402
 
 
 def run(name: str, make, intents: list[str]) -> None:
@@ -60,17 +68,33 @@ def main() -> int:
     p.add_argument("--zones", default=str(ROOT / "zones"))
     p.add_argument("--port", type=int, default=5386)
     p.add_argument("--timeout", type=float, default=2.0, help="the resolver's timeout a query (seconds)")
+    p.add_argument("--rtt", type=float, default=0.0, help="put the live tree this many ms of round trip away")
     args = p.parse_args()
     proc, (address, port) = start_servers(args.zones, args.port)
     silent = SilentServer()
+    sim = commands = None
     try:
         live = (address, port)
+        if args.rtt > 0:  # every address the tree's glue names, behind the simulator, at its port
+            addresses = sorted({ns.address for f in zone_files(args.zones) for ns in load_zone(f).nameservers})
+            ctx = multiprocessing.get_context("spawn")
+            commands, theirs = ctx.Pipe()
+            sim = ctx.Process(target=run_sim, args=([(a, port) for a in addresses], theirs), daemon=True)
+            sim.start()
+            sim_port, _ = commands.recv()
+            commands.send({"one_way": args.rtt * 0.9 / 2000, "jitter": args.rtt * 0.1 / 1000})
+            commands.recv()
+            live = (address, sim_port)
+            print(f"the live tree {args.rtt:g} ms of round trip away (simulated)")
         both = [silent.address, live]
         run("a new resolver per resolution", lambda: Resolver(root=both, timeout=args.timeout, cache=False), INTENTS)
         run("one resolver for all", lambda: Resolver(root=both, timeout=args.timeout, cache=False), INTENTS)
         run("the live server alone", lambda: Resolver(root=[live], timeout=args.timeout, cache=False), INTENTS)
         print(f"the silent server read {silent.swallowed} datagrams; {len(INTENTS)} intents a line")
     finally:
+        if sim is not None:
+            commands.send(None)
+            sim.join(10)
         silent.close()
         stop_servers(proc)
     return 0
