@@ -75,6 +75,22 @@ def turn() -> None:
     time.sleep(0)
 
 
+class Turns:
+    """:func:`turn` at most every *seconds* of work: called between small steps (the pieces of an
+    index read back, :mod:`tooldns.serving.loader`), it gives the lock away only once the steps since
+    the last turn took that long. A turn costs more than a small step (the lock given to a waiting
+    thread must be waited for again): one after each of a zone's 30 pieces made its loads 60 % slower."""
+
+    def __init__(self, seconds: float = 0.0002) -> None:
+        self.seconds = seconds
+        self._last = time.perf_counter()
+
+    def __call__(self) -> None:
+        if time.perf_counter() - self._last >= self.seconds:
+            turn()
+            self._last = time.perf_counter()
+
+
 def _set(variable: str) -> bool:
     return os.environ.get(variable, "") not in ("", "0")
 

@@ -39,13 +39,14 @@ import stat
 import sys
 import tempfile
 import threading
+import types
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from ..compiled import turn
+from ..compiled import Turns
 from ..exceptions import ZoneFileError
 from ..zone.limits import ZoneLimits
 from ..zone.model import Zone
@@ -57,12 +58,17 @@ log = logging.getLogger(__name__)
 #: the name of the snapshot directory ``tooldns build`` makes beside the zone files it writes
 SNAPSHOT_DIR = ".snapshots"
 #: bumped when what a snapshot holds changes shape beyond what the code digest sees
-FORMAT = 3
+FORMAT = 5
 #: tools (and children) pickled a piece, and items a piece of a larger list or dictionary (postings,
-#: texts): each piece is unpickled in one call of its own, which holds the interpreter's lock, about
-#: 0.1 to 0.3 ms (a tool takes 20 to 40 us, a posting 0.2)
-TOOLS_A_PIECE = 8
+#: texts): each piece is unpickled in one call of its own, which holds the interpreter's lock, at most
+#: about 0.6 ms (a tool takes 20 to 40 us, a posting 0.2); smaller pieces cost more in all (a built
+#: leaf of about 200 tools: 1.06 ms in 11 pieces, 1.35 ms in 82 of 8 tools and 64 items)
+TOOLS_A_PIECE = 16
 ITEMS_A_PIECE = 1000
+#: lists, tuples and dictionaries longer than this are pickled apart from what holds them (in parts of
+#: about :data:`ITEMS_A_PIECE` items): a leaf of 69 tools whose postings and texts were all in the
+#: index's own piece took 2.3 ms in that one call
+SPLIT_ABOVE = 256
 #: the sources whose classes a snapshot holds: a change to any makes every snapshot stale
 _PICKLED_SOURCES = ("zone", "scoring", "protocol", "serving/index.py", "serving/summaries.py", "embedding")
 
@@ -109,8 +115,8 @@ class _Refs(pickle.Pickler):
 
 
 class _Bulky(_Refs):
-    """Pickles an object only to find the lists, tuples and dictionaries in it too large for one piece
-    (:data:`ITEMS_A_PIECE`), in the order met; objects of earlier pieces are not looked into."""
+    """Pickles an object only to find the lists, tuples and dictionaries in it to be pickled apart
+    (:data:`SPLIT_ABOVE`), in the order met; objects of earlier pieces are not looked into."""
 
     def __init__(self, known: dict[int, int]) -> None:
         super().__init__(io.BytesIO(), known)
@@ -118,9 +124,24 @@ class _Bulky(_Refs):
 
     def persistent_id(self, obj):
         number = self.known.get(id(obj))
-        if number is None and _splittable(obj) and len(obj) > ITEMS_A_PIECE:
+        if number is None and _splittable(obj) and len(obj) > SPLIT_ABOVE:
             self.found.setdefault(id(obj), obj)
         return number
+
+
+class _Globals(_Refs):
+    """Pickles an object only to find the classes and functions its pickle names: pickled once, in a
+    piece of their own, each later piece refers to them by number instead of looking each up by
+    module and name again (a fifth of the time a small zone took to unpickle)."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), {})
+        self.found: dict[int, object] = {}
+
+    def persistent_id(self, obj):
+        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+            self.found.setdefault(id(obj), obj)
+        return None
 
 
 def _splittable(obj) -> bool:
@@ -140,12 +161,14 @@ class _Unrefs(pickle.Unpickler):
 
 def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
     """*zone* and *index* pickled as pieces, each unpickled by one call of its own
-    (:func:`unpickle_pieces`): the tools a few at a time; every list, tuple or dictionary of the
-    zone or the index larger than :data:`ITEMS_A_PIECE` items (postings, a common term's postings
-    list, the tools' texts), innermost first, in parts of about that many items, each part's
-    items counted with the lists in them, then joined; the zone and the index's state last. An object
-    of an earlier piece is referred to by its number. Between pieces the unpickling thread gives the
-    interpreter's lock to the event loop: one call over a 10,000-tool leaf's index held it 180 ms.
+    (:func:`unpickle_pieces`): the classes and functions it names; the tools a few at a time; every
+    list, tuple or dictionary of the zone or the index longer than :data:`SPLIT_ABOVE` (postings, a
+    common term's postings list, the tools' texts), innermost first, in parts of about
+    :data:`ITEMS_A_PIECE` items, each part's items counted with the lists in them, then joined; the
+    zone and the index's state last. An object of an earlier piece is referred to by its number.
+    Between pieces the unpickling thread gives the interpreter's lock to the event loop when it has
+    held it a while (:class:`~tooldns.compiled.Turns`): one call over a 10,000-tool leaf's index held
+    it 180 ms.
 
     The result: a header (its length, 8 bytes, then the pieces' kinds and lengths pickled) and the
     pieces one after the other, so that each is read where it lies (:func:`unpickle_pieces`)."""
@@ -166,11 +189,15 @@ def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
         for member in members:
             number(member)
 
+    state = index.__getstate__()
+    names = _Globals()
+    names.dump((zone, state))
+    named = tuple(names.found.values())
+    piece(named, named)
     for group in (zone.tools, zone.children):
         for start in range(0, len(group), TOOLS_A_PIECE):
             part = tuple(group[start:start + TOOLS_A_PIECE])
             piece(part, part)
-    state = index.__getstate__()
     scout = _Bulky(known)
     scout.dump((zone, state))
     for container in reversed(scout.found.values()):  # the innermost first: the outer refer to them
@@ -221,15 +248,16 @@ def unpickle_pieces(data) -> tuple[Zone, ZoneIndex]:
     view = memoryview(data)
     kinds = piece_kinds(view)
     at, objects = 8 + int.from_bytes(view[:8], "little"), []
+    turns = Turns()  # the interpreter's lock to whoever waits for it (the event loop) between pieces
     for kind, length, members in kinds:
-        turn()  # the interpreter's lock to whoever waits for it (the event loop) between pieces
+        turns()
         if kind == "obj":
             obj = _Unrefs(view[at:at + length], objects).load()
             at += length
             objects.append(obj)
             objects.extend(obj if members else ())
         else:  # "join": a shell and its *length* parts, one container again
-            objects.append(_joined(objects, len(objects) - length - 1, length))
+            objects.append(_joined(objects, len(objects) - length - 1, length, turns))
     last = objects[-1] if objects else None
     if not (isinstance(last, tuple) and len(last) == 2 and isinstance(last[0], Zone) and isinstance(last[1], dict)):
         raise ValueError("not a pickled zone and index")
@@ -239,7 +267,7 @@ def unpickle_pieces(data) -> tuple[Zone, ZoneIndex]:
     return zone, index
 
 
-def _joined(objects: list, at: int, parts: int):
+def _joined(objects: list, at: int, parts: int, turns: Turns):
     """The shell at ``objects[at]`` filled with the *parts* after it, each part let go of once added
     (freed one at a time, not all at the end, which held the lock 10 ms for a 10,000-tool leaf)."""
     shell = objects[at]
@@ -251,7 +279,7 @@ def _joined(objects: list, at: int, parts: int):
     for i in range(at + 1, at + 1 + parts):
         add(objects[i])
         objects[i] = None
-        turn()
+        turns()
     return shell
 
 
