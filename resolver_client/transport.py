@@ -59,8 +59,11 @@ def _udp_protocol() -> type:
 
     class UDPProtocol(asyncio.DatagramProtocol):
         def __init__(self, wire: bytes, future: asyncio.Future, server=None, via: list | None = None,
-                     hedge: bool = False) -> None:
-            self.wire, self.future, self.server, self.via, self.hedge = wire, future, server, via, hedge
+                     asking: list | None = None) -> None:
+            self.wire, self.future, self.server, self.via = wire, future, server, via
+            #: how many servers the exchange still waits for (one, two once hedged), shared by their sockets
+            self.asking = asking if asking is not None else [1]
+            self.refused = False
 
         def connection_made(self, transport) -> None:
             transport.sendto(self.wire)
@@ -72,7 +75,11 @@ def _udp_protocol() -> type:
                     self.via.append(self.server)
 
         def error_received(self, exc: Exception) -> None:
-            if not self.future.done() and not self.hedge:  # a hedge refused: the first server may answer
+            if self.refused:  # its later resends refused again: counted once
+                return
+            self.refused = True
+            self.asking[0] -= 1
+            if not self.future.done() and self.asking[0] <= 0:  # one server of a hedge refused: the other may answer
                 self.future.set_exception(exc)
 
     return UDPProtocol
@@ -89,15 +96,15 @@ async def audp(wire: bytes, address: str, port: int, timeout: float, resend_afte
 
     loop = asyncio.get_running_loop()
     future: asyncio.Future = loop.create_future()
-    protocol = _udp_protocol()
-    transport, _ = await loop.create_datagram_endpoint(lambda: protocol(wire, future, (address, port), via),
+    protocol, asking = _udp_protocol(), [1]
+    transport, _ = await loop.create_datagram_endpoint(lambda: protocol(wire, future, (address, port), via, asking),
                                                        remote_addr=(address, port))
     endpoints = [transport]
     if sent is not None:
         sent.append(0.0)
     resends = [loop.call_later(after, _resend, transport, wire, future, sent) for after in resend_after]
     if hedge is not None and resend_after:
-        resends.append(loop.call_later(resend_after[0], _hedge, loop, wire, future, hedge, via, sent, endpoints))
+        resends.append(loop.call_later(resend_after[0], _hedge, loop, wire, future, hedge, via, sent, endpoints, asking))
     try:  # asyncio.timeout, not wait_for: Python 3.11's wait_for could swallow the caller's cancel
         async with asyncio.timeout(timeout):
             return await future
@@ -120,17 +127,24 @@ def _resend(transport, wire: bytes, future, sent: list | None) -> None:
 
 
 def _hedge(loop, wire: bytes, future, server: tuple[str, int], via: list | None, sent: list | None,
-           endpoints: list) -> None:
-    """Send *wire* to *server* from a new socket whose reply settles *future* too (hedging)."""
+           endpoints: list, asking: list) -> None:
+    """Send *wire* to *server* from a new socket whose reply settles *future* too (hedging); a refusal
+    from either server then leaves the exchange waiting for the other (*asking*: the servers it waits for)."""
     if future.done():
         return
     if sent is not None:
         sent.append(0.0)
+    asking[0] += 1
     opening = loop.create_task(loop.create_datagram_endpoint(
-        lambda: _udp_protocol()(wire, future, server, via, hedge=True), remote_addr=server))
+        lambda: _udp_protocol()(wire, future, server, via, asking), remote_addr=server))
 
     def opened(task) -> None:
-        if task.cancelled() or task.exception() is not None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:  # no socket for the hedge: the first server alone, as before
+            asking[0] -= 1
+            if asking[0] <= 0 and not future.done():
+                future.set_exception(task.exception())
             return
         transport = task.result()[0]
         if future.done():

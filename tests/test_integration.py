@@ -5,8 +5,10 @@ import logging
 import re
 import socket
 import struct
+import threading
 import time
 
+import dns.message
 import pytest
 from dnslib import EDNS0, RCODE, DNSRecord, EDNSOption
 
@@ -597,3 +599,48 @@ def test_a_query_lost_once_is_asked_again_and_the_resolution_succeeds(demo_tree)
         assert res.stats.timeouts == 1 and res.stats.timeout_retries == 1, drive
         assert res.tools and res.tools[0].zone == "hko.weather.tools.", (drive, res.errors)
         assert not any("no root name server answered" in e for e in res.errors), res.errors
+
+
+def test_a_hedged_query_waits_for_the_other_server_when_the_first_refuses(tmp_path):
+    """Once hedged, a refusal (ICMP port unreachable) from one of the two servers leaves the exchange
+    waiting for the other, in the async transport as in the sync driver: the first server reads the
+    query and its first resend and then goes away (its port refuses the next resend); the zone's other
+    server, asked at the first resend, answers after that refusal."""
+    from resolver_client.transport import audp
+
+    first = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    first.bind(("127.0.0.1", 0))
+    other = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    other.bind(("127.0.0.1", 0))
+    wire = dns.message.make_query("tools.", "SOA").to_wire()
+    gone, answered = threading.Event(), []
+
+    def first_server():
+        first.settimeout(WAIT_TIMEOUT)
+        for _ in range(2):  # the query, and its resend (when the other server is asked too)
+            first.recvfrom(4096)
+        first.close()
+        gone.set()
+
+    def other_server():
+        other.settimeout(WAIT_TIMEOUT)
+        data, client = other.recvfrom(4096)
+        gone.wait(WAIT_TIMEOUT)
+        time.sleep(0.6)  # past the first server's next resend (at 0.3 s), refused
+        reply = dns.message.make_response(dns.message.from_wire(data)).to_wire()
+        other.sendto(reply, client)
+        answered.append(reply)
+
+    threads = [threading.Thread(target=first_server), threading.Thread(target=other_server)]
+    for t in threads:
+        t.start()
+    sent: list = []
+    try:
+        reply = asyncio.run(audp(wire, *first.getsockname(), timeout=WAIT_TIMEOUT, resend_after=(0.1, 0.3, 0.7),
+                                 sent=sent, hedge=other.getsockname()))
+    finally:
+        for t in threads:
+            t.join(WAIT_TIMEOUT)
+        other.close()
+    assert answered and reply == answered[0]  # the other server's reply, not the first's refusal
+    assert len(sent) >= 4  # the query, the resend with its hedge, and the resend that was refused
