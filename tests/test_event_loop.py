@@ -255,6 +255,20 @@ def test_while_a_lazy_load_is_held_loaded_zones_are_answered_and_the_queue_is_bo
         assert _ask(address, port, refused).header.rcode == RCODE.NOERROR  # asked again: loaded
 
 
+def test_turns_are_given_once_enough_work_has_gone_by(monkeypatch):
+    """Between the small steps of reading an index back, a turn only once the steps since the last one
+    took the set time: none when they are quick, one a step when the time is nothing."""
+    import tooldns.compiled as compiled
+
+    given = []
+    monkeypatch.setattr(compiled, "turn", lambda: given.append(1))
+    rare, every = compiled.Turns(3600.0), compiled.Turns(0.0)
+    for _ in range(50):
+        rare()
+        every()
+    assert len(given) == 50  # every one of ``every``'s, none of ``rare``'s
+
+
 def test_indexing_a_large_zone_gives_a_waiting_thread_turns():
     """Compiled code never gives the interpreter's lock back by itself: the loops that index a zone call
     ``tooldns.compiled.turn`` every few dozen tools, so that the event loop answers while a work thread
