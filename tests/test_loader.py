@@ -289,3 +289,31 @@ def test_an_index_pickled_in_pieces_decides_as_the_one_built(tmp_path):
         assert _decided(read, intent) == _decided(built_ix, intent), intent
     with pytest.raises(ValueError):
         unpickle_pieces(len(pickle.dumps([])).to_bytes(8, "little") + pickle.dumps([]))  # no pieces
+
+
+def test_pieces_keep_every_tuple_apart_and_a_shared_list_one_object(tmp_path):
+    """Two tuples pickled in parts (a zone's tools and its children, each longer than a piece's share)
+    keep their own numbers; a list held by two dictionaries pickled in parts comes back one object,
+    as plain pickle gives it back; a bound method of a dictionary is no class to name once."""
+    from tooldns.serving.loader import SPLIT_ABOVE, pickle_in_pieces, unpickle_pieces
+
+    n = SPLIT_ABOVE + 20
+    child = ("- {{label: c{0}, summary: {{description: 'child {0}'}}, "
+             "nameservers: [{{name: ns1.c{0}.wide.tools., address: 127.0.0.1}}]}}\n")
+    path = tmp_path / "wide.tools.yaml"
+    path.write_text("origin: wide.tools.\nsoa: {serial: 1}\nnameservers: [{name: ns1.wide.tools., address: 127.0.0.1}]\n"
+                    "children:\n" + "".join(child.format(i) for i in range(n)) +
+                    "tools:\n" + "".join(TOOL.format(i, f"tool number {i}") for i in range(n)))
+    zone = load_zone(path)
+    assert len(zone.children) == len(zone.tools) == n
+    ix = ZoneIndex(zone)
+    shared = list(range(3 * SPLIT_ABOVE))
+    ix.extra_a = {i: (shared if i == 0 else i) for i in range(n)}
+    ix.extra_b = {i: (shared if i == 0 else -i) for i in range(n)}
+    ix.extra_get = ix.extra_a.get
+    zone2, ix2 = unpickle_pieces(pickle_in_pieces(zone, ix))
+    assert zone2 == zone and ix2.zone is zone2 and len(zone2.children) == n
+    assert ix2.extra_a[0] == shared and ix2.extra_a[0] is ix2.extra_b[0]
+    assert ix2.extra_get(5) == 5
+    for intent in ("tool number 7", "child 12"):
+        assert _decided(ix2, intent) == _decided(ix, intent)

@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 #: the name of the snapshot directory ``tooldns build`` makes beside the zone files it writes
 SNAPSHOT_DIR = ".snapshots"
 #: bumped when what a snapshot holds changes shape beyond what the code digest sees
-FORMAT = 5
+FORMAT = 6
 #: tools (and children) pickled a piece, and items a piece of a larger list or dictionary (postings,
 #: texts): each piece is unpickled in one call of its own, which holds the interpreter's lock, at most
 #: about 0.6 ms (a tool takes 20 to 40 us, a posting 0.2); smaller pieces cost more in all (a built
@@ -139,7 +139,8 @@ class _Globals(_Refs):
         self.found: dict[int, object] = {}
 
     def persistent_id(self, obj):
-        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+        if isinstance(obj, (type, types.FunctionType)) or (  # a module's builtin, not a bound method
+                isinstance(obj, types.BuiltinFunctionType) and isinstance(obj.__self__, (types.ModuleType, type(None)))):
             self.found.setdefault(id(obj), obj)
         return None
 
@@ -162,22 +163,21 @@ class _Unrefs(pickle.Unpickler):
 def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
     """*zone* and *index* pickled as pieces, each unpickled by one call of its own
     (:func:`unpickle_pieces`): the classes and functions it names; the tools a few at a time; every
-    list, tuple or dictionary of the zone or the index longer than :data:`SPLIT_ABOVE` (postings, a
-    common term's postings list, the tools' texts), innermost first, in parts of about
-    :data:`ITEMS_A_PIECE` items, each part's items counted with the lists in them, then joined; the
-    zone and the index's state last. An object of an earlier piece is referred to by its number.
-    Between pieces the unpickling thread gives the interpreter's lock to the event loop when it has
-    held it a while (:class:`~tooldns.compiled.Turns`): one call over a 10,000-tool leaf's index held
-    it 180 ms.
-
-    The result: a header (its length, 8 bytes, then the pieces' kinds and lengths pickled) and the
-    pieces one after the other, so that each is read where it lies (:func:`unpickle_pieces`)."""
+    list, tuple or dictionary longer than :data:`SPLIT_ABOVE` (postings, texts), what it holds of
+    the others first, in parts of about :data:`ITEMS_A_PIECE` items (counted with the lists in them)
+    then joined; the zone and the index's state last. An object of an earlier piece is referred to by
+    its number. The unpickling thread gives the interpreter's lock to the event loop between pieces
+    once it has held it a while (:class:`~tooldns.compiled.Turns`): one call over a 10,000-tool
+    leaf's index held it 180 ms. Laid out as a header (its length in 8 bytes, then the pieces' kinds
+    and lengths pickled) and the pieces one after the other, each read where it lies."""
     known: dict[int, int] = {}
     alive: list = []  # what was numbered stays alive, so that no other object takes its id()
     kinds: list[tuple[str, int, int]] = []  # ("obj", length, members) or ("join", parts, 0)
     body = io.BytesIO()
 
     def number(obj) -> None:
+        if id(obj) in known:  # numbered twice, the numbers would part from the unpickler's list
+            raise ValueError(f"{type(obj).__name__} pickled twice")
         known[id(obj)] = len(known)
         alive.append(obj)
 
@@ -190,35 +190,62 @@ def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
             number(member)
 
     state = index.__getstate__()
-    names = _Globals()
-    names.dump((zone, state))
-    named = tuple(names.found.values())
-    piece(named, named)
+    (names := _Globals()).dump((zone, state))
+    piece(named := tuple(names.found.values()), named)
     for group in (zone.tools, zone.children):
         for start in range(0, len(group), TOOLS_A_PIECE):
             part = tuple(group[start:start + TOOLS_A_PIECE])
             piece(part, part)
     scout = _Bulky(known)
     scout.dump((zone, state))
-    for container in reversed(scout.found.values()):  # the innermost first: the outer refer to them
+
+    splitting: set[int] = set()
+
+    def split(container) -> None:  # what it holds of the others first: the outer refer to them
+        splitting.add(id(container))
+        for inner in _held(container, scout.found, set()):
+            if id(inner) not in known and id(inner) not in splitting:
+                split(inner)
         parts = _parts(container, known)
         piece(_shell(container))
         for part in parts:
             piece(part)
         kinds.append(("join", len(parts), 0))
         number(container)
+
+    for container in reversed(scout.found.values()):
+        if id(container) not in known:
+            split(container)
     piece((zone, state))
     head = pickle.dumps(kinds, protocol=pickle.HIGHEST_PROTOCOL)
     return len(head).to_bytes(8, "little") + head + body.getvalue()
 
 
+class _TupleShell:
+    """Where a tuple pickled in parts is to be joined (a tuple has no empty shell of its own: ``()`` is
+    one object, which two tuples would share, and their numbers with it)."""
+
+
 def _shell(container):
     """*container* without its items (a list's or dictionary's subclass keeps its attributes)."""
     if type(container) is tuple:
-        return ()
+        return _TupleShell()
     shell = copy.copy(container)
     shell.clear()
     return shell
+
+
+def _held(container, found: dict[int, object], seen: set[int]):
+    """The containers of *found* that *container* holds, directly or through lists, tuples and
+    dictionaries not in *found* (a container held by two others is then pickled before both)."""
+    for value in (container.values() if isinstance(container, dict) else container):
+        if not _splittable(value) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if id(value) in found:
+            yield value
+        else:
+            yield from _held(value, found, seen)
 
 
 def _parts(container, known: dict[int, int]) -> list:
@@ -271,7 +298,7 @@ def _joined(objects: list, at: int, parts: int, turns: Turns):
     """The shell at ``objects[at]`` filled with the *parts* after it, each part let go of once added
     (freed one at a time, not all at the end, which held the lock 10 ms for a 10,000-tool leaf)."""
     shell = objects[at]
-    if type(shell) is tuple:
+    if isinstance(shell, _TupleShell):
         joined = tuple(item for part in objects[at + 1:at + 1 + parts] for item in part)
         objects[at + 1:at + 1 + parts] = [None] * parts
         return joined

@@ -487,6 +487,7 @@ class Tree:
         served there already, or from a new server (a UDP and a TCP socket) on the tree's port."""
         origin = store.index.origin
         resolver = ZoneResolver(store)
+        store.listeners.append(resolver.renewed)  # as the zones served from the start
         if self.summaries is not None:
             resolver.on_notify = self.summaries.notified
         self.resolvers[origin] = resolver
