@@ -51,6 +51,14 @@ def udp(wire: bytes, address: str, port: int, timeout: float) -> bytes:
             raise TimeoutError(f"no UDP reply from {address}:{port} within {timeout:g} s") from None
 
 
+def _one_fewer(asking: list, future, exc: BaseException) -> None:
+    """One server of an exchange will not answer (*exc*): the exchange fails with it once no server is
+    left to wait for (one server of a hedge refused: the other may still answer)."""
+    asking[0] -= 1
+    if asking[0] <= 0 and not future.done():
+        future.set_exception(exc)
+
+
 @functools.cache
 def _udp_protocol() -> type:
     """The asyncio protocol of one UDP exchange, made on first use: asyncio is imported by the async
@@ -78,9 +86,7 @@ def _udp_protocol() -> type:
             if self.refused:  # its later resends refused again: counted once
                 return
             self.refused = True
-            self.asking[0] -= 1
-            if not self.future.done() and self.asking[0] <= 0:  # one server of a hedge refused: the other may answer
-                self.future.set_exception(exc)
+            _one_fewer(self.asking, self.future, exc)
 
     return UDPProtocol
 
@@ -142,9 +148,7 @@ def _hedge(loop, wire: bytes, future, server: tuple[str, int], via: list | None,
         if task.cancelled():
             return
         if task.exception() is not None:  # no socket for the hedge: the first server alone, as before
-            asking[0] -= 1
-            if asking[0] <= 0 and not future.done():
-                future.set_exception(task.exception())
+            _one_fewer(asking, future, task.exception())
             return
         transport = task.result()[0]
         if future.done():

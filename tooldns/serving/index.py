@@ -41,7 +41,8 @@ def address_rr(name: str, address: str, ttl: int) -> RR:
     return RR(name, QTYPE.AAAA, ttl=ttl, rdata=AAAA(address))
 
 
-#: items an index's :meth:`ZoneIndex.release` frees between two turns for other threads
+#: items an index's :meth:`ZoneIndex.release` frees, or an index read back keys by tool
+#: (:func:`_by_id`), between two turns for other threads
 RELEASE_STEP = 1000
 
 
@@ -74,8 +75,8 @@ class Candidates:
 
 def _empty(postings) -> int:
     """Empty a term's postings list (:class:`~tooldns.scoring.bm25.BM25`'s, a list of its own) in steps
-    with a turn between; the pairs freed. Anything else is left alone: 0."""
-    if not isinstance(postings, list):
+    with a turn between; the pairs freed. Anything else (a plain list among them) is left alone: 0."""
+    if not isinstance(postings, list) or type(postings) is list:
         return 0
     freed = len(postings)
     while len(postings) > RELEASE_STEP:
@@ -373,7 +374,7 @@ class ZoneIndex:
             if isinstance(container, dict):
                 for key in list(container):
                     value = container.pop(key)
-                    done += 1 + (_empty(value) if type(value) is not list else 0)
+                    done += 1 + _empty(value)
                     if done >= RELEASE_STEP:
                         turn()
                         done = 0
