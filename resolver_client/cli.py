@@ -28,6 +28,7 @@ from tooldns.protocol.hygiene import printable
 from .exceptions import NoServersReachable, ResolverError
 from .modes import GET_IMPORTANT, MODES
 from .resolver import Resolver, seconds, parse_server
+from .rtt import MIN_RTO
 from .results import Resolution
 from .walk import AUTO_BEAM
 from .walkpage import write_walk_page
@@ -139,12 +140,17 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def timeout_arg(text: str) -> float:
+def timeout_arg(text: str, what: str = "timeout") -> float:
     """``--timeout``: a number of seconds above 0 (a usage error otherwise, as the library's ResolverError)."""
     try:
-        return seconds(text, "timeout")
+        return seconds(text, what)
     except ResolverError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def min_rto_arg(text: str) -> float:
+    """``--min-rto``: a number of seconds above 0."""
+    return timeout_arg(text, "min-rto")
 
 
 def port_arg(text: str) -> int:
@@ -290,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exclude", action="append", help="zones or organisations to skip (comma-separated)")
     p.add_argument("--top", type=at_least_one, default=None, help="print at most this many tools")
     p.add_argument("--timeout", type=timeout_arg, default=1.0, help="seconds to wait for each reply (default 1)")
+    p.add_argument("--min-rto", type=min_rto_arg, default=MIN_RTO,
+                   help=f"least seconds before a lost datagram is sent again (default {MIN_RTO:g}, as Unbound; "
+                        "less where round trips are a few milliseconds)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--details", action="store_true", help="tools with their descriptions (leaves answer without "
                                                           "them unless asked; --html asks)")
@@ -308,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     check_walk_args(args, p)
     try:
         root = parse_server(args.root)
-        with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, embedder=_embedder(args.embed),
+        with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, min_rto=args.min_rto,
+                      embedder=_embedder(args.embed),
                       details=args.details or bool(args.html), validate=args.validate or args.require_secure,
                       trust_anchor=args.anchor, require_secure=args.require_secure,
                       best_leaf_k=args.best_leaf_k, beam=walk_beam(args),

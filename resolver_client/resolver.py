@@ -41,7 +41,7 @@ from .exceptions import ResolverError
 from .modes import GET_IMPORTANT, settings_for
 from .plan import MAX_KEEP, NOT_ASKED, Chosen, PlanFetch, Published, choose
 from .results import Resolution
-from .rtt import RttTable, resend_times
+from .rtt import MIN_RTO, RttTable, resend_times
 from .split import WalkGroup, split_intent
 from .validate import TrustAnchor, Validator, load_anchor
 from .walk import AUTO_BEAM, Query, Walk, auto_beam
@@ -159,13 +159,17 @@ class _BaseResolver:
                  validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
                  details: bool = False, fit: bool = True, best_leaf_k: int | None = None,
                  beam: int | str | None = AUTO_BEAM, lifetime: float | None = None,
-                 published_walk: bool = True, max_walks: int | None = MAX_WALKS) -> None:
+                 published_walk: bool = True, max_walks: int | None = MAX_WALKS,
+                 min_rto: float = MIN_RTO) -> None:
         roots = root if isinstance(root, list) else [root]
         self.root = [parse_server(r) for r in roots]
         self.root_zone = root_zone
         #: seconds to wait for each reply before asking the zone's next name server
         self.timeout = seconds(timeout, "timeout")
-        self.rtt = RttTable()  #: each server's round trip: when a UDP query goes again (:mod:`.rtt`)
+        #: each server's round trip: when a UDP query goes again (:mod:`.rtt`), never sooner than
+        #: *min_rto* seconds after it went (default 0.05, as Unbound; less on a network of short round
+        #: trips, so that a lost datagram costs less than 50 ms)
+        self.rtt = RttTable(min_rto=seconds(min_rto, "min_rto"))
         #: seconds a whole resolution may take (None: 30, or ten timeouts when that is longer); past it
         #: the tools found so far are returned, or LimitExceeded raised when there are none
         self.lifetime = seconds(lifetime, "lifetime") if lifetime is not None else max(30.0, 10 * self.timeout)

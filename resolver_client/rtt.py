@@ -3,7 +3,7 @@
 Each server's smoothed round trip and its variance, updated from every reply to a query sent once
 (Karn's rule: a reply to a datagram sent twice says nothing of either), as RFC 6298 keeps them for TCP
 and BIND and Unbound for name servers. The retransmission timeout (RTO) they give, ``srtt + 4 x
-rttvar`` within [:data:`MIN_RTO`, the resolver's timeout], is how long the resolver waits before it
+rttvar`` within [:data:`MIN_RTO` (or the resolver's ``min_rto``), the resolver's timeout], is how long the resolver waits before it
 sends the same datagram again, on the same socket, so that a reply to either send is taken; each
 further send waits twice as long, until the query's whole timeout is spent. On a network that loses a
 datagram now and then this costs about one RTO instead of the whole timeout; on loopback, nothing.
@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import threading
 
-#: the least a server is waited for before a datagram goes again (seconds): a server's own work varies
-#: (an intent embedded, a model asked) more than loopback's round trip, and a resend is work for it too
+#: the least a server is waited for before a datagram goes again (seconds), as Unbound's
+#: ``infra-cache-min-rtt``: a server's own work varies (an intent embedded, a zone loaded the first time,
+#: a model asked) more than a short round trip, and a resend is work for it too. Where round trips are
+#: a few milliseconds and losses matter more than that work, a resolver may be given less (``min_rto``)
 MIN_RTO = 0.05
 #: the wait before the first resend to a server never heard from while no server has been (seconds;
 #: Unbound starts at 0.376); once some have, twice what they give together, up to this
@@ -36,7 +38,10 @@ class RttTable:
 
     ALPHA, BETA = 1 / 8, 1 / 4  # RFC 6298's gains
 
-    def __init__(self, max_servers: int = MAX_SERVERS) -> None:
+    def __init__(self, max_servers: int = MAX_SERVERS, min_rto: float = MIN_RTO) -> None:
+        if not min_rto > 0:
+            raise ValueError(f"the least retransmission timeout must be above 0 seconds, not {min_rto!r}")
+        self.min_rto = min_rto  #: the least wait before a datagram goes again (seconds)
         self._rtt: dict[tuple[str, int], tuple[float, float]] = {}
         self._all: tuple[float, float] | None = None  # every server's replies in one estimate
         self._missed: dict[tuple[str, int], float] = {}  # servers that gave no reply in time: how long they made us wait
@@ -92,7 +97,7 @@ class RttTable:
             wait = entry[0] + 4 * entry[1]
         else:  # a tree's servers are about as far as each other: twice what the others take, to begin with
             wait = FIRST_RTO if every is None else min(FIRST_RTO, 2 * (every[0] + 4 * every[1]))
-        return min(max(wait, MIN_RTO), timeout)
+        return min(max(wait, self.min_rto), timeout)
 
 
 def resend_times(first: float, rto: float, timeout: float, max_sends: int = MAX_SENDS) -> list[float]:

@@ -66,3 +66,33 @@ def test_a_server_that_missed_is_asked_after_the_others_until_it_answers_again()
     assert table.rto(A, 5.0) == pytest.approx(0.050 + 4 * 0.025)  # its own wait is not changed
     table.observe(A, 0.050)  # it answers again
     assert table.ordered([A, B, c]) == [A, c, B]
+
+
+def test_a_resolver_for_short_round_trips_may_be_given_a_lower_floor():
+    """``min_rto`` (issue 44): on a network of 1 to 10 ms round trips a lost datagram costs the floor,
+    not 50 ms; a steady fast server is then waited for the floor given, and a slow one as before."""
+    table = RttTable(min_rto=0.005)
+    for _ in range(200):
+        table.observe(A, 0.001)
+    assert table.rto(A, 5.0) == 0.005 < MIN_RTO
+    table.observe(B, 0.100)
+    assert table.rto(B, 5.0) == pytest.approx(0.100 + 4 * 0.050)
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError):
+            RttTable(min_rto=bad)
+
+
+def test_the_resolver_and_its_cli_take_the_floor_and_refuse_nonsense(capsys):
+    from resolver_client import Resolver, ResolverError
+    from resolver_client.cli import main
+
+    with Resolver(root="127.0.0.1:5300", min_rto=0.002) as resolver:
+        assert resolver.rtt.min_rto == 0.002
+    with Resolver(root="127.0.0.1:5300") as resolver:
+        assert resolver.rtt.min_rto == MIN_RTO
+    for bad in (0, "soon", -0.01):
+        with pytest.raises(ResolverError, match="min_rto"):
+            Resolver(root="127.0.0.1:5300", min_rto=bad)
+    with pytest.raises(SystemExit) as exc:
+        main(["weather", "--min-rto", "0"])
+    assert exc.value.code == 2 and "min-rto" in capsys.readouterr().err

@@ -19,6 +19,7 @@ connection) and the failures, and with ``--json`` writes the figures and a plot 
     python scripts/bench/bench_network.py                          # 1, 10, 50, 100 ms; 0, 1, 5 % loss
     python scripts/bench/bench_network.py --rtts 50 --losses 0 --count 100
     python scripts/bench/bench_network.py --zones built/ --json out/network.json
+    python scripts/bench/bench_network.py --rtts 1,10 --losses 0.05 --min-rto 0.005   # a resolver for a LAN
 
 The resolver runs in this process; the servers, the endpoint and the simulator's thread as described.
 """
@@ -186,6 +187,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rtts", default="1,10,50,100", help="round trips, ms, comma-separated")
     ap.add_argument("--losses", default="0,0.01,0.05", help="shares of datagrams and segments lost, comma-separated")
     ap.add_argument("--count", type=int, default=60, help="resolutions (and HTTP searches) timed for each setting")
+    ap.add_argument("--min-rto", type=float, default=None,
+                    help="the resolver's least retransmission timeout, seconds (default: the resolver's, 0.05)")
     ap.add_argument("--json", help="write the figures here, and a plot (.png) beside it")
     args = ap.parse_args(argv)
     rtts = [float(x) for x in args.rtts.split(",")]
@@ -217,7 +220,8 @@ def main(argv=None) -> int:
                     commands.send({"one_way": rtt * 0.9 / 2000, "jitter": rtt * 0.1 / 1000, "loss": loss})
                     commands.recv()
                     timeout = max(0.2, 4 * rtt / 1000)
-                    resolver = Resolver(root=(root_address, sim_port), timeout=timeout, cache=False)
+                    resolver = Resolver(root=(root_address, sim_port), timeout=timeout, cache=False,
+                                        **({} if args.min_rto is None else {"min_rto": args.min_rto}))
                     resolver.resolve(texts[0])  # the published walk, learned once as a long-lived resolver does
                     row = {"rtt_ms": rtt, "loss": loss,
                            "default": time_resolutions(resolver, texts[1:], "get_important"),
@@ -240,7 +244,8 @@ def main(argv=None) -> int:
     if args.json:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"zones": args.zones, "count": args.count, "rows": rows}, indent=1))
+        out.write_text(json.dumps({"zones": args.zones, "count": args.count, "min_rto": args.min_rto,
+                                   "rows": rows}, indent=1))
         plot(rows, out.with_suffix(".png"))
         print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0
