@@ -316,9 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     ks = parse_ks(args, p)
     check_walk_args(args, p)
     try:
-        root = parse_server(args.root)
-        with Resolver(root=root, root_zone=args.root_zone, timeout=args.timeout, min_rto=args.min_rto,
-                      embedder=_embedder(args.embed),
+        with Resolver(root=parse_server(args.root), root_zone=args.root_zone, timeout=args.timeout,
+                      min_rto=args.min_rto, embedder=_embedder(args.embed),
                       details=args.details or bool(args.html), validate=args.validate or args.require_secure,
                       trust_anchor=args.anchor, require_secure=args.require_secure,
                       best_leaf_k=args.best_leaf_k, beam=walk_beam(args),

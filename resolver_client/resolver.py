@@ -161,14 +161,11 @@ class _BaseResolver:
                  beam: int | str | None = AUTO_BEAM, lifetime: float | None = None,
                  published_walk: bool = True, max_walks: int | None = MAX_WALKS,
                  min_rto: float = MIN_RTO) -> None:
-        roots = root if isinstance(root, list) else [root]
-        self.root = [parse_server(r) for r in roots]
+        self.root = [parse_server(r) for r in (root if isinstance(root, list) else [root])]
         self.root_zone = root_zone
         #: seconds to wait for each reply before asking the zone's next name server
         self.timeout = seconds(timeout, "timeout")
-        #: each server's round trip: when a UDP query goes again (:mod:`.rtt`), never sooner than
-        #: *min_rto* seconds after it went (default 0.05, as Unbound; less on a network of short round
-        #: trips, so that a lost datagram costs less than 50 ms)
+        #: each server's round trip: when a UDP query goes again (:mod:`.rtt`), never before *min_rto* s
         self.rtt = RttTable(min_rto=seconds(min_rto, "min_rto"))
         #: seconds a whole resolution may take (None: 30, or ten timeouts when that is longer); past it
         #: the tools found so far are returned, or LimitExceeded raised when there are none
