@@ -10,9 +10,11 @@ query went unanswered.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,8 @@ from tooldns.exceptions import ZoneFileError
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 from tooldns.serving import lazy as lazy_module
 from tooldns.serving import store as store_module
+from tooldns.serving.lazy import Unloadable
+from tooldns.serving.server import DNSServer
 from tooldns.serving.summaries import SummaryKeeper
 from tooldns.serving.tree import TreeThread
 from tooldns.zone.zonefile import load_zone
@@ -269,13 +273,73 @@ def test_turns_are_given_once_enough_work_has_gone_by(monkeypatch):
     assert len(given) == 50  # every one of ``every``'s, none of ``rare``'s
 
 
+def test_a_turn_is_given_when_a_served_socket_has_a_query_waiting(monkeypatch):
+    """``tooldns.compiled.turn`` costs the kernel's timer slack (50 to 80 us) each time it lets go of the
+    lock: with a server's socket watched it lets go only when that socket has something to read (its
+    event loop about to want the lock) or once ``TURN_AT_LEAST`` has gone by since the last turn; with
+    nothing watched (no server in the process), every time."""
+    import socket
+
+    import tooldns.compiled as compiled
+
+    slept = []
+    monkeypatch.setattr(compiled.time, "sleep", lambda seconds: slept.append(seconds))
+    monkeypatch.setattr(compiled, "TURN_AT_LEAST", 3600.0)
+    served = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    served.bind(("127.0.0.1", 0))
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        compiled.turn()  # nothing watched: given
+        assert len(slept) == 1
+        compiled.watch(served.fileno())
+        for _ in range(20):
+            compiled.turn()  # nothing waits, and a turn was given just now
+        assert len(slept) == 1
+        client.sendto(b"a query", served.getsockname())
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while len(slept) == 1 and time.monotonic() < deadline:
+            compiled.turn()
+        assert len(slept) == 2  # the datagram waits: given
+        served.recv(100)  # read by its loop: quiet again
+        compiled.turn()
+        assert len(slept) == 2
+        monkeypatch.setattr(compiled, "TURN_AT_LEAST", 0.0)
+        compiled.turn()  # quiet, but long enough since the last
+        assert len(slept) == 3
+    finally:
+        compiled.unwatch(served.fileno())
+        served.close()
+        client.close()
+    compiled.turn()
+    assert len(slept) == 4  # unwatched: nothing watched again
+
+
+def test_a_running_server_has_its_sockets_watched_for_turns(tmp_path):
+    """A server's UDP and TCP sockets are watched while it runs (a thread's work gives its loop a turn
+    when a query waits), and no more once it stops."""
+    import tooldns.compiled as compiled
+
+    before = dict(compiled._watched.fds)
+    server = DNSServer(Unloadable("x.tools.", "x.tools.yaml"), address="127.0.0.1", port=0)
+
+    async def run() -> dict:
+        await server.start()
+        try:
+            return dict(compiled._watched.fds)
+        finally:
+            await server.stop()
+
+    during = asyncio.run(run())
+    assert len(during) == len(before) + 2
+    assert dict(compiled._watched.fds) == before
+
+
 def test_indexing_a_large_zone_gives_a_waiting_thread_turns():
     """Compiled code never gives the interpreter's lock back by itself: the loops that index a zone call
     ``tooldns.compiled.turn`` every few dozen tools, so that the event loop answers while a work thread
     indexes a large zone. With the switch interval made too long to matter, the only way another thread
     runs during the indexing is those turns: count how often it did."""
     import sys
-    import time
 
     from tooldns.serving.index import ZoneIndex
     from tooldns.zone.zonefile import parse_zone

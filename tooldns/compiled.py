@@ -24,7 +24,9 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import select
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -66,13 +68,71 @@ PURE_VARIABLE = "TOOLDNS_PURE"
 TURN_EVERY = 64
 
 
+#: the longest a thread working in turns keeps the interpreter's lock while no watched socket has
+#: anything waiting (seconds): what an event loop busy elsewhere than its sockets (sending a reply,
+#: a timer due) may wait for it
+TURN_AT_LEAST = 0.0005
+
+
+class _Watched:
+    """The sockets of the servers this process runs (:func:`watch`): a turn is given when one of them
+    has a query waiting, which its event loop is then about to read."""
+
+    def __init__(self) -> None:
+        self.fds: dict[int, int] = {}  # fd -> servers watching it
+        self.poll = select.poll()
+        self.lock = threading.Lock()
+        self.last = 0.0  # when the last turn was given
+
+
+_watched = _Watched()
+
+
+def watch(fd: int) -> None:
+    """Have :func:`turn` give the lock whenever socket *fd* (a server's) has something to read."""
+    with _watched.lock:
+        _watched.fds[fd] = _watched.fds.get(fd, 0) + 1
+        _watched.poll.register(fd, select.POLLIN)
+
+
+def unwatch(fd: int) -> None:
+    """Undo one :func:`watch` of *fd* (before the socket is closed)."""
+    with _watched.lock:
+        left = _watched.fds.pop(fd, 0) - 1
+        if left > 0:
+            _watched.fds[fd] = left
+        else:
+            try:
+                _watched.poll.unregister(fd)
+            except KeyError:
+                pass
+
+
+def _nothing_waits() -> bool:
+    """Whether every watched socket is quiet and a turn was given less than :data:`TURN_AT_LEAST` ago;
+    False when no socket is watched (no server here: a turn, as for any thread that may wait)."""
+    if not _watched.fds or time.perf_counter() - _watched.last >= TURN_AT_LEAST:
+        return False
+    try:
+        return not _watched.poll.poll(0)
+    except (OSError, RuntimeError):  # polled by another thread at once: give the turn
+        return False
+
+
 def turn() -> None:
     """Give the interpreter's lock to a thread that waits for it (the event loop, when a zone is
-    indexed in a work thread). Compiled code never gives it back by itself: it does not run the
-    bytecode loop that checks whether another thread asked, so a compiled loop over a 10,000-tool
-    zone held the lock for its whole length (a reload's p99 274 ms against 26 ms from source).
-    ``time.sleep(0)`` lets go of the lock and takes it back; called every :data:`TURN_EVERY` items."""
+    indexed or read back in a work thread). Compiled code never gives it back by itself: it does not
+    run the bytecode loop that checks whether another thread asked, so a compiled loop over a
+    10,000-tool zone held the lock for its whole length (a reload's p99 274 ms against 26 ms from
+    source). ``time.sleep(0)`` lets go of the lock and takes it back, 50 to 80 us later (the kernel's
+    timer slack): time the waiting thread needs to wake and take it. Called every :data:`TURN_EVERY`
+    items, it is given only when a server's socket has a query waiting (:func:`watch`) or
+    :data:`TURN_AT_LEAST` has gone by: with nobody waiting, a zone met for the first time was read
+    back and packed a third slower for nothing."""
+    if _nothing_waits():
+        return
     time.sleep(0)
+    _watched.last = time.perf_counter()
 
 
 class Turns:

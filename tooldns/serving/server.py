@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 from dnslib import CLASS, RCODE, DNSRecord
 from dnslib.server import BaseResolver
 
+from ..compiled import unwatch, watch
 from ..zone.model import RateLimit
 from .ratelimit import SEND, SLIP, RateLimiter, kind_of, slip_reply
 from .reply import error_reply
@@ -211,6 +212,7 @@ class DNSServer:
         self._rrl_source: RateLimit | None = None  # the zone setting self._rrl was made from
         self._udp = None
         self._tcp = None
+        self._watched: list[int] = []  # its sockets' descriptors, watched for turns (tooldns.compiled.watch)
         self._conns: dict[_Connection, None] = {}  # an ordered set
         self._per_client: dict[str, int] = {}
         self._pressed = False  # more than half of the TCP slots taken
@@ -475,6 +477,9 @@ class DNSServer:
         self.rcvbuf_effective = raise_rcvbuf(self._udp.get_extra_info("socket"), self.rcvbuf)
         self._tcp = await asyncio.start_server(self._serve_tcp, self.address, self.port, reuse_address=True,
                                                reuse_port=self.reuse_port)
+        self._watched = [self._udp.get_extra_info("socket").fileno(), *(s.fileno() for s in self._tcp.sockets)]
+        for fd in self._watched:
+            watch(fd)  # work in other threads gives this loop its turn when a query waits
 
     def udp_drops(self) -> int | None:
         """Datagrams the kernel dropped before this server read them (its receive buffer full)."""
@@ -595,6 +600,9 @@ class DNSServer:
                 return
 
     async def stop(self) -> None:
+        for fd in self._watched:
+            unwatch(fd)
+        self._watched = []
         if self._udp is not None:
             self._udp.close()
             self._udp = None
