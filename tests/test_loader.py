@@ -73,6 +73,33 @@ def test_an_index_read_back_by_pickle_decides_as_the_one_built(built):
     assert checked >= 8 * len(INTENTS)
 
 
+def test_the_loading_process_hands_back_each_tools_fast_path_pieces(built, tmp_path):
+    """What the fast path answers with of each tool is made in the loading process and comes back with
+    the index (8 us a tool the server does not spend when the zone is first asked): the same pieces as
+    the fast path makes itself, and the ones it then answers with."""
+    from tooldns.serving.fast.pack import PackedZone, tool_pieces
+    from tooldns.zone.limits import ZoneLimits
+
+    copy = _copied(built, tmp_path)
+    loader = ZoneLoader(1, copy / SNAPSHOT_DIR)
+    try:
+        leaves = 0
+        for path in zone_files(copy):
+            loaded = loader.load(str(path), ZoneLimits())
+            if not loaded.zone.tools:
+                continue
+            leaves += 1
+            made_here = ZoneIndex(load_zone(path))
+            assert loaded.index.packed_tools == tool_pieces(made_here), path.name
+            packed = PackedZone(loaded.index)
+            assert [packed.tools[id(tool)] for tool in loaded.zone.tools] == loaded.index.packed_tools
+            assert all(packed.tools[id(tool)] is piece
+                       for tool, piece in zip(loaded.zone.tools, loaded.index.packed_tools))
+        assert leaves >= 4
+    finally:
+        loader.close()
+
+
 @pytest.mark.integration
 def test_a_lazy_tree_answers_from_its_loading_process_and_its_snapshots_as_from_its_files(built, tmp_path):
     zones, address = built

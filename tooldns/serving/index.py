@@ -175,6 +175,10 @@ class ZoneIndex:
             for c in zone.children
         }
         self.self_txt = encode_pairs([("kind", "self")])[1:]
+        #: the fast path's pieces of each tool, in the zone's order, when made before the index is
+        #: served (by the loading process, :func:`tooldns.serving.fast.pack.tool_pieces`); None: made
+        #: by the fast path when first asked
+        self.packed_tools: list | None = None
         scorers = self.scorers()
         #: the embedding model of this zone's vectors (None: it has none)
         self.model, self.dim = next(((s.model, s.dim) for s in scorers if s.model is not None), (None, 0))
@@ -368,6 +372,7 @@ class ZoneIndex:
         2,000 terms at a time still 42 ms. Only for an index nothing reads any more
         (:meth:`tooldns.serving.store.ZoneStore.check` makes sure)."""
         containers = [*self.postings(), self.ranked_tool_txt, self.brief_tool_txt, self.tool_owners,
+                      *([self.packed_tools] if self.packed_tools else []),
                       *self.tools.values(), *(c.entries for c in self.tool_candidates.values())]
         done = 0
         for container in containers:

@@ -51,6 +51,7 @@ from ..exceptions import ZoneFileError
 from ..zone.limits import ZoneLimits
 from ..zone.model import Zone
 from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp, write_atomically
+from .fast.pack import tool_pieces
 from .index import ZoneIndex
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ log = logging.getLogger(__name__)
 #: the name of the snapshot directory ``tooldns build`` makes beside the zone files it writes
 SNAPSHOT_DIR = ".snapshots"
 #: bumped when what a snapshot holds changes shape beyond what the code digest sees
-FORMAT = 6
+FORMAT = 7
 #: tools (and children) pickled a piece, and items a piece of a larger list or dictionary (postings,
 #: texts): each piece is unpickled in one call of its own, which holds the interpreter's lock, at most
 #: about 0.6 ms (a tool takes 20 to 40 us, a posting 0.2); smaller pieces cost more in all (a built
@@ -70,7 +71,8 @@ ITEMS_A_PIECE = 1000
 #: index's own piece took 2.3 ms in that one call
 SPLIT_ABOVE = 256
 #: the sources whose classes a snapshot holds: a change to any makes every snapshot stale
-_PICKLED_SOURCES = ("zone", "scoring", "protocol", "serving/index.py", "serving/summaries.py", "embedding")
+_PICKLED_SOURCES = ("zone", "scoring", "protocol", "serving/index.py", "serving/summaries.py", "serving/fast/pack.py",
+                    "embedding")
 
 
 @dataclass(frozen=True)
@@ -391,6 +393,10 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
     zone = parse_zone(data, path, limits)
     index = ZoneIndex(zone)
     index.published_rr()  # made here, not by the serving process when the parent first asks
+    try:
+        index.packed_tools = tool_pieces(index)  # and what the fast path answers with of each tool
+    except ValueError:  # a tool it cannot encode: the full path answers for this zone
+        pass
     try:
         blob = pickle_in_pieces(zone, index)
     except (TypeError, AttributeError, pickle.PicklingError):  # an llm scorer's client and its thread
