@@ -164,17 +164,25 @@ def test_a_snapshot_directory_others_may_write_to_is_not_used(built, tmp_path, c
 
 
 @pytest.mark.integration
-def test_a_spoiled_snapshot_is_loaded_in_the_server_instead(built, tmp_path, caplog):
+def test_a_spoiled_snapshot_is_made_again_and_the_zone_served(built, tmp_path, caplog):
+    """A snapshot cut short is read back in the serving process, found spoiled, removed and made again
+    by the loading process: the zone is served from its file, and the next load reads the new one."""
     copy = _copied(built, tmp_path)
     loader = ZoneLoader(1, copy / SNAPSHOT_DIR)
     try:
         leaf = next(p for p in zone_files(copy) if load_zone(p).tools)
         loader.load(str(leaf), None)
         (kept,) = (copy / SNAPSHOT_DIR).glob("*.pickle")
-        kept.write_bytes(kept.read_bytes()[:100])  # cut short, as a disk could spoil it
+        whole = kept.read_bytes()
+        kept.write_bytes(whole[:100])  # cut short, as a disk could spoil it
         with caplog.at_level(logging.WARNING, logger="tooldns.serving.loader"):
-            assert loader.load(str(leaf), None) is None  # the caller loads it
-        assert "its snapshot cannot be read" in caplog.text and loader.declined == 1
+            again = loader.load(str(leaf), None)
+        assert again is not None and again.zone.tools == load_zone(leaf).tools
+        assert "its snapshot cannot be read" in caplog.text and loader.declined == 0
+        assert kept.read_bytes() == whole  # made again
+        read_back = loader.from_snapshots
+        loader.load(str(leaf), None)
+        assert loader.from_snapshots == read_back + 1
         zones = LazyZones(copy, loader=loader)
         origin = load_zone(leaf).origin
         resolver = zones.get(origin)

@@ -13,7 +13,9 @@ With a snapshot directory (``--snapshots DIR``; a tree written by ``tooldns buil
 ``.snapshots/``, used when nothing else is said), the loading process also keeps each index it
 made there, named by a digest of the file's bytes, of the code that reads them and of the limits:
 a zone loaded again (dropped and asked again, the next start of the server) is read back whole,
-unparsed, and answers in a few milliseconds even the first time it is met. An edited file has
+unparsed, by the serving process itself (the file read and hashed with the interpreter's lock let
+go; no round trip to the loading process), and answers in a few milliseconds even the first time
+it is met. An edited file has
 another digest: its old snapshot is never used again (``rm -r DIR`` at any time frees the space).
 
 A snapshot is code to :mod:`pickle`, as ``__pycache__`` is to Python: it is read only from a
@@ -472,10 +474,17 @@ class ZoneLoader:
     def load(self, path: str, limits: ZoneLimits | None) -> Loaded | None:
         """The zone file at *path* loaded in a loading process; None when the caller is to load it
         itself (an index that cannot be pickled, a loading process lost or failing). Raises
-        :class:`ZoneFileError` when the file cannot be served. Blocks: call it off the event loop."""
+        :class:`ZoneFileError` when the file cannot be served. Blocks: call it off the event loop.
+        A file whose snapshot is kept is read back here, without asking the process (the file read
+        and hashed with the interpreter's lock let go)."""
+        limits = limits or ZoneLimits()
+        if self.snapshots is not None:
+            found = self._read_back(path, limits)
+            if found is not None:
+                return found
         pool, spool = self._executor()
         try:
-            made = pool.submit(prepare, path, limits or ZoneLimits(), self.snapshots, spool).result()
+            made = pool.submit(prepare, path, limits, self.snapshots, spool).result()
         except BrokenProcessPool:  # a loading process killed: the next load starts new ones
             with self._lock:
                 if self._pool is pool:
@@ -509,6 +518,31 @@ class ZoneLoader:
         self.loaded += 1
         self.from_snapshots += read_back
         return Loaded(zone, index, stamp)
+
+    def _read_back(self, path: str, limits: ZoneLimits) -> Loaded | None:
+        """Zone file *path* read back from its snapshot, in this thread: a round trip to the loading
+        process saved (0.5 ms of a zone's first answer); None when it has none (or the file cannot be
+        read: the loading process says why) or the snapshot cannot be read (the process then makes it)."""
+        try:
+            data, st = read_zone_file(path, limits)
+        except (OSError, ZoneFileError):
+            return None
+        saved = Path(self.snapshots) / _snapshot_name(data, limits)
+        pickled = _read_snapshot(saved)
+        if pickled is None:
+            return None
+        try:
+            zone, index = unpickle_pieces(pickled)
+        except Exception as exc:  # cut short or spoiled on the disk: made again by the loading process
+            log.warning("%s: its snapshot cannot be read (%s); made again", path, exc)
+            try:
+                os.unlink(saved)
+            except OSError:
+                pass
+            return None
+        self.loaded += 1
+        self.from_snapshots += 1
+        return Loaded(zone, index, stat_stamp(st))
 
     def close(self) -> None:
         with self._lock:
