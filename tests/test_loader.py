@@ -238,7 +238,8 @@ def _zone_file(path: Path, tools: list[str], serial: int = 1) -> Path:
 def test_a_large_file_is_loaded_in_pieces_none_of_them_large(tmp_path):
     """A leaf of 3,000 tools whose descriptions share their words (a posting list of every tool):
     loaded by the loading process like any other, its pieces each a small part of the whole, the
-    common words' postings lists among those split."""
+    dictionary of its postings lists among those split (each list pickled packed, counted with its
+    pairs)."""
     from tooldns.serving.loader import ITEMS_A_PIECE, pickle_in_pieces
 
     path = _zone_file(tmp_path / "big.tools.yaml", [f"common words of tool number {i} " * 20 for i in range(3000)])
@@ -258,7 +259,7 @@ def test_a_large_file_is_loaded_in_pieces_none_of_them_large(tmp_path):
     largest = max(length for kind, length, _ in kinds if kind == "obj")
     assert len(blob) > 1_000_000 and largest < len(blob) / 50
     joins = [parts for kind, parts, _ in kinds if kind == "join"]
-    assert len(joins) >= 3 and max(joins) >= 3000 * 2 / ITEMS_A_PIECE  # "common": 3,000 postings, in parts
+    assert len(joins) >= 3 and max(joins) >= 3000 * 2 / ITEMS_A_PIECE  # "common" and others: 3,000 pairs each
     for intent in ("tool number 17", "common words", "number 2999"):
         assert _decided(loaded.index, intent) == _decided(ZoneIndex(load_zone(path)), intent)
 
@@ -352,3 +353,20 @@ def test_pieces_keep_every_tuple_apart_and_a_shared_list_one_object(tmp_path):
     assert ix2.extra_get(5) == 5
     for intent in ("tool number 7", "child 12"):
         assert _decided(ix2, intent) == _decided(ix, intent)
+
+
+def test_a_posting_list_pickles_packed_and_comes_back_whole():
+    """A posting list is pickled as its documents and weights in two bytes objects, and read back with
+    its pairs and its packed form (what the compiled sums read) both there; pairs that are not
+    (document, weight) numbers are pickled as they are."""
+    from array import array
+
+    from tooldns.scoring.bm25 import _Posting
+
+    pairs = [(0, 0.5), (7, 1.25), (300000, 2.0 / 3)]
+    read = pickle.loads(pickle.dumps(_Posting(pairs), protocol=pickle.HIGHEST_PROTOCOL))
+    assert type(read) is _Posting and list(read) == pairs and read.row == -1
+    documents, weights = read.packed
+    assert array("i", documents).tolist() == [0, 7, 300000] and array("d", weights).tolist() == [w for _, w in pairs]
+    odd = pickle.loads(pickle.dumps(_Posting([(1, "x")])))
+    assert list(odd) == [(1, "x")] and odd.packed is None

@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 #: the name of the snapshot directory ``tooldns build`` makes beside the zone files it writes
 SNAPSHOT_DIR = ".snapshots"
 #: bumped when what a snapshot holds changes shape beyond what the code digest sees
-FORMAT = 7
+FORMAT = 8
 #: tools (and children) pickled a piece, and items a piece of a larger list or dictionary (postings,
 #: texts): each piece is unpickled in one call of its own, which holds the interpreter's lock, at most
 #: about 0.6 ms (a tool takes 20 to 40 us, a posting 0.2); smaller pieces cost more in all (a built
@@ -150,7 +150,9 @@ class _Globals(_Refs):
 
 
 def _splittable(obj) -> bool:
-    return isinstance(obj, (dict, list)) or type(obj) is tuple
+    """Lists, tuples and dictionaries, but not a list that pickles itself packed (a posting list:
+    two bytes objects, however long)."""
+    return isinstance(obj, dict) or (isinstance(obj, list) and type(obj).__reduce__ is list.__reduce__) or type(obj) is tuple
 
 
 class _Unrefs(pickle.Unpickler):
@@ -254,12 +256,13 @@ def _held(container, found: dict[int, object], seen: set[int]):
 
 def _parts(container, known: dict[int, int]) -> list:
     """*container*'s items in lists (a dictionary's: dictionaries) of about :data:`ITEMS_A_PIECE`
-    items, each counted with the items of a list or dictionary in it not pickled already."""
+    items, each counted with the items of a list or dictionary in it not pickled already (a posting
+    list pickled packed, with its pairs)."""
     items = list(container.items()) if isinstance(container, dict) else list(container)
     parts, start, weight = [], 0, 0
     for i, item in enumerate(items):
         value = item[1] if isinstance(container, dict) else item
-        weight += 1 + (len(value) if _splittable(value) and id(value) not in known else 0)
+        weight += 1 + (len(value) if isinstance(value, (dict, list, tuple)) and id(value) not in known else 0)
         if weight >= ITEMS_A_PIECE or i == len(items) - 1:
             part = items[start:i + 1]
             parts.append(dict(part) if isinstance(container, dict) else part)
