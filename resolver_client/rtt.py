@@ -3,10 +3,11 @@
 Each server's smoothed round trip and its variance, updated from every reply to a query sent once
 (Karn's rule: a reply to a datagram sent twice says nothing of either), as RFC 6298 keeps them for TCP
 and BIND and Unbound for name servers. The retransmission timeout (RTO) they give, ``srtt + 4 x
-rttvar`` within [:data:`MIN_RTO` (or the resolver's ``min_rto``), the resolver's timeout], is how long the resolver waits before it
-sends the same datagram again, on the same socket, so that a reply to either send is taken; each
-further send waits twice as long, until the query's whole timeout is spent. On a network that loses a
-datagram now and then this costs about one RTO instead of the whole timeout; on loopback, nothing.
+rttvar`` within [:data:`MIN_RTO` (or the resolver's ``min_rto``), the resolver's timeout], is how
+long the resolver waits before it sends the same datagram again, on the same socket, so that a
+reply to either send is taken; each further send waits twice as long, until the query's whole
+timeout is spent. On a network that loses a datagram now and then this costs about one RTO instead
+of the whole timeout; on loopback, nothing.
 
 A zone's servers are asked in its order, except that one that gave no reply in time (a timeout, or
 another server answered its hedge first, :meth:`RttTable.missed`) goes after the others until it

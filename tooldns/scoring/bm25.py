@@ -214,7 +214,8 @@ class _Posting(list):
         from array import array
 
         try:
-            packed = self.packed or (array("i", [d for d, _ in self]).tobytes(), array("d", [w for _, w in self]).tobytes())
+            packed = self.packed or (array("i", [d for d, _ in self]).tobytes(),
+                                     array("d", [w for _, w in self]).tobytes())
         except (TypeError, ValueError, OverflowError):
             return _Posting, (list(self),)
         return _unpacked, packed

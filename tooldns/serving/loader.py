@@ -15,8 +15,8 @@ made there, named by a digest of the file's bytes, of the code that reads them a
 a zone loaded again (dropped and asked again, the next start of the server) is read back whole,
 unparsed, by the serving process itself (the file read and hashed with the interpreter's lock let
 go; no round trip to the loading process), and answers in a few milliseconds even the first time
-it is met. An edited file has
-another digest: its old snapshot is never used again (``rm -r DIR`` at any time frees the space).
+it is met. An edited file has another digest: its old snapshot is never used again (``rm -r DIR``
+at any time frees the space).
 
 A snapshot is code to :mod:`pickle`, as ``__pycache__`` is to Python: it is read only from a
 directory the server's own user owns and nobody else may write to, and only when the snapshot file
@@ -152,7 +152,9 @@ class _Globals(_Refs):
 def _splittable(obj) -> bool:
     """Lists, tuples and dictionaries, but not a list that pickles itself packed (a posting list:
     two bytes objects, however long)."""
-    return isinstance(obj, dict) or (isinstance(obj, list) and type(obj).__reduce__ is list.__reduce__) or type(obj) is tuple
+    if isinstance(obj, list):
+        return type(obj).__reduce__ is list.__reduce__
+    return isinstance(obj, dict) or type(obj) is tuple
 
 
 class _Unrefs(pickle.Unpickler):
