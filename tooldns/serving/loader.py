@@ -517,7 +517,8 @@ class ZoneLoader:
                 raise ValueError("gone")
             zone, index = unpickle_pieces(pickled)
         except Exception as exc:  # a snapshot cut short or spoiled on the disk: loaded in the server
-            log.warning("%s: its snapshot cannot be read (%s); loaded in the server", path, exc)
+            what = "its snapshot" if kept else "what the loading process made"
+            log.warning("%s: %s cannot be read (%s); loaded in the server", path, what, exc)
             self.declined += 1
             return None
         self.loaded += 1
