@@ -179,6 +179,8 @@ class ZoneIndex:
         #: served (by the loading process, :func:`tooldns.serving.fast.pack.tool_pieces`); None: made
         #: by the fast path when first asked
         self.packed_tools: list | None = None
+        #: the same of the names that ask this zone to search (:func:`tooldns.serving.fast.pack.routes_of`)
+        self.packed_routes: dict | None = None
         scorers = self.scorers()
         #: the embedding model of this zone's vectors (None: it has none)
         self.model, self.dim = next(((s.model, s.dim) for s in scorers if s.model is not None), (None, 0))

@@ -53,7 +53,7 @@ from ..exceptions import ZoneFileError
 from ..zone.limits import ZoneLimits
 from ..zone.model import Zone
 from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp, write_atomically
-from .fast.pack import tool_pieces
+from .fast.pack import routes_of, tool_pieces
 from .index import ZoneIndex
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 #: the name of the snapshot directory ``tooldns build`` makes beside the zone files it writes
 SNAPSHOT_DIR = ".snapshots"
 #: bumped when what a snapshot holds changes shape beyond what the code digest sees
-FORMAT = 8
+FORMAT = 9
 #: tools (and children) pickled a piece, and items a piece of a larger list or dictionary (postings,
 #: texts): each piece is unpickled in one call of its own, which holds the interpreter's lock, at most
 #: about 0.6 ms (a tool takes 20 to 40 us, a posting 0.2); smaller pieces cost more in all (a built
@@ -400,10 +400,10 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
     zone = parse_zone(data, path, limits)
     index = ZoneIndex(zone)
     index.published_rr()  # made here, not by the serving process when the parent first asks
-    try:
-        index.packed_tools = tool_pieces(index)  # and what the fast path answers with of each tool
-    except ValueError:  # a tool it cannot encode: the full path answers for this zone
-        pass
+    try:  # and what the fast path answers with: each tool's pieces, the names that ask for a search
+        index.packed_tools, index.packed_routes = tool_pieces(index), routes_of(index)
+    except ValueError:  # what it cannot encode: the full path answers for this zone
+        index.packed_tools = index.packed_routes = None
     try:
         blob = pickle_in_pieces(zone, index)
     except (TypeError, AttributeError, pickle.PicklingError):  # an llm scorer's client and its thread

@@ -340,6 +340,11 @@ def _tool_pieces(ix: ZoneIndex, tool) -> tuple[bytes, bytes, Name, bytes, bytes]
             _zone_strings(ix.ranked_tool_txt[id(tool)]), _zone_strings(ix.brief_tool_txt[id(tool)]))
 
 
+def routes_of(ix: ZoneIndex) -> dict[bytes, Route]:
+    """The routes of *ix* (:meth:`PackedZone._routes`), for the loading process to hand back with it."""
+    return PackedZone._routes(ix)
+
+
 def tool_pieces(ix: ZoneIndex) -> list[tuple[bytes, bytes, Name, bytes, bytes]]:
     """What an answer packs of each tool of *ix*, in its zone's order (:attr:`PackedZone.tools`): made
     by the loading process and kept in the index it hands back (:attr:`ZoneIndex.packed_tools`), 8 us
@@ -389,7 +394,8 @@ class PackedZone:
         #: the compiled writers of a referral and of an answer (:mod:`.cpack`), or None
         self.c_referral = writers.referral if writers is not None else None
         self.c_answer = writers.answer if writers is not None else None
-        self.routes = self._routes(ix)
+        routes = getattr(ix, "packed_routes", None)
+        self.routes = routes if routes is not None else self._routes(ix)
         self.children = {id(e): _Candidate(ix, e) for e in (ix.child_candidates.entries if ix.child_candidates else ())}
         #: the entries a referral's indexes point into (:attr:`tooldns.serving.lookup.Ranked.entries`), and
         #: each one's candidate, by index
@@ -419,7 +425,8 @@ class PackedZone:
 
     @staticmethod
     def _routes(ix: ZoneIndex) -> dict[bytes, Route]:
-        """The names that ask this zone to search, lower-case on the wire, with their routes."""
+        """The names that ask this zone to search, lower-case on the wire, with their routes (made by
+        the loading process too, :attr:`ZoneIndex.packed_routes`: 0.3 ms of a zone's first answer)."""
         routes = {}
         for service in sorted(names.SERVICES):
             for transport in sorted(names.TRANSPORTS):
