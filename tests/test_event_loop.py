@@ -283,6 +283,7 @@ def test_a_turn_is_given_when_a_served_socket_has_a_query_waiting(monkeypatch):
     import tooldns.compiled as compiled
 
     slept = []
+    monkeypatch.setattr(compiled, "_watched", compiled._Watched())  # no other test's server in the way
     monkeypatch.setattr(compiled.time, "sleep", lambda seconds: slept.append(seconds))
     monkeypatch.setattr(compiled, "TURN_AT_LEAST", 3600.0)
     served = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

