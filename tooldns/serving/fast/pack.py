@@ -341,8 +341,22 @@ def _tool_pieces(ix: ZoneIndex, tool) -> tuple[bytes, bytes, Name, bytes, bytes]
 
 
 def routes_of(ix: ZoneIndex) -> dict[bytes, Route]:
-    """The routes of *ix* (:meth:`PackedZone._routes`), for the loading process to hand back with it."""
-    return PackedZone._routes(ix)
+    """The names that ask *ix*'s zone to search, lower-case on the wire, with their routes
+    (:attr:`PackedZone.routes`): made by the loading process too and kept in the index it hands back
+    (:attr:`ZoneIndex.packed_routes`), 0.3 ms of a zone's first answer."""
+    routes = {}
+    for service in sorted(names.SERVICES):
+        for transport in sorted(names.TRANSPORTS):
+            for expanded in (False, True):
+                try:
+                    text = names.Cursor(service, transport, ix.origin, expanded).to_text()
+                    cursor = search_at(ix, text)  # the routing lookup() follows
+                except NameError_:
+                    continue
+                if cursor is not None:
+                    name = packed_name(text)
+                    routes[_uncompressed(name)] = Route(ix, cursor, name)
+    return routes
 
 
 def tool_pieces(ix: ZoneIndex) -> list[tuple[bytes, bytes, Name, bytes, bytes]]:
@@ -394,8 +408,7 @@ class PackedZone:
         #: the compiled writers of a referral and of an answer (:mod:`.cpack`), or None
         self.c_referral = writers.referral if writers is not None else None
         self.c_answer = writers.answer if writers is not None else None
-        routes = getattr(ix, "packed_routes", None)
-        self.routes = routes if routes is not None else self._routes(ix)
+        self.routes = ix.packed_routes if ix.packed_routes is not None else routes_of(ix)
         self.children = {id(e): _Candidate(ix, e) for e in (ix.child_candidates.entries if ix.child_candidates else ())}
         #: the entries a referral's indexes point into (:attr:`tooldns.serving.lookup.Ranked.entries`), and
         #: each one's candidate, by index
@@ -417,29 +430,9 @@ class PackedZone:
         #: per tool: its SRV record's type, class, TTL and RDATA length, and the weight, port and target
         #: that follow the priority; owner and strings of its TXT record, and the strings without the
         #: description (the brief option)
-        tools, given = ix.zone.tools, getattr(ix, "packed_tools", None)
-        if given is None or len(given) != len(tools):
-            given = tool_pieces(ix)
-        self.tools: dict[int, tuple[bytes, bytes, Name, bytes, bytes]] = dict(zip(map(id, tools), given))
+        pieces = ix.packed_tools if ix.packed_tools is not None else tool_pieces(ix)
+        self.tools: dict[int, tuple[bytes, bytes, Name, bytes, bytes]] = dict(zip(map(id, ix.zone.tools), pieces))
         self._opt: dict[tuple[int, int, str] | None, bytes] = {}
-
-    @staticmethod
-    def _routes(ix: ZoneIndex) -> dict[bytes, Route]:
-        """The names that ask this zone to search, lower-case on the wire, with their routes (made by
-        the loading process too, :attr:`ZoneIndex.packed_routes`: 0.3 ms of a zone's first answer)."""
-        routes = {}
-        for service in sorted(names.SERVICES):
-            for transport in sorted(names.TRANSPORTS):
-                for expanded in (False, True):
-                    try:
-                        text = names.Cursor(service, transport, ix.origin, expanded).to_text()
-                        cursor = search_at(ix, text)  # the routing lookup() follows
-                    except NameError_:
-                        continue
-                    if cursor is not None:
-                        name = packed_name(text)
-                        routes[_uncompressed(name)] = Route(ix, cursor, name)
-        return routes
 
     def route(self, data: bytes, query: PlainQuery) -> Route | None:
         """The route of the question of *data* (names compare case-insensitively), or None: no search here."""
