@@ -464,11 +464,21 @@ class _HoldingServer(_UdpThread):
         self.gate, self.hold, self.peak = gate, hold, 0
         super().__init__()
 
+    def _refuse(self, wire: bytes, client) -> None:
+        reply = bytearray(wire[:12])
+        reply[2] |= 0x80  # QR
+        reply[3] = (reply[3] & 0xF0) | RCODE.REFUSED
+        self.sock.sendto(bytes(reply) + wire[12:], client)
+
     def _serve(self) -> None:
-        held, first = [], 0.0
+        held, first, answered = [], 0.0, set()
         while not self.done.is_set():
             try:
                 wire, client = self.sock.recvfrom(65535)
+                if (client, wire[:2]) in answered:
+                    # a resend that crossed its answer (a loaded machine): answered again, not a new walk's
+                    self._refuse(wire, client)
+                    continue
                 held.append((wire, client))
                 first = first or time.monotonic()
                 # queries, not datagrams: a query resent after its retransmission timeout (a loaded
@@ -478,10 +488,8 @@ class _HoldingServer(_UdpThread):
                 pass
             if held and (len(held) >= self.gate or time.monotonic() - first >= self.hold):
                 for wire, client in held:
-                    reply = bytearray(wire[:12])
-                    reply[2] |= 0x80  # QR
-                    reply[3] = (reply[3] & 0xF0) | RCODE.REFUSED
-                    self.sock.sendto(bytes(reply) + wire[12:], client)
+                    self._refuse(wire, client)
+                    answered.add((client, wire[:2]))
                 held, first = [], 0.0
 
 
