@@ -131,7 +131,7 @@ def test_tooldns_serve_lazy_says_what_it_serves_and_answers(built):
     zones, address = built
     port = free_port(address)
     proc = subprocess.Popen([sys.executable, "-m", "tooldns.cli", "serve", str(zones), "--lazy", "--listen", address,
-                             "--port", str(port), "--max-loaded", "5"],
+                             "--port", str(port), "--max-loaded", "5", "--max-loaded-memory", "64M"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     try:
         lines = []
@@ -140,7 +140,8 @@ def test_tooldns_serve_lazy_says_what_it_serves_and_answers(built):
             if "root zone on" in line:
                 break
         started = "".join(lines)
-        assert f"{len(zone_files(zones))} zones (the others loaded when first asked for, at most 5 at once) " \
+        assert f"{len(zone_files(zones))} zones (the others loaded when first asked for, at most 5 at once " \
+               f"holding 64 MiB) " \
                f"on 1 addresses" in started, started
         got, _ = _tools((address, port), INTENTS[0])
         assert got
@@ -436,3 +437,71 @@ def test_changed_files_are_followed_a_few_loads_a_round(built, tmp_path, monkeyp
     # each round loads two changed leaves at most, and their parents (for the leaves to tell them)
     assert all(n <= 2 * 3 for n in loads) and set(leaves) <= set(zones.loaded)
     assert sum(1 for n in loads if n) >= 3  # five leaves, two a round: over three rounds at least
+
+
+def _sizes(zones_dir) -> dict[str, int]:
+    """Every zone of the tree loaded with no bound: origin -> the bytes it was counted at."""
+    from tooldns.serving.lazy import LazyZones
+
+    zones = LazyZones(zones_dir, max_memory=0)
+    for origin in zones.paths:
+        zones.get(origin)
+    assert zones.held == sum(zones._held.values()) and len(zones._held) == len(zones.loaded)
+    return dict(zones._held)
+
+
+@pytest.mark.integration
+def test_a_lazy_tree_within_a_memory_bound_answers_as_the_tree_loaded_whole(built):
+    """``max_memory`` (``--max-loaded-memory``): the zones kept loaded hold at most that many bytes as
+    counted, the least recently asked dropped first, the zone just loaded never; answers unchanged."""
+    zones, address = built
+    sizes = sorted(_sizes(zones).values())
+    bound = 3 * sizes[len(sizes) // 2]
+    with TreeThread(zones, free_port(address), listen=[address]) as whole, \
+            TreeThread(zones, free_port(address), listen=[address], lazy=True, max_memory=bound) as lazy:
+        zoned = lazy.tree.lazy
+        assert zoned.max_loaded >= len(zoned.paths)  # the count bound never bites here: only the bytes
+        for intent in INTENTS:
+            expected, _ = _tools(whole.root(), intent)
+            got, _ = _tools(lazy.root(), intent)
+            assert got == expected and expected, intent
+            assert zoned.held <= bound or len(zoned.loaded) == 1
+            assert zoned.held == sum(zoned._held.values()) > 0 and set(zoned._held) == set(zoned.loaded)
+        assert zoned.drops > 0 and zoned.drops == zoned.loads - len(zoned.loaded)
+
+
+def test_a_zone_larger_than_the_memory_bound_is_served_alone(built):
+    from tooldns.serving.lazy import LazyZones
+
+    zones_dir, _ = built
+    zones = LazyZones(zones_dir, max_memory=1)
+    for origin in list(zones.paths)[:4]:
+        assert zones.get(origin).source.index.origin == origin
+        assert list(zones.loaded) == [origin] and zones.held == zones._held[origin] > 1
+    assert zones.drops == 3
+    with pytest.raises(ValueError, match="max_memory"):
+        LazyZones(zones_dir, max_memory=-1)
+
+
+def test_a_zone_read_back_is_counted_near_what_its_objects_hold(built, tmp_path):
+    """A zone loaded in a loading process is counted from what it was read back from (no walk of its
+    objects in the serving process), a zone loaded in this thread by a walk: the first within 2x of a
+    walk of the objects read back, made by the loading process and then read back from a snapshot."""
+    from tooldns.serving.footprint import footprint
+    from tooldns.serving.lazy import LazyZones
+    from tooldns.serving.loader import ZoneLoader
+
+    zones_dir, _ = built
+    snapshots = tmp_path / "snapshots"
+    snapshots.mkdir(mode=0o700)
+    loader = ZoneLoader(processes=1, snapshots=snapshots)
+    try:
+        for _ in range(2):
+            zones = LazyZones(zones_dir, max_memory=0, loader=loader)
+            for origin in zones.paths:
+                store = zones.get(origin).source
+                walked = footprint(store.file_zone, store.index)
+                assert walked / 2 <= zones._held[origin] <= 2 * walked, origin
+        assert loader.from_snapshots >= len(zones.paths) and loader.declined == 0
+    finally:
+        loader.close()

@@ -155,6 +155,25 @@ def test_one_server_many_zones_counts_each_zone(demo_dir):
         tree.stop()
 
 
+def test_a_lazy_tree_says_how_many_zones_it_holds_and_how_many_bytes(demo_dir):
+    """``--lazy``: zones loaded, the bytes they hold as counted against ``--max-loaded-memory``, the bound,
+    loads and drops; a bound small enough that zones are dropped."""
+    address = re.search(r"address: (127\.\d+\.\d+)\.\d+", (demo_dir / "tools.yaml").read_text()).group(1) + ".1"
+    tree = start_tree(demo_dir, metrics=("127.0.0.1", 0), listen=[address], lazy=True, max_memory=150_000)
+    try:
+        where, lazy = tree.root(), tree.tree.lazy
+        for zone in ("weather.tools.", "history.weather.tools.", "maps.tools.", "finance.tools.", "code.tools."):
+            assert udp(intent_query(zone, k=2), where).rcode() == dns.rcode.NOERROR
+        got = scrape(tree.tree.metrics_address)
+        assert value(got, "tooldns_lazy_zones_loaded") == len(lazy.loaded) >= 1
+        assert value(got, "tooldns_lazy_loaded_bytes") == lazy.held > 0
+        assert value(got, "tooldns_lazy_loaded_bytes_max") == 150_000
+        assert value(got, "tooldns_lazy_loads_total") == lazy.loads >= 5
+        assert value(got, "tooldns_lazy_drops_total") == lazy.drops == lazy.loads - len(lazy.loaded) > 0
+    finally:
+        tree.stop()
+
+
 @pytest.mark.integration
 def test_rate_limited_responses(demo_dir):
     tree = start_tree(demo_dir, metrics=("127.0.0.1", 0), rate_limit=1)

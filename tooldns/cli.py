@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .commands.argtypes import bounded, port as _port
+from .commands.argtypes import bounded, port as _port, size as _size
 from .exceptions import ToolDNSError, ZoneFileError
 
 #: what the server side needs beyond the resolver library (the ``server`` extra)
@@ -48,7 +48,7 @@ try:
     from .serving.descriptors import ensure_descriptors
     from .serving.gcpolicy import freeze_tree
     from .serving.metrics import parse_address
-    from .serving.lazy import DEFAULT_LOAD_QUEUE, DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING
+    from .serving.lazy import DEFAULT_LOAD_QUEUE, DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING, DEFAULT_MAX_MEMORY
     from .serving.summaries import SUMMARY_BUDGET, SUMMARY_FLOOR
     from .serving.tree import DEFAULT_LOAD_PROCESSES, DEFAULT_PORT, Tree, TreeThread, load_tree
     from .serving.workers import Workers
@@ -59,7 +59,7 @@ except ModuleNotFoundError as exc:
         raise
     _MISSING: str | None = exc.name  # said by main(), instead of a traceback
     DEFAULT_PORT, DEFAULT_LOAD_PROCESSES = 5300, 1
-    DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING, DEFAULT_LOAD_QUEUE = 10_000, 1, 64
+    DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING, DEFAULT_LOAD_QUEUE, DEFAULT_MAX_MEMORY = 10_000, 1, 64, 768 * 2**20
     DEFAULT_RCVBUF = 16 * 2**20
     SUMMARY_FLOOR, SUMMARY_BUDGET = 10.0, 60
 else:
@@ -103,12 +103,16 @@ def _print_reports(args, workers: int = 1) -> None:
               f"{', with intents' if args.log_intents else ''}", flush=True)
 
 
+def _memory_bound(max_memory: int) -> str:
+    return f" holding {max_memory / 2**20:,.0f} MiB" if max_memory else ""
+
+
 def _print_started(tree, note: str = "") -> None:
     print(tree.table(), flush=True)
     address, port = tree.root()
     zones = (f"{len(tree.stores)} zones" if tree.lazy is None else
              f"{1 + len(tree.lazy.paths)} zones (the others loaded when first asked for, "
-             f"at most {tree.lazy.max_loaded} at once)")
+             f"at most {tree.lazy.max_loaded} at once{_memory_bound(tree.lazy.max_memory)})")
     print(f"{zones} on {len(tree.plan)} addresses{note}; root zone on {address}:{port}; try: "
           f"tooldns-resolve \"historical weather Hong Kong\" --root {address}:{port}\nCtrl-C stops all servers.",
           flush=True)
@@ -164,7 +168,8 @@ def _serve_workers(args, tree) -> int:
 def _lazy_options(args) -> dict:
     """The ``serve`` flags for lazy loading, watching the files and following children's summaries, as
     :class:`Tree` keyword arguments."""
-    lazy = ({"lazy": True, "max_loaded": args.max_loaded, "max_loading": args.max_loading,
+    lazy = ({"lazy": True, "max_loaded": args.max_loaded, "max_memory": args.max_loaded_memory,
+             "max_loading": args.max_loading,
              "load_queue": args.load_queue, "load_processes": args.load_processes,
              "snapshots": False if args.no_snapshots else args.snapshots or True} if args.lazy else {})
     return {**lazy, "watch_interval": args.watch_interval, "summary_floor": args.summary_floor,
@@ -302,6 +307,11 @@ def _add_scale_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--max-loaded", type=_positive, default=DEFAULT_MAX_LOADED, metavar="N",
                    help=f"with --lazy, zones kept loaded at most; the least recently asked goes first "
                         f"(default {DEFAULT_MAX_LOADED})")
+    s.add_argument("--max-loaded-memory", type=_size, default=DEFAULT_MAX_MEMORY, metavar="SIZE",
+                   help=f"with --lazy, bytes the zones kept loaded hold together at most, as counted (768M, 2G; "
+                        f"0: no bound but --max-loaded); the least recently asked goes first; the process's "
+                        f"resident memory runs about twice that (default {DEFAULT_MAX_MEMORY // 2**20}M; "
+                        f"docs/serving.md)")
     s.add_argument("--max-loading", type=_positive, default=DEFAULT_MAX_LOADING, metavar="N",
                    help=f"with --lazy, zones loaded at once at most, off the event loop (default {DEFAULT_MAX_LOADING})")
     s.add_argument("--load-queue", type=_positive, default=DEFAULT_LOAD_QUEUE, metavar="N",

@@ -11,7 +11,8 @@ after, and the hit rate@10 when the queries name their correct tools (``correct_
 children's serials (docs/summaries.md) before the clock runs. --serve-args passes more arguments
 to ``tooldns serve`` (a tree served lazily, docs/performance.md); --passes resolves that many
 batches of --count different queries (--same: the same ones), each with its figures (the first
-batch of a lazy tree loads the zones it reaches). --beam bounds the zones asked at each depth (the
+batch of a lazy tree loads the zones it reaches; --distinct makes up the queries a file lacks, as
+intents spliced from two of its own). --beam bounds the zones asked at each depth (the
 resolver's ``beam``; by default the resolver's own, 6 or the root's K when larger; --no-beam: none).
 --reference DIR serves a second tree (on --port + 1; ToolRet's built tree, say) and resolves its
 queries in turn with ZONES's, one each (walked at --reference-k, 5,3,2, with the resolver's default
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 
-from benchlib import DATA, start_servers, stop_servers  # noqa: E402
+from benchlib import DATA, distinct_intents, start_servers, stop_servers  # noqa: E402
 from resolver_client import Resolver  # noqa: E402
 from resolver_client.cli import walk_beam  # noqa: E402
 from resolver_client.walk import AUTO_BEAM  # noqa: E402
@@ -78,6 +79,10 @@ class Figures:
 
 def batches(path: str, args) -> list[list[dict]]:
     every = json.load(open(path, encoding="utf-8"))
+    if args.distinct:  # the file's queries, then intents spliced from two of them up to what the passes take
+        known = {q["query"]: q for q in every}
+        wanted = args.count * (1 if args.same else args.passes)
+        every = [known.get(text, {"query": text}) for text in distinct_intents(list(known), wanted)]
     return [every[:args.count] if args.same else every[n * args.count:(n + 1) * args.count]
             for n in range(args.passes)]
 
@@ -124,6 +129,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
     ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after start before resolving")
     ap.add_argument("--serve-args", default="", help="more arguments for tooldns serve, in one string")
+    ap.add_argument("--distinct", action="store_true", help="when the queries file holds fewer than the passes "
+                    "take, more intents, each new to the server, spliced from two of its queries (no correct tools "
+                    "known: timed, not in the hit rate)")
     ap.add_argument("--passes", type=int, default=1, help="batches of --count different queries (default 1)")
     ap.add_argument("--same", action="store_true", help="every pass resolves the same queries (zones loaded by the "
                                                         "first; with --answer-cache 0, intents new to the scorer)")

@@ -1,6 +1,6 @@
-"""Command-line value types: argparse ``type=`` functions for numbers within bounds.
+"""Command-line value types: argparse ``type=`` functions for numbers within bounds, and sizes.
 
-One shape for every bounded number the commands take (seconds, counts, BM25 parameters): parse,
+One shape for every bounded number the commands take (seconds, counts, BM25 parameters, bytes): parse,
 check the range, or fail with argparse's usage error (exit status 2) saying what the value must be.
 
     >>> bounded(int, 1, what="a whole number of at least 1")("3")
@@ -28,6 +28,24 @@ def bounded(convert, least: float, above: bool = False, most: float = math.inf, 
         return value
 
     return parse
+
+
+#: the multiples a size may end with (powers of 1024, as Unbound's cache sizes)
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def size(text: str) -> int:
+    """An argparse type: bytes, as a whole number or with K, M or G (``768M``, ``1.5G``), at least 0."""
+    number, unit = text.strip(), ""
+    if number[-1:].upper() in _UNITS:
+        number, unit = number[:-1], number[-1:].upper()
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a size in bytes (such as 768M or 2G), not {text!r}")
+    return int(value * _UNITS[unit])
 
 
 #: a TCP or UDP port to serve on (0: one the system picks)

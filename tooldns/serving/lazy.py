@@ -4,9 +4,11 @@
 file's origin is its name (``weather.tools.yaml`` holds ``weather.tools.``, as ``tooldns build``
 and the shipped tree name them; ``root.yaml``, which a build writes for the root, is the top one).
 A zone is read, checked and indexed the first time a query is about it, and at most *max_loaded*
-zones stay loaded: the least recently asked is dropped (its counters kept) and read again when
-asked again. A million-tool tree (67,170 zones) thus answers as soon as its root is read, in the
-memory of the zones its clients ask about; loading everything first took minutes and gigabytes.
+zones stay loaded, holding at most *max_memory* bytes together (as Unbound bounds its caches: each
+zone counted as what its objects hold, :mod:`.footprint`, estimated from what it was read back from):
+the least recently asked is dropped (its counters kept) and read again when asked again. A
+million-tool tree (67,170 zones) thus answers as soon as its root is read, in the memory of the
+zones its clients ask about; loading everything first took minutes and gigabytes.
 
 What laziness gives up, and where to get it back:
 
@@ -68,6 +70,7 @@ from ..protocol import names
 from ..zone.limits import ZoneLimits
 from ..zone.model import Summary
 from ..zone.zonefile import stat_stamp
+from .footprint import footprint
 from .reply import error_reply
 from .resolver import ZoneResolver
 from .loader import Loaded, ZoneLoader
@@ -79,6 +82,10 @@ log = logging.getLogger(__name__)
 
 #: zones kept loaded at most (about 0.2 MB each for a built leaf of 20 tools)
 DEFAULT_MAX_LOADED = 10_000
+#: bytes the zones kept loaded hold together at most, as counted (0: no bound but *max_loaded*); the
+#: process's resident memory runs higher (the allocator's slack, the top zone, the names of the files):
+#: 1.6 GB for a million-tool tree's server after 10,000 distinct intents (docs/serving.md)
+DEFAULT_MAX_MEMORY = 768 * 2**20
 #: zones loaded at once at most (threads; ``--max-loading``), and waiting to be (``--load-queue``)
 DEFAULT_MAX_LOADING = 1
 DEFAULT_LOAD_QUEUE = 64
@@ -192,11 +199,13 @@ class LazyZones:
     def __init__(self, zonedir: str | os.PathLike, *, limits: ZoneLimits | None = None,
                  signing: Signing | None = None, max_loaded: int = DEFAULT_MAX_LOADED,
                  listen: list[str] | None = None, follow: bool = True, max_loading: int = DEFAULT_MAX_LOADING,
-                 load_queue: int = DEFAULT_LOAD_QUEUE, loader: ZoneLoader | None = None) -> None:
-        if max_loaded < 1 or max_loading < 1 or load_queue < 1:
-            raise ValueError(f"max_loaded, max_loading and load_queue must be at least 1, not "
-                             f"{max_loaded}, {max_loading}, {load_queue}")
-        self.limits, self.signing, self.max_loaded = limits, signing, max_loaded
+                 load_queue: int = DEFAULT_LOAD_QUEUE, loader: ZoneLoader | None = None,
+                 max_memory: int = DEFAULT_MAX_MEMORY) -> None:
+        if max_loaded < 1 or max_loading < 1 or load_queue < 1 or max_memory < 0:
+            raise ValueError(f"max_loaded, max_loading and load_queue must be at least 1 and max_memory at least "
+                             f"0, not {max_loaded}, {max_loading}, {load_queue}, {max_memory}")
+        self.limits, self.signing, self.max_loaded, self.max_memory = limits, signing, max_loaded, max_memory
+        self.held, self._held = 0, {}  # bytes the loaded zones hold, as counted at each load (and origin -> its)
         #: loader: reads and indexes zone files in processes of its own (None: the loading threads do)
         self.max_loading, self.load_queue, self.loader = max_loading, load_queue, loader
         #: origin -> the future of its load, queued or under way (first come, first loaded)
@@ -218,14 +227,7 @@ class LazyZones:
             top_path = self.paths.pop(self._top_origin(zonedir))
         #: the top zone, loaded now and never dropped
         self.top = ZoneStore(top_path, limits=limits, signing=signing, loader=loader)
-        origin = self.top.index.origin
-        elsewhere = sorted({ns.address for c in self.top.zone.children for ns in c.nameservers} - set(listen or []))
-        if listen is not None and elsewhere:
-            log.warning("%s: glue names %s, not the addresses served here (%s): clients that follow it will not "
-                        "reach these zones; build the tree with --address", top_path, ", ".join(elsewhere[:3])
-                        + (" ..." if len(elsewhere) > 3 else ""), ", ".join(listen))
-        for path in [p for o, p in self.paths.items() if not names.is_subdomain(o, origin)] + unnamed:
-            log.warning("%s: its name is no origin under %s; not served with --lazy", path, origin)
+        self._warn(top_path, listen, unnamed)
         self.paths = self._served(self.paths)
         #: origin -> the resolver of a loaded zone, least recently asked first
         self.loaded: OrderedDict[str, ZoneResolver] = OrderedDict()
@@ -249,6 +251,17 @@ class LazyZones:
         self._round: list[str] = []
         #: zones whose files changed, to load so that their parents learn (FOLLOW_LOADS a round)
         self._to_follow: dict[str, object] = {}
+
+    def _warn(self, top_path: str, listen: list[str] | None, unnamed: list[str]) -> None:
+        """Say what will not be reached: glue naming addresses not served here, files named otherwise."""
+        origin = self.top.index.origin
+        elsewhere = sorted({ns.address for c in self.top.zone.children for ns in c.nameservers} - set(listen or []))
+        if listen is not None and elsewhere:
+            log.warning("%s: glue names %s, not the addresses served here (%s): clients that follow it will not "
+                        "reach these zones; build the tree with --address", top_path, ", ".join(elsewhere[:3])
+                        + (" ..." if len(elsewhere) > 3 else ""), ", ".join(listen))
+        for path in [p for o, p in self.paths.items() if not names.is_subdomain(o, origin)] + unnamed:
+            log.warning("%s: its name is no origin under %s; not served with --lazy", path, origin)
 
     def _top_origin(self, zonedir) -> str:
         """Without a ``root.yaml``: the origin every other file's origin lies under (the shipped tree's
@@ -415,8 +428,9 @@ class LazyZones:
 
     def _load(self, origin: str, path: str, loaded: Loaded | ZoneFileError | None = None) -> BaseResolver:
         """Load zone *origin* from *path* (under the lock), dropping the least recently asked past
-        *max_loaded*; an :class:`Unloadable` when the file cannot be served, until it changes. A zone
-        loaded from a file that changed since it was last seen tells its parent its summary
+        *max_loaded* or *max_memory* (never the zone just loaded); an :class:`Unloadable` when the file
+        cannot be served, until it changes. A zone loaded from a file that changed since it was last
+        seen tells its parent its summary
         (:meth:`_publish`), under a serial raised by one if it served one before."""
         stamp = _stamp(path)
         failed = self.failed.get(origin)
@@ -444,12 +458,15 @@ class LazyZones:
         store.listeners.append(resolver.renewed)  # and after each reload or summary learned, if asked
         self._fresh.pop(origin, None)  # what an earlier load gave is stale once another is loaded
         self.loaded[origin] = resolver
+        self._held[origin] = loaded.size if isinstance(loaded, Loaded) and loaded.size else \
+            footprint(store.file_zone, store.index)  # loaded in this thread: walked (the slow path already)
+        self.held += self._held[origin]
         self.loads += 1
         for listener in self.listeners:
             listener(resolver, True, changed)
         if self.follow:
             store.listeners.append(partial(self._publish, origin))  # each reload, each summary learned
-        while len(self.loaded) > self.max_loaded:
+        while len(self.loaded) > self.max_loaded or (0 < self.max_memory < self.held and len(self.loaded) > 1):
             self._drop(*self.loaded.popitem(last=False))
         if changed and self.follow:
             self._publish(origin)
@@ -462,6 +479,7 @@ class LazyZones:
             if isinstance(value, int):
                 self.retired[key] = self.retired.get(key, 0) + value
         self.drops += 1
+        self.held -= self._held.pop(origin, 0)
         store = resolver.source
         if _stamp(store.path) is None:  # its file was taken away while it was loaded: forgotten now
             self._forget([origin])

@@ -233,6 +233,8 @@ class TreeMetrics(Collector):
         yield from self._queries()
         yield from self._servers()
         yield from self._zones()
+        if self.tree.lazy is not None:
+            yield from self._lazy(self.tree.lazy)
         if self.query_log is not None:
             yield from self._query_log()
         info = GaugeMetricFamily("tooldns_build_info", "The version of ToolDNS serving (always 1).",
@@ -352,6 +354,23 @@ class TreeMetrics(Collector):
                         labels=["zone"])
                 metric.add_metric([origin], value)
         return [reloads, failures, failing, serial, tools, children, *scorer.values()]
+
+    @staticmethod
+    def _lazy(lazy):
+        """A lazy tree's zones loaded when first asked for (:mod:`.lazy`): how many and how much they hold."""
+        loaded = GaugeMetricFamily("tooldns_lazy_zones_loaded", "Zones loaded now (--lazy), the top one not counted.")
+        loaded.add_metric([], len(lazy.loaded))
+        held = GaugeMetricFamily("tooldns_lazy_loaded_bytes", "Bytes the zones loaded now hold, as counted against "
+                                 "--max-loaded-memory (the objects each zone's index holds).")
+        held.add_metric([], lazy.held)
+        bound = GaugeMetricFamily("tooldns_lazy_loaded_bytes_max", "--max-loaded-memory (0: no bound in bytes).")
+        bound.add_metric([], lazy.max_memory)
+        loads = CounterMetricFamily("tooldns_lazy_loads", "Zones loaded since the start (again after a drop too).")
+        loads.add_metric([], lazy.loads)
+        drops = CounterMetricFamily("tooldns_lazy_drops", "Zones dropped, the least recently asked, past "
+                                    "--max-loaded or --max-loaded-memory.")
+        drops.add_metric([], lazy.drops)
+        return [loaded, held, bound, loads, drops]
 
     def _query_log(self):
         log = self.query_log

@@ -23,7 +23,8 @@ max_tcp=64)`` (see :class:`DNSServer`; ``reuse_port=True`` lets several processe
 tree, :mod:`.workers`). ``tooldns serve zones/`` is the command-line shell over this.
 
 *lazy* serves every zone of the directory on the *listen* addresses, each zone loaded when first
-asked for and at most *max_loaded* at once (:mod:`.lazy`: trees too big to load before answering).
+asked for and at most *max_loaded* at once, holding *max_memory* bytes (:mod:`.lazy`: trees too big to
+load before answering).
 
 Nothing but answering runs on the event loop: each look at the files (reloads, files added, lazy
 zones followed) runs in one work thread (:attr:`Tree.work`), as do the rebuilds of parents that learned
@@ -51,7 +52,7 @@ from ..exceptions import ZoneFileError
 from ..protocol import names
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import zone_files
-from .lazy import DEFAULT_LOAD_QUEUE, DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING, LazyZones
+from .lazy import DEFAULT_LOAD_QUEUE, DEFAULT_MAX_LOADED, DEFAULT_MAX_LOADING, DEFAULT_MAX_MEMORY, LazyZones
 from .loader import SNAPSHOT_DIR, ZoneLoader
 from .multizone import MultiZoneResolver
 from .resolver import ZoneResolver
@@ -195,7 +196,7 @@ class Tree:
                  max_loaded: int = DEFAULT_MAX_LOADED, max_loading: int = DEFAULT_MAX_LOADING,
                  load_queue: int = DEFAULT_LOAD_QUEUE, load_processes: int = DEFAULT_LOAD_PROCESSES,
                  snapshots: str | os.PathLike | bool = True, summary_floor: float = SUMMARY_FLOOR,
-                 summary_budget: int = SUMMARY_BUDGET, **server_options) -> None:
+                 summary_budget: int = SUMMARY_BUDGET, max_memory: int = DEFAULT_MAX_MEMORY, **server_options) -> None:
         """*server_options* go to every :class:`DNSServer`: ``rate_limit``, ``rate_limit_exempt``,
         ``max_tcp``, ``max_tcp_per_client``, ``tcp_idle``, ``tcp_idle_busy``, ``reuse_port``, ``rcvbuf``.
 
@@ -215,7 +216,7 @@ class Tree:
             _check_lazy(self.listen, only, stores)
             self.lazy = LazyZones(zonedir, signing=signing, max_loaded=max_loaded, listen=self.listen,
                                   follow=summaries, max_loading=max_loading, load_queue=load_queue,
-                                  loader=self.loader)
+                                  loader=self.loader, max_memory=max_memory)
             stores, summaries = [self.lazy.top], False
         loaded = stores if stores is not None else load_tree(zonedir, signing=signing)
         self._watch_new_files(loaded if stores is None and self.lazy is None else None, signing, only)
