@@ -214,6 +214,30 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
 
 
 @pytest.mark.integration
+def test_bench_serve_makes_up_distinct_intents_for_a_lazy_tree_in_a_memory_bound(tmp_path):
+    """``bench_serve.py --distinct``: a file of 3 queries resolved as 12 different intents (the 3 with
+    known answers in the hit rate), against a lazy tree bounded in bytes."""
+    from conftest import free_port
+
+    catalog = synthetic_catalog(40)
+    (tmp_path / "s.json").write_text(json.dumps(catalog))
+    queries = [{"query": t["description"], "correct_tools": [{"id": t["id"]}]} for t in catalog[::15]]
+    (tmp_path / "q.json").write_text(json.dumps(queries))
+    address = fresh_subnet() + ".1"
+    built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
+                            str(tmp_path / "tree"), "--address", address, "--max-children", "4", "--max-leaf", "8"],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    serve = subprocess.run([sys.executable, str(BENCH / "bench_serve.py"), str(tmp_path / "tree"), "--queries",
+                            str(tmp_path / "q.json"), "--count", "12", "--distinct", "--port",
+                            str(free_port(address)), "--serve-args",
+                            f"--lazy --listen {address} --max-loaded-memory 100K"],
+                           capture_output=True, text=True, timeout=300)
+    assert serve.returncode == 0, serve.stdout[-2000:] + serve.stderr[-2000:]
+    assert "12 resolutions:" in serve.stdout and f"over {len(queries)}" in serve.stdout, serve.stdout
+
+
+@pytest.mark.integration
 @pytest.mark.skipif(not __import__("shutil").which("dnsperf"), reason="dnsperf is not installed (apt-get install dnsperf)")
 def test_bench_server_alternates_rounds_and_quotes_their_median(tmp_path):
     """``scripts/bench/bench_server.py`` takes the fixed intent and the distinct intents in turn, round after

@@ -5,9 +5,10 @@ reach (each once): the tools, the scorers' postings, the encoded records and the
 Not counted: classes, modules, functions, and whatever is not zone data (a lock, an HTTP client, an
 embedding model the process shares), which a zone refers to but does not own. The figure is what
 Python allocated for the zone's objects; the process's resident memory runs higher (the allocator's
-slack: about 1.6x on a million-tool tree's zones, docs/serving.md). The loading process measures
-each index it makes (:func:`tooldns.serving.loader.prepare`), so a server pays nothing for it when
-a zone is read back.
+slack, the fast path's pieces: a million-tool tree's server held 1,564 MiB with 768 MiB counted,
+129 MiB of it before any zone was loaded; docs/serving.md). Walking a leaf's objects takes 3 to 16 ms,
+so a lazy server counts a zone read back from a pickle by the pickle's length instead
+(:func:`tooldns.serving.loader.held_bytes`), and walks only the zones it loads in its own threads.
 
     >>> footprint(["weather", b"\\x00" * 100]) > 100
     True

@@ -5,7 +5,8 @@ file's origin is its name (``weather.tools.yaml`` holds ``weather.tools.``, as `
 and the shipped tree name them; ``root.yaml``, which a build writes for the root, is the top one).
 A zone is read, checked and indexed the first time a query is about it, and at most *max_loaded*
 zones stay loaded, holding at most *max_memory* bytes together (as Unbound bounds its caches: each
-zone counted as what its objects hold, :mod:`.footprint`, estimated from what it was read back from):
+zone counted as what its objects hold, :mod:`.footprint`, estimated from what it was read back from,
+once when loaded: a reload while it stays loaded keeps that count):
 the least recently asked is dropped (its counters kept) and read again when asked again. A
 million-tool tree (67,170 zones) thus answers as soon as its root is read, in the memory of the
 zones its clients ask about; loading everything first took minutes and gigabytes.
@@ -84,7 +85,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_LOADED = 10_000
 #: bytes the zones kept loaded hold together at most, as counted (0: no bound but *max_loaded*); the
 #: process's resident memory runs higher (the allocator's slack, the top zone, the names of the files):
-#: 1.6 GB for a million-tool tree's server after 10,000 distinct intents (docs/serving.md)
+#: 1,564 MiB for a million-tool tree's server after 10,000 distinct intents (docs/serving.md)
 DEFAULT_MAX_MEMORY = 768 * 2**20
 #: zones loaded at once at most (threads; ``--max-loading``), and waiting to be (``--load-queue``)
 DEFAULT_MAX_LOADING = 1
