@@ -176,6 +176,21 @@ def test_bench_retrieval_with_the_llm_scorer(tmp_path):
         fake.close()
 
 
+def _small_tree(tmp_path, every: int) -> tuple[list[dict], str]:
+    """A tree of 40 synthetic tools built in *tmp_path*/tree on one address, and every *every*-th tool's
+    description as a query naming it (in *tmp_path*/q.json): the queries and the address."""
+    catalog = synthetic_catalog(40)
+    (tmp_path / "s.json").write_text(json.dumps(catalog))
+    queries = [{"query": t["description"], "correct_tools": [{"id": t["id"]}]} for t in catalog[::every]]
+    (tmp_path / "q.json").write_text(json.dumps(queries))
+    address = fresh_subnet() + ".1"
+    built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
+                            str(tmp_path / "tree"), "--address", address, "--max-children", "4", "--max-leaf", "8"],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    return queries, address
+
+
 @pytest.mark.integration
 def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
     """``scripts/bench/bench_serve.py --reference`` resolves two served trees in turn and gives the ratio of
@@ -183,15 +198,7 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
     hit rate), and a beam of 1 asks fewer zones."""
     from conftest import free_port
 
-    catalog = synthetic_catalog(40)
-    (tmp_path / "s.json").write_text(json.dumps(catalog))
-    queries = [{"query": t["description"], "correct_tools": [{"id": t["id"]}]} for t in catalog[::25]]
-    (tmp_path / "q.json").write_text(json.dumps(queries))
-    address = fresh_subnet() + ".1"
-    built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
-                            str(tmp_path / "tree"), "--address", address, "--max-children", "4", "--max-leaf", "8"],
-                           capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-2000:]
+    queries, address = _small_tree(tmp_path, every=25)
     port = free_port(address)
     common = ["--queries", str(tmp_path / "q.json"), "--count", str(len(queries)), "--port", str(port), "--k", "3"]
     serve = subprocess.run([sys.executable, str(BENCH / "bench_serve.py"), str(tmp_path / "tree"), *common,
@@ -219,15 +226,7 @@ def test_bench_serve_makes_up_distinct_intents_for_a_lazy_tree_in_a_memory_bound
     known answers in the hit rate), against a lazy tree bounded in bytes."""
     from conftest import free_port
 
-    catalog = synthetic_catalog(40)
-    (tmp_path / "s.json").write_text(json.dumps(catalog))
-    queries = [{"query": t["description"], "correct_tools": [{"id": t["id"]}]} for t in catalog[::15]]
-    (tmp_path / "q.json").write_text(json.dumps(queries))
-    address = fresh_subnet() + ".1"
-    built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
-                            str(tmp_path / "tree"), "--address", address, "--max-children", "4", "--max-leaf", "8"],
-                           capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-2000:]
+    queries, address = _small_tree(tmp_path, every=15)
     serve = subprocess.run([sys.executable, str(BENCH / "bench_serve.py"), str(tmp_path / "tree"), "--queries",
                             str(tmp_path / "q.json"), "--count", "12", "--distinct", "--port",
                             str(free_port(address)), "--serve-args",
