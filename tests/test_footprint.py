@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from tooldns.commands.argtypes import size
-from tooldns.serving.footprint import footprint
+from tooldns.serving.footprint import footprint, zone_footprint
 from tooldns.serving.index import ZoneIndex
 from tooldns.zone.zonefile import load_zone
 
@@ -30,6 +30,22 @@ def test_each_object_is_counted_once_and_more_data_counts_more():
 def test_what_a_zone_shares_is_not_counted():
     shared = [threading.Lock(), sys, footprint, len, int]
     assert footprint(shared) == sys.getsizeof(shared)  # the list alone
+
+
+def test_what_an_index_shares_with_the_process_is_not_counted():
+    """The intent embedder a process shares (zone code, the model's weights behind it) and the signer are
+    the process's, not the zone's: a zone's count is the same with or without them."""
+    from tooldns.embedding.hashing import HashEmbedder
+    from tooldns.embedding.registry import IntentEmbeddings
+
+    zone = load_zone(ROOT / "zones" / "history.weather.tools.yaml")
+    index = ZoneIndex(zone)
+    alone = zone_footprint(zone, index)
+    embedder = HashEmbedder()
+    embedder.weights = bytes(1_000_000)  # as a model's would be
+    shared = IntentEmbeddings(embedder)
+    index.intent_embeddings = shared
+    assert footprint(shared) > 1_000_000 and zone_footprint(zone, index) == alone
 
 
 def test_a_zone_with_more_tools_holds_more():

@@ -475,7 +475,7 @@ class _HoldingServer(_UdpThread):
         while not self.done.is_set():
             try:
                 wire, client = self.sock.recvfrom(65535)
-                if (client, wire[:2]) in answered:
+                if (client, wire) in answered:
                     # a resend that crossed its answer (a loaded machine): answered again, not a new walk's
                     self._refuse(wire, client)
                     continue
@@ -489,7 +489,7 @@ class _HoldingServer(_UdpThread):
             if held and (len(held) >= self.gate or time.monotonic() - first >= self.hold):
                 for wire, client in held:
                     self._refuse(wire, client)
-                    answered.add((client, wire[:2]))
+                    answered.add((client, wire))  # the whole query: another walk's, the same ID by chance, is held
                 held, first = [], 0.0
 
 

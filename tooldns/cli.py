@@ -104,7 +104,9 @@ def _print_reports(args, workers: int = 1) -> None:
 
 
 def _memory_bound(max_memory: int) -> str:
-    return f" holding {max_memory / 2**20:,.0f} MiB" if max_memory else ""
+    if not max_memory:
+        return ""
+    return f" holding {max_memory / 2**20:,.0f} MiB" if max_memory >= 2**20 else f" holding {max_memory:,} bytes"
 
 
 def _print_started(tree, note: str = "") -> None:
@@ -309,8 +311,9 @@ def _add_scale_flags(s: argparse.ArgumentParser) -> None:
                         f"(default {DEFAULT_MAX_LOADED})")
     s.add_argument("--max-loaded-memory", type=_size, default=DEFAULT_MAX_MEMORY, metavar="SIZE",
                    help=f"with --lazy, bytes the zones kept loaded hold together at most, as counted (768M, 2G; "
-                        f"0: no bound but --max-loaded); the least recently asked goes first; the process's "
-                        f"resident memory runs about twice that (default {DEFAULT_MAX_MEMORY // 2**20}M; "
+                        f"0: no bound but --max-loaded); the least recently asked goes first; a zone is counted when "
+                        f"loaded, an edit of it when it is loaded again; the process's resident memory runs about "
+                        f"twice that (default {DEFAULT_MAX_MEMORY // 2**20}M; "
                         f"docs/serving.md)")
     s.add_argument("--max-loading", type=_positive, default=DEFAULT_MAX_LOADING, metavar="N",
                    help=f"with --lazy, zones loaded at once at most, off the event loop (default {DEFAULT_MAX_LOADING})")

@@ -129,9 +129,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
     ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after start before resolving")
     ap.add_argument("--serve-args", default="", help="more arguments for tooldns serve, in one string")
-    ap.add_argument("--distinct", action="store_true", help="when the queries file holds fewer than the passes "
-                    "take, more intents, each new to the server, spliced from two of its queries (no correct tools "
-                    "known: timed, not in the hit rate)")
+    ap.add_argument("--distinct", action="store_true", help="the queries file's different intents (repeats and "
+                    "intents over 700 octets left out), then, up to what the passes take, intents new to the server "
+                    "spliced from two of them (no correct tools known: timed, not in the hit rate)")
     ap.add_argument("--passes", type=int, default=1, help="batches of --count different queries (default 1)")
     ap.add_argument("--same", action="store_true", help="every pass resolves the same queries (zones loaded by the "
                                                         "first; with --answer-cache 0, intents new to the scorer)")

@@ -35,17 +35,21 @@ _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
 
 
 def size(text: str) -> int:
-    """An argparse type: bytes, as a whole number or with K, M or G (``768M``, ``1.5G``), at least 0."""
+    """An argparse type: bytes, as a whole number or with K, M or G (``768M``, ``1.5G``), at least 0; a
+    fraction of a byte is a byte (so that only 0 itself means none)."""
     number, unit = text.strip(), ""
     if number[-1:].upper() in _UNITS:
         number, unit = number[:-1], number[-1:].upper()
     try:
-        value = float(number)
+        value: float = int(number)  # exact, however large
     except ValueError:
-        value = -1.0
+        try:
+            value = float(number)
+        except ValueError:
+            value = -1.0
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a size in bytes (such as 768M or 2G), not {text!r}")
-    return int(value * _UNITS[unit])
+    return value * _UNITS[unit] if isinstance(value, int) else math.ceil(value * _UNITS[unit])
 
 
 #: a TCP or UDP port to serve on (0: one the system picks)

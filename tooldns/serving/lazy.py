@@ -71,7 +71,7 @@ from ..protocol import names
 from ..zone.limits import ZoneLimits
 from ..zone.model import Summary
 from ..zone.zonefile import stat_stamp
-from .footprint import footprint
+from .footprint import zone_footprint
 from .reply import error_reply
 from .resolver import ZoneResolver
 from .loader import Loaded, ZoneLoader
@@ -192,7 +192,8 @@ class Busy(Unloadable):
 
 
 class LazyZones:
-    """The zones of a directory, each loaded when first asked for; at most *max_loaded* at once."""
+    """The zones of a directory, each loaded when first asked for; at most *max_loaded* at once, holding
+    at most *max_memory* bytes as counted."""
 
     #: what each load runs in (``tooldns serve`` sets :class:`~.gcpolicy.QuietLoads`)
     load_guard = contextlib.nullcontext()
@@ -207,6 +208,7 @@ class LazyZones:
                              f"0, not {max_loaded}, {max_loading}, {load_queue}, {max_memory}")
         self.limits, self.signing, self.max_loaded, self.max_memory = limits, signing, max_loaded, max_memory
         self.held, self._held = 0, {}  # bytes the loaded zones hold, as counted at each load (and origin -> its)
+        self._pinned: set[str] = set()  # zones loading their parents: not dropped meanwhile
         #: loader: reads and indexes zone files in processes of its own (None: the loading threads do)
         self.max_loading, self.load_queue, self.loader = max_loading, load_queue, loader
         #: origin -> the future of its load, queued or under way (first come, first loaded)
@@ -458,29 +460,41 @@ class LazyZones:
         resolver.prepare()  # the fast path's pieces made here, not by the loop's first query
         store.listeners.append(resolver.renewed)  # and after each reload or summary learned, if asked
         self._fresh.pop(origin, None)  # what an earlier load gave is stale once another is loaded
-        self.loaded[origin] = resolver
-        self._held[origin] = loaded.size if isinstance(loaded, Loaded) and loaded.size else \
-            footprint(store.file_zone, store.index)  # loaded in this thread: walked (the slow path already)
-        self.held += self._held[origin]
+        size = loaded.size if isinstance(loaded, Loaded) and loaded.size else \
+            zone_footprint(store.file_zone, store.index)  # loaded in this thread: walked (the slow path already)
+        self.loaded[origin], self._held[origin] = resolver, size
+        self.held += size
         self.loads += 1
         for listener in self.listeners:
             listener(resolver, True, changed)
         if self.follow:
             store.listeners.append(partial(self._publish, origin))  # each reload, each summary learned
-        while len(self.loaded) > self.max_loaded or (0 < self.max_memory < self.held and len(self.loaded) > 1):
-            self._drop(*self.loaded.popitem(last=False))
+        self._evict()
         if changed and self.follow:
-            self._publish(origin)
+            self._pinned.add(origin)  # its parent, loaded for it, must not drop it
+            try:
+                self._publish(origin)
+            finally:
+                self._pinned.discard(origin)
         return resolver
 
+    def _evict(self) -> None:
+        """Drop the least recently asked zones past *max_loaded* or *max_memory*, keeping the zone just
+        loaded (the most recent) and a zone whose load is loading its parent."""
+        while len(self.loaded) > self.max_loaded or (0 < self.max_memory < self.held and len(self.loaded) > 1):
+            if next(iter(self.loaded)) in self._pinned:
+                return
+            self._drop(*self.loaded.popitem(last=False))
+
     def _drop(self, origin: str, resolver: ZoneResolver) -> None:
-        """Forget a loaded zone: its counters into :attr:`retired`; its file's stamp, the serial it
-        served and what it learned of its children remembered for when it is loaded again."""
+        """Forget a loaded zone: its count of bytes first; its counters into :attr:`retired`; its file's
+        stamp, the serial it served and what it learned of its children remembered for when it is
+        loaded again."""
+        self.held -= self._held.pop(origin, 0)
+        self.drops += 1
         for key, value in resolver.counters().items():
             if isinstance(value, int):
                 self.retired[key] = self.retired.get(key, 0) + value
-        self.drops += 1
-        self.held -= self._held.pop(origin, 0)
         store = resolver.source
         if _stamp(store.path) is None:  # its file was taken away while it was loaded: forgotten now
             self._forget([origin])

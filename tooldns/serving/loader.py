@@ -72,9 +72,9 @@ ITEMS_A_PIECE = 1000
 #: about :data:`ITEMS_A_PIECE` items): a leaf of 69 tools whose postings and texts were all in the
 #: index's own piece took 2.3 ms in that one call
 SPLIT_ABOVE = 256
-#: bytes of objects an index holds per byte of its pickle (:func:`tooldns.serving.footprint.footprint` of
-#: a zone read back, against its pickle's length: 3.4 to 3.8 for leaves of 55 to 226 tools of a
-#: 100,000-tool tree, 4.0 for a million-tool tree's zones; vectors, pickled as they are held, less)
+#: bytes of objects a zone read back holds per byte of its pickle: counted so, a zone is 0.92x to 1.23x
+#: a walk of its objects (:func:`tooldns.serving.footprint.zone_footprint`) on 60 zones of a 100,000-tool
+#: tree, 0.75x to 1.07x on the shipped tree's; vectors, pickled as they are held, are counted up to 4x
 HELD_PER_PICKLED = 4
 #: the sources whose classes a snapshot holds: a change to any makes every snapshot stale
 _PICKLED_SOURCES = ("zone", "scoring", "protocol", "serving/index.py", "serving/summaries.py", "serving/fast/pack.py",

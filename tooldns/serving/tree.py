@@ -23,7 +23,7 @@ max_tcp=64)`` (see :class:`DNSServer`; ``reuse_port=True`` lets several processe
 tree, :mod:`.workers`). ``tooldns serve zones/`` is the command-line shell over this.
 
 *lazy* serves every zone of the directory on the *listen* addresses, each zone loaded when first
-asked for and at most *max_loaded* at once, holding *max_memory* bytes (:mod:`.lazy`: trees too big to
+asked for and at most *max_loaded* at once, holding at most *max_memory* bytes (:mod:`.lazy`: trees too big to
 load before answering).
 
 Nothing but answering runs on the event loop: each look at the files (reloads, files added, lazy
