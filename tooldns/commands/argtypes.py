@@ -41,7 +41,7 @@ def size(text: str) -> int:
     if number[-1:].upper() in _UNITS:
         number, unit = number[:-1], number[-1:].upper()
     try:
-        value: float = int(number)  # exact, however large
+        value: int | float = int(number)  # exact, however large
     except ValueError:
         try:
             value = float(number)

@@ -7,9 +7,10 @@ data (a lock, an HTTP client), and what the index leaves out when pickled (its s
 embedder the process shares), which a zone refers to but does not own. The figure is what Python
 allocated for the zone's objects; the process's resident memory runs higher (the allocator's slack,
 the resolver the server makes of each index and its packed zone: a million-tool tree's server held
-1,564 MiB with 768 MiB counted, 129 MiB of it before any zone was loaded; docs/serving.md). Walking a leaf's objects takes 3 to 16 ms,
-so a lazy server counts a zone read back from a pickle by the pickle's length instead
-(:func:`tooldns.serving.loader.held_bytes`), and walks only the zones it loads in its own threads.
+1,564 MiB with 768 MiB counted, 129 MiB of it before any zone was loaded; docs/serving.md). Walking
+a leaf's objects takes 3 to 16 ms, so a lazy server counts a zone read back from a pickle by the
+pickle's length instead (:func:`tooldns.serving.loader.held_bytes`), and walks only the zones it loads
+in its own threads.
 
     >>> footprint(["weather", b"\\x00" * 100]) > 100
     True
@@ -43,7 +44,7 @@ def footprint(*roots) -> int:
     seen: set[int] = set()
     total = 0
     level = [r for r in roots if _is_data(r)]
-    while level:  # breadth first, one level's referents asked of the collector in one call
+    while level:  # breadth first, a level's referents asked of the collector CHUNK objects a call
         fresh = []
         for obj in level:
             if id(obj) not in seen:
