@@ -460,7 +460,7 @@ class LazyZones:
         resolver.prepare()  # the fast path's pieces made here, not by the loop's first query
         store.listeners.append(resolver.renewed)  # and after each reload or summary learned, if asked
         self._fresh.pop(origin, None)  # what an earlier load gave is stale once another is loaded
-        size = loaded.size if isinstance(loaded, Loaded) and loaded.size else \
+        size = loaded.size if isinstance(loaded, Loaded) else \
             zone_footprint(store.file_zone, store.index)  # loaded in this thread: walked (the slow path already)
         self.loaded[origin], self._held[origin] = resolver, size
         self.held += size

@@ -90,7 +90,7 @@ class Loaded:
     zone: Zone
     index: ZoneIndex
     stamp: tuple[int, int, int]
-    size: int = 0
+    size: int
 
 
 def held_bytes(pickled: bytes) -> int:
@@ -533,6 +533,10 @@ class ZoneLoader:
             log.warning("%s: %s cannot be read (%s); loaded in the server", path, what, exc)
             self.declined += 1
             return None
+        return self._handed(zone, index, stamp, pickled, read_back)
+
+    def _handed(self, zone: Zone, index: ZoneIndex, stamp, pickled: bytes, read_back: bool) -> Loaded:
+        """What a load gives the caller, counted (from a snapshot or made anew), with the bytes it holds."""
         self.loaded += 1
         self.from_snapshots += read_back
         return Loaded(zone, index, stamp, held_bytes(pickled))
@@ -558,9 +562,7 @@ class ZoneLoader:
             except OSError:
                 pass
             return None
-        self.loaded += 1
-        self.from_snapshots += 1
-        return Loaded(zone, index, stat_stamp(st), held_bytes(pickled))
+        return self._handed(zone, index, stat_stamp(st), pickled, True)
 
     def close(self) -> None:
         with self._lock:
