@@ -508,6 +508,48 @@ def test_a_zone_read_back_is_counted_near_what_its_objects_hold(built, tmp_path)
         loader.close()
 
 
+@pytest.mark.parametrize("processes", [1, 0], ids=["loading process", "in this thread"])
+def test_a_reloaded_edit_is_counted_anew_and_the_bound_kept(built, tmp_path, processes):
+    """A loaded zone whose file is edited to hold many more tools is counted again at its reload (the
+    loading process's count, or a walk of what this thread read), and a bound it now passes drops the
+    zones asked before it."""
+    import os
+    import time
+
+    from tooldns.serving.footprint import zone_footprint
+    from tooldns.serving.lazy import LazyZones
+    from tooldns.serving.loader import ZoneLoader
+
+    copy, leaf = _copy_with_a_deep_leaf(built, tmp_path)
+    loader = ZoneLoader(processes=processes) if processes else None
+    try:
+        zones = LazyZones(copy, max_memory=0, loader=loader, follow=False)  # its parent left as it is
+        others = [o for o in zones.paths if o != leaf][:3]
+        for origin in [*others, leaf]:
+            zones.get(origin)
+        before, held = zones._held[leaf], zones.held
+        path = copy / f"{leaf[:-1]}.yaml"
+        more = "".join(AIRSHIP.replace("zeppelin-routes", f"zeppelin-routes-{i}")
+                       .replace("Route Planner", f"Route Planner {i}") for i in range(200))
+        path.write_text(path.read_text().replace("tools:\n", "tools:\n" + more, 1))
+        os.utime(path, (time.time() + 5, time.time() + 5))
+        store = zones.loaded[leaf].source
+        zones.check(store)
+        assert len(store.zone.tools) > 200
+        after = zones._held[leaf]
+        walked = zone_footprint(store.file_zone, store.index)
+        assert after > 4 * before and walked / 2 <= after <= 2 * walked
+        assert zones.held == held - before + after == sum(zones._held.values())
+        zones.max_memory = after + 1  # now past it with the others: they go, the edited zone stays
+        path.write_text(path.read_text().replace("  serial: 1\n", "  serial: 2\n", 1))
+        os.utime(path, (time.time() + 10, time.time() + 10))
+        zones.check(store)
+        assert list(zones.loaded) == [leaf] and zones.held == zones._held[leaf] <= zones.max_memory
+    finally:
+        if loader is not None:
+            loader.close()
+
+
 def test_a_zone_whose_load_loads_its_parent_is_not_dropped_by_it(built, tmp_path):
     """A leaf whose file changed since the directory was listed tells its parent its summary, loading the
     parent for it; the parent's load, past the memory bound with both, drops zones asked before, never

@@ -207,7 +207,7 @@ class LazyZones:
             raise ValueError(f"max_loaded, max_loading and load_queue must be at least 1 and max_memory at least "
                              f"0, not {max_loaded}, {max_loading}, {load_queue}, {max_memory}")
         self.limits, self.signing, self.max_loaded, self.max_memory = limits, signing, max_loaded, max_memory
-        self.held, self._held = 0, {}  # bytes the loaded zones hold, as counted at each load (and origin -> its)
+        self.held, self._held = 0, {}  # bytes the loaded zones hold, as counted at each load and reload (and origin -> its)
         self._pinned: set[str] = set()  # zones loading their parents: not dropped meanwhile
         #: loader: reads and indexes zone files in processes of its own (None: the loading threads do)
         self.max_loading, self.load_queue, self.loader = max_loading, load_queue, loader
@@ -460,10 +460,8 @@ class LazyZones:
         resolver.prepare()  # the fast path's pieces made here, not by the loop's first query
         store.listeners.append(resolver.renewed)  # and after each reload or summary learned, if asked
         self._fresh.pop(origin, None)  # what an earlier load gave is stale once another is loaded
-        size = loaded.size if isinstance(loaded, Loaded) else \
-            zone_footprint(store.file_zone, store.index)  # loaded in this thread: walked (the slow path already)
-        self.loaded[origin], self._held[origin] = resolver, size
-        self.held += size
+        self.loaded[origin] = resolver
+        self._count(origin, store)
         self.loads += 1
         for listener in self.listeners:
             listener(resolver, True, changed)
@@ -477,6 +475,14 @@ class LazyZones:
             finally:
                 self._pinned.discard(origin)
         return resolver
+
+    def _count(self, origin: str, store: ZoneStore) -> None:
+        """Count the bytes loaded zone *origin* holds, at its load and after each reload of its file:
+        as the loading process counted them, else (read in this thread: the slow path already) by a walk
+        of its objects (:func:`.zone_footprint`)."""
+        size = store.size if store.size is not None else zone_footprint(store.file_zone, store.index)
+        self.held += size - self._held.get(origin, 0)
+        self._held[origin] = size
 
     def _evict(self) -> None:
         """Drop the least recently asked zones past *max_loaded* or *max_memory*, keeping the zone just
@@ -573,9 +579,13 @@ class LazyZones:
         a parent learning a summary takes too (:meth:`_publish`, from a query answered in the thread
         pool); nothing for a zone dropped since the watcher listed the stores."""
         with self._lock:
-            resolver = self.loaded.get(store.index.origin)
-            if store is self.top or (resolver is not None and resolver.source is store):
+            origin = store.index.origin
+            resolver = self.loaded.get(origin)
+            if store is self.top:
                 store.check()
+            elif resolver is not None and resolver.source is store and store.check() == "reloaded":
+                self._count(origin, store)  # counted anew, and the bounds kept
+                self._evict()
 
     def stores(self) -> list[ZoneStore]:
         """The top zone's store and those of the zones loaded now."""

@@ -82,6 +82,9 @@ class ZoneStore:
         self._stamp = loaded.stamp if loaded is not None else _stamp(self.path)
         #: the zone as its file says; what is served (:attr:`zone`) has learned summaries in it
         self.file_zone = loaded.zone if loaded is not None else load_zone(self.path, limits)
+        #: about how many bytes the zone and its index hold, as the loading process counted them when it
+        #: last read the file (:attr:`.Loaded.size`; None: read in this thread, not counted)
+        self.size: int | None = loaded.size if loaded is not None else None
         #: where the zone's keys are and how it signs; its signer (None: the zone has no keys)
         self.signing = signing if signing is not None else Signing.beside(self.path)
         self._keys_stamp = self.signing.stamp(self.file_zone.origin)
@@ -171,11 +174,12 @@ class ZoneStore:
             return False
         return not any(self._winning(child) is not None for child in zone.children)
 
-    def _reloaded(self) -> tuple[Zone, ZoneIndex]:
-        """The file read again and the index that is to replace the one served, with the serial it is
-        to serve (what was learned of children the file no longer has forgotten; both restored if
-        the index cannot be built). With a :attr:`loader`, the file is read and indexed in its process
-        and that index is served when the zone is served as filed (an edit that raised the serial)."""
+    def _reloaded(self) -> tuple[Zone, ZoneIndex, int | None]:
+        """The file read again, the index that is to replace the one served and its :attr:`size`, with
+        the serial it is to serve (what was learned of children the file no longer has forgotten; both
+        restored if the index cannot be built). With a :attr:`loader`, the file is read and indexed in
+        its process and that index is served when the zone is served as filed (an edit that raised the
+        serial); either way the process's count is the new index's size."""
         loaded = self.loader.load(self.path, self.limits) if self.loader is not None else None
         zone = loaded.zone if loaded is not None else load_zone(self.path, self.limits)
         if zone.origin != self.index.origin:
@@ -186,10 +190,11 @@ class ZoneStore:
         serial, self.serial = self.serial, self._next_serial(zone)
         self.learned, before = learned, self.learned
         try:
+            size = loaded.size if loaded is not None else None
             if loaded is not None and self._as_filed(zone):
                 loaded.index.signer = self.signer
-                return zone, loaded.index
-            return zone, self._replacing(self._served(zone))
+                return zone, loaded.index, size
+            return zone, self._replacing(self._served(zone)), size
         except Exception:
             self.serial, self.learned = serial, before
             raise
@@ -257,7 +262,7 @@ class ZoneStore:
             return "missing"
         try:
             with self.load_guard:
-                zone, index = self._reloaded()
+                zone, index, size = self._reloaded()
         except ZoneFileError as exc:
             self.last_error = str(exc)
             log.error("%s\n%s: kept the last good version (serial %d)", exc, self.path, self.index.zone.soa.serial)
@@ -268,7 +273,7 @@ class ZoneStore:
             log.exception("%s: reload failed; kept the last good version", self.path)
             self.reload_errors += 1  # logged before counted
             return "kept"
-        self.file_zone = zone
+        self.file_zone, self.size = zone, size
         self.last_error = None
         self._swap(index)
         log.info("%s: reloaded %s (serial %d, %d children, %d tools)", self.path, zone.origin,
