@@ -293,7 +293,9 @@ def _lloyd(x, k: int, rng, rounds: int, cosines: "_Cosines"):
                 labels[row] = c
             counts = np.bincount(labels, minlength=k)
         membership = sparse.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n))
-        centres = (membership @ x).toarray() / np.maximum(counts, 1)[:, None]
+        del centres  # the old let go before the new is made: k x columns, dense (2,233 x 60,000: 1 GB)
+        centres = (membership @ x).toarray()
+        centres /= np.maximum(counts, 1)[:, None]
     return labels, centres, float(_fit(x, centres, labels).sum())
 
 
@@ -305,8 +307,11 @@ def _fit(x, centres, labels):
 
 
 def _nearest(x, centres):
-    """Each row's nearest centre (Euclidean: the largest 2 x.c - |c|^2)."""
-    return (2 * (x @ centres.T) - (centres ** 2).sum(axis=1)).argmax(axis=1)
+    """Each row's nearest centre (Euclidean: the largest 2 x.c - |c|^2), in one rows x centres array."""
+    scores = x @ centres.T
+    scores *= 2
+    scores -= (centres ** 2).sum(axis=1)
+    return scores.argmax(axis=1)
 
 
 #: rows of a node up to which k-means++ seeding reads each row's cosines from the node's whole Gram
@@ -353,10 +358,12 @@ def _seed_centres(x, k: int, rng, cosines: _Cosines):
     return x[chosen].toarray()
 
 
-def nearest_centres(x, centres, cols, chunk: int = 50_000):
-    """Label of the nearest of *centres* (over the columns *cols*) for each row of *x*."""
+def nearest_centres(x, centres, cols, chunk: int | None = None):
+    """Label of the nearest of *centres* (over the columns *cols*) for each row of *x*, *chunk* rows at
+    a time (default: as many as keep :data:`ROUTE_CELLS` scores)."""
     import numpy as np
 
+    chunk = chunk or max(1, ROUTE_CELLS // len(centres))
     x = x[:, cols].tocsr()
     return np.concatenate([_nearest(x[i:i + chunk], centres) for i in range(0, x.shape[0], chunk)])
 
