@@ -109,7 +109,7 @@ AUTO_BEAM = "auto"
 def auto_beam(k: int | tuple[int, ...]) -> int:
     """The beam a resolver walks with by default for K *k* (one K, or one per depth): :data:`DEFAULT_BEAM`,
     or the root's K when that is larger. A referral of the root is thus always followed whole, as K
-    asks, and a tree of two levels (ToolRet's, or the builder's default up to 200,000 tools) is
+    asks, and a tree of two levels (ToolRet's, or the builder's default up to 1,250,000 tools) is
     walked exactly as without a beam; only deeper depths, where the referrals of several zones meet,
     are bounded.
 

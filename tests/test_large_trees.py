@@ -20,6 +20,7 @@ from tooldns.building.trees import (BALANCE, LEAF_SLACK, LEXICAL_SHAPE, WIDEST_R
                                     auto_shape, best_first, capacity_assign, route_scores)
 from tooldns.scoring.bm25 import BM25
 from tooldns.scoring.tokenize import tokenize
+from tooldns.zone.limits import ZoneLimits
 from tooldns.zone.zonefile import load_zone
 
 pytestmark = pytest.mark.slow  # catalogs of thousands of tools, trees built in-process
@@ -150,14 +151,16 @@ def test_the_default_shape_keeps_leaves_near_max_leaf(catalogs):
 def test_the_default_shape_is_the_cross_validated_one_then_two_levels_then_deep():
     assert auto_shape(1839) == auto_shape(2000) == LEXICAL_SHAPE  # ToolRet's tree as chosen on it
     ratio = LEXICAL_SHAPE[0] / LEXICAL_SHAPE[1]
-    for n in (2001, 5000, 20_000, 100_000, 200_000):
+    for n in (2001, 5000, 20_000, 100_000, 200_000, 1_000_000, 1_250_000):
         children, leaf = auto_shape(n)
         assert children * leaf >= n and LEXICAL_SHAPE[0] < children <= WIDEST_ROOT and leaf >= LEXICAL_SHAPE[1]
         assert auto_depth(n, children, leaf) == 1  # one level of splitting: a root and its leaves
         assert abs(children / leaf - ratio) <= 0.1 * ratio
     assert auto_shape(100_000) == (708, 142)
-    assert auto_shape(200_001) == auto_shape(1_000_000) == LEXICAL_SHAPE  # wider roots measured no better there
-    assert auto_depth(1_000_000, *LEXICAL_SHAPE) == 2
+    assert auto_shape(1_000_000) == (2237, 448)
+    assert auto_shape(1_250_001) == auto_shape(5_000_000) == LEXICAL_SHAPE  # a root of 2,500 at most, then deep
+    assert auto_depth(5_000_000, *LEXICAL_SHAPE) == 3
+    assert ZoneLimits().max_children >= WIDEST_ROOT  # the root it makes can be served
 
 
 def test_a_given_max_depth_is_never_exceeded(catalogs):

@@ -192,7 +192,7 @@ def add_build_command(sub) -> None:
 def _add_shape_flags(b: argparse.ArgumentParser) -> None:
     """``build``'s flags for the offline tree's shape and the BM25 it ranks children with."""
     b.add_argument("--max-children", type=bounded(int, 2, what="a whole number of at least 2"),
-                   help="children a node at most (default 100; for 2,000 to 200,000 tools a two-level tree of about "
+                   help="children a node at most (default 100; for 2,000 to 1,250,000 tools a two-level tree of about "
                         "sqrt(5 x tools) leaves, docs/building.md; 80 with --embed; 20 with --llm)")
     b.add_argument("--max-leaf", type=_AT_LEAST_ONE, help="tools a leaf, about (default 20, or the catalog's size over the "
                    "two-level tree's leaves; 24 with --embed; 40 with --llm)")

@@ -41,8 +41,9 @@ class ZoneLimits:
     # -- counts --
     #: tools in one zone (10,000 load and are indexed in about 3 s)
     max_tools: int = 10_000
-    #: delegations (children) of one zone (``tooldns build`` makes at most 100 by default)
-    max_children: int = 1_000
+    #: delegations (children) of one zone (``tooldns build`` makes at most 2,500 by default: the root of
+    #: a million tools has 2,237)
+    max_children: int = 4_096
     #: name servers of a zone, and of each delegation
     max_nameservers: int = 32
     #: parameters of one tool (each is one string of at most 240 characters in the tool's TXT)
