@@ -59,8 +59,8 @@ class Figures:
     def __init__(self) -> None:
         self.ms, self.queries, self.size, self.tcp, self.hits = [], [], [], [], []
 
-    def resolve(self, resolver: Resolver, q: dict, k: tuple[int, ...], leaf_k: int) -> None:
-        res = resolver.resolve(q["query"], k=k, leaf_k=leaf_k, top=10)
+    def resolve(self, resolver: Resolver, q: dict, k: tuple[int, ...] | None, leaf_k: int) -> None:
+        res = resolver.resolve(q["query"], k=k, leaf_k=leaf_k if k is not None else None, top=10)
         correct = {str(c["id"]) for c in q.get("correct_tools", [])}
         if correct:
             self.hits.append(bool(correct & {t.id for t in res.tools}))
@@ -95,7 +95,7 @@ class Served:
     proc: subprocess.Popen
     batches: list[list[dict]]
     resolver: Resolver
-    k: tuple[int, ...]
+    k: tuple[int, ...] | None  # None: the walk the tree publishes
 
 
 def run_pass(n: int, args, trees: list[Served]) -> None:
@@ -123,7 +123,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--port", type=int, default=5390)
     ap.add_argument("--leaf-k", type=int, default=6)
-    ap.add_argument("--k", default="5,3,2", help="K at each step from the root (default 5,3,2)")
+    ap.add_argument("--k", default="5,3,2", help="K at each step from the root (default 5,3,2; 'published': the walk "
+                    "the tree publishes, K and tools a leaf, as a resolver told nothing walks it)")
     ap.add_argument("--beam", type=int, default=None, help="at most this many zones asked a depth (the resolver's beam; "
                     "default the resolver's: 6, or the root's K when larger)")
     ap.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
@@ -160,7 +161,7 @@ def main() -> int:
             print(f"{'[' + name + '] ' if wanted else ''}serving after {seconds:.1f} s, RSS {rss_mib(proc.pid)} MiB",
                   flush=True)
             trees.append(Served(name, proc, batches(queries, args), Resolver(root=root, cache=False, timeout=5, beam=beam),
-                                tuple(int(x) for x in k.split(","))))
+                                None if k == "published" else tuple(int(x) for x in k.split(","))))
         time.sleep(args.settle)
         for n in range(args.passes):
             run_pass(n, args, trees)

@@ -19,7 +19,9 @@ narrower referral is a prefix of the recorded one, and leaves are asked for --le
 way. The first line checks this: the replay of the recorded walk itself, against what the resolver
 returned. Tools are merged as the resolver merges BM25 leaves (best score first; hybrid leaves,
 whose parts the resolver fuses again, are replayed by their leaves' scores only). Prints per walk
-the DNS queries a resolution and the hit rate@10.
+the DNS queries a resolution, the hit rate@10 and, with the build's ``catalog-map.json`` beside the
+zones, route recall: the share of queries with a correct tool among the tools of a zone the walk
+got tools from (as ``bench_retrieval.py`` counts it).
 
     python scripts/research/replay_walks.py /tmp/b100k-one --queries /tmp/synth100k.queries.json \\
         --serve-args "--lazy --listen 127.0.0.1 --answer-cache 0"
@@ -88,8 +90,10 @@ def _order(child: tuple[str, tuple[int, ...], float], by: str) -> tuple:
     return beam_order(zone, ranks) if by == "rank" else (-relative, ranks, zone)
 
 
-def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k: int, root: str) -> tuple[bool, int]:
-    """Whether the walk (*ks*, *beam* ranked *by*) finds a correct tool in its top 10, and its queries."""
+def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k: int, root: str,
+           owned: dict[str, set[str]]) -> tuple[bool, int, bool]:
+    """Whether the walk (*ks*, *beam* ranked *by*) finds a correct tool in its top 10, its queries, and
+    whether a zone it got tools from holds a correct tool (*owned*: zone -> the correct tools it holds)."""
     found: list[tuple[str, float, int, str, str]] = []
     level, depth, queries = [(root, (), 1.0)], 0, 0
     while level:
@@ -115,12 +119,28 @@ def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k
             merged[tool[0]] = tool
     tools = [t for t in merged.values() if t[1] > 0] or list(merged.values())
     tools.sort(key=lambda t: (-t[1], t[2], t[4], t[3]))
-    return bool({t[0] for t in tools[:10]} & rec.correct), queries
+    routed = any(owned.get(t[4], set()) & rec.correct for t in found)
+    return bool({t[0] for t in tools[:10]} & rec.correct), queries, routed
 
 
-def figures(records: list[Recorded], *walk) -> tuple[float, float]:
+def figures(records: list[Recorded], *walk) -> tuple[float, float, float]:
     runs = [replay(r, *walk) for r in records]
-    return sum(q for _, q in runs) / len(runs), sum(h for h, _ in runs) / len(runs)
+    return tuple(sum(run[i] for run in runs) / len(runs) for i in (1, 0, 2))
+
+
+def owners(zones: str, records: list[Recorded]) -> dict[str, set[str]] | None:
+    """Zone -> the correct tools of *records* it holds, from the build's ``catalog-map.json`` (None when
+    there is none)."""
+    path = Path(zones) / "catalog-map.json"
+    if not path.exists():
+        return None
+    correct = set().union(*(r.correct for r in records))
+    out: dict[str, set[str]] = {}
+    for tool_id, names in json.loads(path.read_text(encoding="utf-8")).items():
+        if tool_id in correct:
+            for name in names:
+                out.setdefault(name.lower().split(".", 3)[3], set()).add(tool_id)  # less <label>._<service>._<transport>.
+    return out
 
 
 def main() -> int:
@@ -141,7 +161,8 @@ def main() -> int:
     print(f"{len(records)} resolutions recorded at K = {','.join(map(str, args.k))}: "
           f"{sum(r.queries for r in records) / len(records):.1f} queries, "
           f"hit rate@10 {sum(r.hit for r in records) / len(records):.3f}")
-    print(f"{'walk':32} {'queries':>8} {'hit rate@10':>12}")
+    owned = owners(args.zones, records)
+    print(f"{'walk':32} {'queries':>8} {'hit rate@10':>12}" + (f" {'route recall':>13}" if owned is not None else ""))
     for text in args.schedules.split():
         ks = tuple(int(x) for x in text.split(","))
         if any(a > b for a, b in zip(ks + ks[-1:] * 8, args.k + args.k[-1:] * 8)):
@@ -149,9 +170,9 @@ def main() -> int:
             continue
         for beam in [None, *(int(b) for b in args.beams.split(",") if b)]:
             for by in (("ratio", "rank") if beam else ("ratio",)):
-                q, hr = figures(records, ks, beam, by, args.leaf_k, args.root_zone)
+                q, hr, rr = figures(records, ks, beam, by, args.leaf_k, args.root_zone, owned or {})
                 name = f"K = {text}" + (f", beam {beam} by {by}" if beam else "")
-                print(f"{name:32} {q:8.1f} {hr:12.3f}")
+                print(f"{name:32} {q:8.1f} {hr:12.3f}" + (f" {rr:13.3f}" if owned is not None else ""))
     return 0
 
 
