@@ -138,8 +138,8 @@ def owners(zones: str, records: list[Recorded]) -> dict[str, set[str]] | None:
     out: dict[str, set[str]] = {}
     for tool_id, names in json.loads(path.read_text(encoding="utf-8")).items():
         if tool_id in correct:
-            for name in names:
-                out.setdefault(name.lower().split(".", 3)[3], set()).add(tool_id)  # less <label>._<service>._<transport>.
+            for name in names:  # <label>._<service>._<transport>.<zone>
+                out.setdefault(name.lower().split(".", 3)[3], set()).add(tool_id)
     return out
 
 

@@ -207,7 +207,7 @@ class LazyZones:
             raise ValueError(f"max_loaded, max_loading and load_queue must be at least 1 and max_memory at least "
                              f"0, not {max_loaded}, {max_loading}, {load_queue}, {max_memory}")
         self.limits, self.signing, self.max_loaded, self.max_memory = limits, signing, max_loaded, max_memory
-        self.held, self._held = 0, {}  # bytes the loaded zones hold, as counted at each load and reload (and origin -> its)
+        self.held, self._held = 0, {}  # bytes loaded zones hold, counted at each load and reload (origin -> its)
         self._pinned: set[str] = set()  # zones loading their parents: not dropped meanwhile
         #: loader: reads and indexes zone files in processes of its own (None: the loading threads do)
         self.max_loading, self.load_queue, self.loader = max_loading, load_queue, loader
