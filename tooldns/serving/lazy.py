@@ -85,7 +85,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_LOADED = 10_000
 #: bytes the zones kept loaded hold together at most, as counted (0: no bound but *max_loaded*); the
 #: process's resident memory runs higher (the allocator's slack, the top zone, the names of the files):
-#: 1,564 MiB for a million-tool tree's server after 10,000 distinct intents (docs/serving.md)
+#: 1,117 MiB for a million-tool tree's server after 10,000 distinct intents (docs/serving.md)
 DEFAULT_MAX_MEMORY = 768 * 2**20
 #: zones loaded at once at most (threads; ``--max-loading``), and waiting to be (``--load-queue``)
 DEFAULT_MAX_LOADING = 1
