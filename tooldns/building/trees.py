@@ -48,7 +48,7 @@ DENSE_OVERLAP = 0.95
 #: their product get a wider two-level tree (:func:`auto_shape`)
 LEXICAL_SHAPE = (100, 20)
 #: the most children :func:`auto_shape` gives a default lexical tree's root (two levels up to 1,250,000
-#: tools; measured at a million, a root of 2,237 leaves)
+#: tools; measured at a million, a root of 2,237 leaves planned)
 WIDEST_ROOT = 2500
 DENSE_SHAPE = (80, 24)
 #: no group of a split holds more than this many times its fair share (members / groups): k-means on
@@ -79,8 +79,8 @@ def auto_shape(n_tools: int, base: tuple[int, int] = LEXICAL_SHAPE, widest: int 
     tools); then *base* again, with as many levels as the catalog needs (:func:`auto_depth`).
     Measured on synthetic catalogs of 20,000, 100,000 and 1,000,000 tools (docs/building.md, "Two
     levels up to 1,250,000 tools"): the two-level tree finds more at a third of the DNS queries of
-    the deep one, and at a million tools about what flat BM25 finds, where the deep tree lost 6
-    points."""
+    the deep one; at a million tools 2.9 points under flat BM25 over 5,826 queries at 8 DNS queries,
+    where the deep tree was 4.7 under at 16.5."""
     children, leaf = base
     if n_tools <= children * leaf:
         return base
