@@ -209,17 +209,29 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
                            capture_output=True, text=True, timeout=300)
     assert serve.returncode == 0, serve.stdout[-2000:] + serve.stderr[-2000:]
     assert "[reference] " in serve.stdout and "[tree] " in serve.stdout and "against the reference's" in serve.stdout
-    replay = subprocess.run([sys.executable, str(ROOT / "scripts" / "research" / "replay_walks.py"), str(tmp_path / "tree"), *common[:6],
-                             "--k", "3", "--schedules", "3 2", "--beams", "1", "--serve-args", "--listen " + address],
-                            capture_output=True, text=True, timeout=300)
-    assert replay.returncode == 0, replay.stdout[-2000:] + replay.stderr[-2000:]
-    lines = replay.stdout.splitlines()
-    recorded = lines[0].split(": ")[1]  # "Q queries, hit rate@10 H"
-    queries_text, hit_text = recorded.split(" queries, hit rate@10 ")
-    rows = {line[:32].strip(): line[32:].split() for line in lines[2:]}
-    assert rows["K = 3"][:2] == [queries_text, hit_text]  # the replay of the recorded walk is the walk
-    assert float(rows["K = 3, beam 1 by rank"][0]) < float(queries_text)
-    assert all(float(row[2]) >= float(row[1]) for row in rows.values())  # a hit's tool came from a zone reached
+    replay_walks = [sys.executable, str(ROOT / "scripts" / "research" / "replay_walks.py"), str(tmp_path / "tree"),
+                    *common[:6], "--k", "3", "--schedules", "3 2", "--beams", "1", "--serve-args", "--listen " + address]
+    for flat in (False, True):
+        replay = subprocess.run(replay_walks + (["--catalog", str(tmp_path / "s.json"), "--leaf-ks", "1,6"] if flat else []),
+                                capture_output=True, text=True, timeout=300)
+        assert replay.returncode == 0, replay.stdout[-2000:] + replay.stderr[-2000:]
+        lines = replay.stdout.splitlines()
+        recorded = lines[0].split(": ")[1]  # "Q queries, hit rate@10 H"
+        queries_text, hit_text = recorded.split(" queries, hit rate@10 ")
+        flat_hit = float(lines[1].rsplit(" ", 1)[1]) if flat else None
+        rows = {line[:32].strip(): line[32:].split() for line in lines[2 + flat:]}
+        assert rows["K = 3"][:2] == [queries_text, hit_text]  # the replay of the recorded walk is the walk
+        assert float(rows["K = 3, beam 1 by rank"][0]) < float(queries_text)
+        if flat:  # one tool a leaf: the same zones asked, no more found
+            assert rows["K = 3, leaf k 1"][0] == queries_text and float(rows["K = 3, leaf k 1"][1]) <= float(hit_text)
+        for row in rows.values():
+            queries_, hit, routed, *lost = map(float, row)
+            assert routed >= hit  # a hit's tool came from a zone reached
+            assert len(lost) == 3 and lost[0] <= 1 - routed + 1e-9  # lost by the route: not reached
+            if flat:  # the misses flat search found: at most the walk's misses, and at most flat's hits
+                assert sum(lost) <= min(1 - hit, flat_hit) + 1e-9
+            else:  # every miss lost somewhere
+                assert abs(sum(lost) - (1 - hit)) < 0.002
 
 
 @pytest.mark.integration

@@ -510,16 +510,26 @@ def top_ids(scores, ids: list[str], top: int) -> list[str]:
     return [ids[i] for i in heapq.nsmallest(top, range(len(ids)), key=lambda i: (-scores[i], i))]
 
 
+def flat_index(catalog) -> tuple[list, BM25, list[str]]:
+    """Flat BM25 over the whole catalog: its tools as zones hold them, one index of them all (the
+    tokenizer and parameters of the zones' tools) and their ids."""
+    tools = [zone_tool(t, "x", "http") for t in catalog.tools]
+    return tools, BM25([t.text() for t in tools], k1=1.5, b=0.75), [t.id for t in catalog.tools]
+
+
+def flat_ranked(index: BM25, ids: list[str], query: str, top: int) -> list[str]:
+    """The ids of the *top* tools flat BM25 (:func:`flat_index`) ranks first for *query*, best first."""
+    return [ids[i] for i, s in index.rank(query, top) if s > 0]
+
+
 def flat_baselines(catalog, queries, top: int, embedder=None, weight: float = DEFAULT_WEIGHT) -> dict[str, list[dict]]:
     """Per-query metrics of flat search over the whole catalog: BM25 (the tokenizer and parameters of the
     zones' tools); with *embedder*, also dense and hybrid (:func:`flat_vectors`)."""
-    tools = [zone_tool(t, "x", "http") for t in catalog.tools]
-    index = BM25([t.text() for t in tools], k1=1.5, b=0.75)
-    ids = [t.id for t in catalog.tools]
+    tools, index, ids = flat_index(catalog)
     correct = [{c["id"] for c in q["correct_tools"]} for q in queries]
     rows: dict[str, list[dict]] = {"bm25": []}
     for q, good in zip(queries, correct):
-        rows["bm25"].append(metrics([ids[i] for i, s in index.rank(q["query"], top) if s > 0], good))
+        rows["bm25"].append(metrics(flat_ranked(index, ids, q["query"], top), good))
     if embedder is not None and queries:
         rows.update(flat_vectors(tools, ids, index, queries, correct, rows["bm25"], top, embedder, weight))
     return rows

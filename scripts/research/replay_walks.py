@@ -21,7 +21,11 @@ returned. Tools are merged as the resolver merges BM25 leaves (best score first;
 whose parts the resolver fuses again, are replayed by their leaves' scores only). Prints per walk
 the DNS queries a resolution, the hit rate@10 and, with the build's ``catalog-map.json`` beside the
 zones, route recall: the share of queries with a correct tool among the tools of a zone the walk
-got tools from (as ``bench_retrieval.py`` counts it).
+got tools from (as ``bench_retrieval.py`` counts it), and where each miss was lost (:func:`lost_at`): no
+zone reached holds a correct tool (route), a zone reached holds one but did not answer it among its
+--leaf-k best (leaf), or it was answered and the merge left it out of the top 10 (merge). With
+--catalog, flat BM25 over the whole catalog answers the same queries, and only the misses it found
+count, each where the walk lost the correct tools flat search found: what puts the walk under it.
 
     python scripts/research/replay_walks.py /tmp/b100k-one --queries /tmp/synth100k.queries.json \\
         --serve-args "--lazy --listen 127.0.0.1 --answer-cache 0"
@@ -75,12 +79,17 @@ def collect(args) -> list[Recorded]:
         # a walk the replays below do not model, and its query is none of the walk's
         with Resolver(root=root, cache=False, timeout=10, max_queries=4096, beam=None,
                       published_walk=False) as resolver:
-            for q in json.load(open(args.queries, encoding="utf-8"))[:args.count]:
+            for q in queries_of(args):
                 res = resolver.resolve(q["query"], k=args.k, leaf_k=args.leaf_k, top=10)
                 out.append(record(res, {str(c["id"]) for c in q.get("correct_tools", [])}))
         return out
     finally:
         stop_servers(proc)
+
+
+def queries_of(args) -> list[dict]:
+    """The first --count queries of the queries file."""
+    return json.load(open(args.queries, encoding="utf-8"))[:args.count]
 
 
 def _order(child: tuple[str, tuple[int, ...], float], by: str) -> tuple:
@@ -90,10 +99,10 @@ def _order(child: tuple[str, tuple[int, ...], float], by: str) -> tuple:
     return beam_order(zone, ranks) if by == "rank" else (-relative, ranks, zone)
 
 
-def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k: int, root: str,
-           owned: dict[str, set[str]]) -> tuple[bool, int, bool]:
-    """Whether the walk (*ks*, *beam* ranked *by*) finds a correct tool in its top 10, its queries, and
-    whether a zone it got tools from holds a correct tool (*owned*: zone -> the correct tools it holds)."""
+def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k: int,
+           root: str) -> tuple[bool, int, list[tuple[str, str]]]:
+    """Whether the walk (*ks*, *beam* ranked *by*) finds a correct tool in its top 10, its queries,
+    and the tools it got from zones, each with its zone (id, zone)."""
     found: list[tuple[str, float, int, str, str]] = []
     level, depth, queries = [(root, (), 1.0)], 0, 0
     while level:
@@ -119,13 +128,56 @@ def replay(rec: Recorded, ks: tuple[int, ...], beam: int | None, by: str, leaf_k
             merged[tool[0]] = tool
     tools = [t for t in merged.values() if t[1] > 0] or list(merged.values())
     tools.sort(key=lambda t: (-t[1], t[2], t[4], t[3]))
-    routed = any(owned.get(t[4], set()) & rec.correct for t in found)
-    return bool({t[0] for t in tools[:10]} & rec.correct), queries, routed
+    return bool({t[0] for t in tools[:10]} & rec.correct), queries, [(t[0], t[4]) for t in found]
 
 
-def figures(records: list[Recorded], *walk) -> tuple[float, float, float]:
+#: where a walk lost the correct tools it did not find (:func:`lost_at`)
+LOSSES = ("route", "leaf", "merge")
+
+
+def routed(found: list[tuple[str, str]], sought: set[str], owned: dict[str, set[str]]) -> bool:
+    """Whether a zone the walk got tools from (*found*: (id, zone)) holds one of the *sought* tools (*owned*:
+    zone -> the correct tools it holds)."""
+    return any(owned.get(zone, set()) & sought for _, zone in found)
+
+
+def lost_at(found: list[tuple[str, str]], sought: set[str], owned: dict[str, set[str]]) -> str:
+    """Where a walk that did not find the *sought* tools in its top 10 lost them: ``route``, no zone it
+    got tools from (*found*) holds one (a referral above chose other children; a tool in no zone of the
+    tree counts here too); ``leaf``, such a zone holds one but did not answer it among its best;
+    ``merge``, a zone answered one, but the tools merged from all zones left it out of the top 10."""
+    if {tool for tool, _ in found} & sought:
+        return "merge"
+    return "leaf" if routed(found, sought, owned) else "route"
+
+
+def figures(records: list[Recorded], *walk, owned: dict[str, set[str]],
+            flat: list[set[str]] | None = None) -> tuple[float, float, float, str]:
+    """A walk's queries a resolution, hit rate@10 and route recall over *records*, and where its misses
+    were lost, in shares of all resolutions. With *flat* (the correct tools flat search put in its top
+    10, per record), only the misses flat search found count, each lost where the walk lost the tools
+    flat search found."""
     runs = [replay(r, *walk) for r in records]
-    return tuple(sum(run[i] for run in runs) / len(runs) for i in (1, 0, 2))
+    lost = []
+    for i, (rec, (hit, _, found)) in enumerate(zip(records, runs)):
+        sought = rec.correct if flat is None else flat[i]
+        if not hit and sought:
+            lost.append(lost_at(found, sought, owned))
+    reached = sum(routed(found, rec.correct, owned) for rec, (_, _, found) in zip(records, runs))
+    shares = " ".join(f"{lost.count(where) / len(runs):.3f}" for where in LOSSES)
+    return (sum(q for _, q, _ in runs) / len(runs), sum(hit for hit, _, _ in runs) / len(runs),
+            reached / len(runs), shares)
+
+
+def flat_found(catalog: str, records: list[Recorded], queries: list[dict]) -> list[set[str]]:
+    """The correct tools flat BM25 over the whole *catalog* (every tool scored, ``bench_retrieval``'s)
+    puts in its top 10, for each of *queries* (those of *records*)."""
+    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
+    from bench_retrieval import flat_index, flat_ranked
+    from tooldns.building.catalog import load_catalogs
+
+    _, index, ids = flat_index(load_catalogs([catalog]))
+    return [set(flat_ranked(index, ids, q["query"], 10)) & rec.correct for rec, q in zip(records, queries)]
 
 
 def owners(zones: str, records: list[Recorded]) -> dict[str, set[str]] | None:
@@ -143,36 +195,53 @@ def owners(zones: str, records: list[Recorded]) -> dict[str, set[str]] | None:
     return out
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("zones")
     p.add_argument("--queries", required=True, help="queries JSON with correct_tools")
     p.add_argument("--count", type=int, default=200)
     p.add_argument("--k", default="8,4,3", help="the recorded walk's K at each depth (default 8,4,3)")
-    p.add_argument("--leaf-k", type=int, default=6)
+    p.add_argument("--leaf-k", type=int, default=6, help="tools asked of each leaf (default 6)")
+    p.add_argument("--leaf-ks", default="", help="tools a leaf to replay, at most --leaf-k, comma-separated "
+                                                 "(default --leaf-k)")
     p.add_argument("--schedules", default="8,4,3 5,3,2 3,2,1", help="K schedules to replay, space-separated")
     p.add_argument("--beams", default="4,6,8,12", help="beam widths to replay on each schedule")
     p.add_argument("--serve-args", default="", help="more arguments for tooldns serve, in one string")
     p.add_argument("--port", type=int, default=5393)
     p.add_argument("--root-zone", default="tools.")
+    p.add_argument("--catalog", help="the catalog the tree was built from: flat BM25 over it (every tool scored) "
+                                     "for the same queries, and the misses it finds counted apart")
     args = p.parse_args()
     args.k = tuple(int(x) for x in args.k.split(","))
+    args.leaf_ks = [int(x) for x in args.leaf_ks.split(",") if x] or [args.leaf_k]
+    if max(args.leaf_ks) > args.leaf_k:
+        p.error("--leaf-ks: at most --leaf-k tools a leaf were recorded")
+    return args
+
+
+def main() -> int:
+    args = arguments()
     records = collect(args)
     print(f"{len(records)} resolutions recorded at K = {','.join(map(str, args.k))}: "
           f"{sum(r.queries for r in records) / len(records):.1f} queries, "
           f"hit rate@10 {sum(r.hit for r in records) / len(records):.3f}")
+    flat = flat_found(args.catalog, records, queries_of(args)) if args.catalog else None
+    if flat is not None:
+        print(f"flat BM25 over {args.catalog}: hit rate@10 {sum(map(bool, flat)) / len(flat):.3f}")
     owned = owners(args.zones, records)
-    print(f"{'walk':32} {'queries':>8} {'hit rate@10':>12}" + (f" {'route recall':>13}" if owned is not None else ""))
+    print(f"{'walk':32} {'queries':>8} {'hit rate@10':>12}" + (f" {'route recall':>13}" if owned is not None else "")
+          + f"  {'flat found, walk lost at' if flat is not None else 'lost at'}: {', '.join(LOSSES)}")
     for text in args.schedules.split():
         ks = tuple(int(x) for x in text.split(","))
         if any(a > b for a, b in zip(ks + ks[-1:] * 8, args.k + args.k[-1:] * 8)):
             print(f"K = {text}: wider than the recorded walk somewhere, not replayed")
             continue
-        for beam in [None, *(int(b) for b in args.beams.split(",") if b)]:
+        for leaf_k, beam in [(n, None) for n in args.leaf_ks] + [(args.leaf_k, int(b)) for b in args.beams.split(",") if b]:
             for by in (("ratio", "rank") if beam else ("ratio",)):
-                q, hr, rr = figures(records, ks, beam, by, args.leaf_k, args.root_zone, owned or {})
-                name = f"K = {text}" + (f", beam {beam} by {by}" if beam else "")
-                print(f"{name:32} {q:8.1f} {hr:12.3f}" + (f" {rr:13.3f}" if owned is not None else ""))
+                q, hr, rr, lost = figures(records, ks, beam, by, leaf_k, args.root_zone, owned=owned or {}, flat=flat)
+                name = f"K = {text}" + (f", leaf k {leaf_k}" if leaf_k != args.leaf_k else "") + (
+                    f", beam {beam} by {by}" if beam else "")
+                print(f"{name:32} {q:8.1f} {hr:12.3f}" + (f" {rr:13.3f}" if owned is not None else "") + f"  {lost}")
     return 0
 
 
