@@ -358,18 +358,56 @@ def test_pieces_keep_every_tuple_apart_and_a_shared_list_one_object(tmp_path):
         assert _decided(ix2, intent) == _decided(ix, intent)
 
 
-def test_a_posting_list_pickles_packed_and_comes_back_whole():
-    """A posting list is pickled as its documents and weights in two bytes objects, and read back with
-    its pairs and its packed form (what the compiled sums read) both there; pairs that are not
-    (document, weight) numbers are pickled as they are."""
+def test_a_posting_list_pickles_packed_and_comes_back_packed():
+    """A posting list is pickled as its documents and weights in two bytes objects, and read back as
+    them (what the compiled sums read), its pairs made only when first iterated, then kept; it pickles
+    again the same, and its arrays are the pairs'. Pairs that are not (document, weight) numbers are
+    pickled as they are."""
     from array import array
 
     from tooldns.scoring.bm25 import _Posting
 
     pairs = [(0, 0.5), (7, 1.25), (300000, 2.0 / 3)]
     read = pickle.loads(pickle.dumps(_Posting(pairs), protocol=pickle.HIGHEST_PROTOCOL))
-    assert type(read) is _Posting and list(read) == pairs and read.row == -1
     documents, weights = read.packed
     assert array("i", documents).tolist() == [0, 7, 300000] and array("d", weights).tolist() == [w for _, w in pairs]
+    assert len(read) == 3 and read and read.row == -1 and read._pairs is None  # nothing made at load
+    assert list(read) == pairs and read == _Posting(pairs) and _Posting(pairs) == read
+    assert read._pairs is not None and list(read) == pairs  # made once, kept
+    again = pickle.loads(pickle.dumps(read, protocol=pickle.HIGHEST_PROTOCOL))
+    assert again.packed == read.packed and list(again) == pairs
+    docs, ws = again.make_arrays()
+    assert docs.tolist() == [0, 7, 300000] and ws.tolist() == [w for _, w in pairs]
+    assert not pickle.loads(pickle.dumps(_Posting([])))  # empty: false, as an empty list
     odd = pickle.loads(pickle.dumps(_Posting([(1, "x")])))
     assert list(odd) == [(1, "x")] and odd.packed is None
+
+
+def test_what_a_zone_read_back_holds_is_walked_once_and_kept_in_its_header(tmp_path):
+    """The bytes a zone and its index hold read back are walked when pickled and kept in the header: what a
+    walk of the zone read back gives, postings packed (a term's pairs made only when a query sums them in
+    Python), not counted as if it held them as pairs; a loader hands that count back, made or read back."""
+    from tooldns.serving.fast.pack import routes_of, tool_pieces
+    from tooldns.serving.footprint import zone_footprint
+    from tooldns.serving.loader import held_bytes, pickle_in_pieces, unpickle_pieces
+
+    path = _zone_file(tmp_path / "words.tools.yaml", [f"common words of tool number {i} " * 5 for i in range(600)])
+    built_ix = ZoneIndex(load_zone(path))
+    built_ix.packed_tools, built_ix.packed_routes = tool_pieces(built_ix), routes_of(built_ix)  # as a loader makes it
+    built_ix.published_rr()
+    blob = pickle_in_pieces(built_ix.zone, built_ix)
+    zone, read = unpickle_pieces(blob)
+    walked = zone_footprint(zone, read)
+    assert abs(held_bytes(blob) - walked) <= walked / 50
+    pairs = sum(len(posting) for postings in built_ix.postings() for posting in postings.values())
+    assert zone_footprint(built_ix.zone, built_ix) - walked > 50 * pairs  # a pair as a tuple and a float: 80 bytes
+    (tmp_path / "snapshots").mkdir(mode=0o700)
+    loader = ZoneLoader(1, snapshots=tmp_path / "snapshots")
+    try:
+        loaded = loader.load(str(path), None)
+        again = loader.load(str(path), None)  # read back from its snapshot
+    finally:
+        loader.close()
+        assert loader.from_snapshots == 1
+    for size in (loaded.size, again.size):
+        assert abs(size - walked) <= walked / 50

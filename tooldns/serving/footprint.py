@@ -8,9 +8,9 @@ embedder the process shares), which a zone refers to but does not own. The figur
 allocated for the zone's objects; the process's resident memory runs higher (the allocator's slack,
 the resolver the server makes of each index and its packed zone: a million-tool tree's server held
 1,564 MiB with 768 MiB counted, 129 MiB of it before any zone was loaded; docs/serving.md). Walking
-a leaf's objects takes 3 to 16 ms, so a lazy server counts a zone read back from a pickle by the
-pickle's length instead (:func:`tooldns.serving.loader.held_bytes`), and walks only the zones it loads
-in its own threads.
+a leaf's objects takes 3 to 16 ms, so the loading process walks what it pickles, read back, once, and
+writes the count in the pickle's header (:func:`tooldns.serving.loader.held_bytes`): a lazy server
+walks only the zones it loads in its own threads.
 
     >>> footprint(["weather", b"\\x00" * 100]) > 100
     True

@@ -5,8 +5,8 @@ file's origin is its name (``weather.tools.yaml`` holds ``weather.tools.``, as `
 and the shipped tree name them; ``root.yaml``, which a build writes for the root, is the top one).
 A zone is read, checked and indexed the first time a query is about it, and at most *max_loaded*
 zones stay loaded, holding at most *max_memory* bytes together (as Unbound bounds its caches: each
-zone counted as what its objects hold, :mod:`.footprint`, estimated from what it was read back from,
-once when loaded: a reload while it stays loaded keeps that count):
+zone counted as what its objects hold, :mod:`.footprint`, as the loading process walked them, when
+it is loaded and again when an edit of it is reloaded):
 the least recently asked is dropped (its counters kept) and read again when asked again. A
 million-tool tree (67,170 zones) thus answers as soon as its root is read, in the memory of the
 zones its clients ask about; loading everything first took minutes and gigabytes.

@@ -54,6 +54,7 @@ from ..zone.limits import ZoneLimits
 from ..zone.model import Zone
 from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp, write_atomically
 from .fast.pack import routes_of, tool_pieces
+from .footprint import footprint
 from .index import ZoneIndex
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 #: the name of the snapshot directory ``tooldns build`` makes beside the zone files it writes
 SNAPSHOT_DIR = ".snapshots"
 #: bumped when what a snapshot holds changes shape beyond what the code digest sees
-FORMAT = 9
+FORMAT = 10
 #: tools (and children) pickled a piece, and items a piece of a larger list or dictionary (postings,
 #: texts): each piece is unpickled in one call of its own, which holds the interpreter's lock, at most
 #: about 0.6 ms (a tool takes 20 to 40 us, a posting 0.2); smaller pieces cost more in all (a built
@@ -72,13 +73,9 @@ ITEMS_A_PIECE = 1000
 #: about :data:`ITEMS_A_PIECE` items): a leaf of 69 tools whose postings and texts were all in the
 #: index's own piece took 2.3 ms in that one call
 SPLIT_ABOVE = 256
-#: bytes of objects a zone read back holds per byte of its pickle: counted so, a zone is 0.92x to 1.23x
-#: a walk of its objects (:func:`tooldns.serving.footprint.zone_footprint`) on 60 zones of a 100,000-tool
-#: tree, 0.75x to 1.07x on the shipped tree's; vectors, pickled as they are held, are counted up to 4x
-HELD_PER_PICKLED = 4
 #: the sources whose classes a snapshot holds: a change to any makes every snapshot stale
 _PICKLED_SOURCES = ("zone", "scoring", "protocol", "serving/index.py", "serving/summaries.py", "serving/fast/pack.py",
-                    "embedding")
+                    "serving/footprint.py", "embedding")
 
 
 @dataclass(frozen=True)
@@ -93,10 +90,11 @@ class Loaded:
     size: int
 
 
-def held_bytes(pickled: bytes) -> int:
-    """About how many bytes the objects unpickled from *pickled* hold (:mod:`.footprint`): :data:`HELD_PER_PICKLED`
-    times its length, without walking them."""
-    return HELD_PER_PICKLED * len(pickled)
+def held_bytes(pickled) -> int:
+    """How many bytes the objects unpickled from *pickled* (:func:`pickle_in_pieces`) hold
+    (:func:`~tooldns.serving.footprint.zone_footprint`), as walked when it was pickled: read from its
+    header, nothing walked again."""
+    return _header(pickled)[1]
 
 
 _DIGEST: str | None = None
@@ -189,7 +187,9 @@ def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
     its number. The unpickling thread gives the interpreter's lock to the event loop between pieces
     once it has held it a while (:class:`~tooldns.compiled.Turns`): one call over a 10,000-tool
     leaf's index held it 180 ms. Laid out as a header (its length in 8 bytes, then the pieces' kinds
-    and lengths pickled) and the pieces one after the other, each read where it lies."""
+    and lengths and the bytes the zone and index read back hold, pickled) and the pieces one after the
+    other, each read where it lies. The bytes held are walked here (:mod:`.footprint`), once, over the
+    pieces read back: a lazy server counts them (:func:`held_bytes`) without walking the zone itself."""
     known: dict[int, int] = {}
     alive: list = []  # what was numbered stays alive, so that no other object takes its id()
     kinds: list[tuple[str, int, int]] = []  # ("obj", length, members) or ("join", parts, 0)
@@ -237,8 +237,15 @@ def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
         if id(container) not in known:
             split(container)
     piece((zone, state))
-    head = pickle.dumps(kinds, protocol=pickle.HIGHEST_PROTOCOL)
-    return len(head).to_bytes(8, "little") + head + body.getvalue()
+    return _laid_out(kinds, body.getvalue())
+
+
+def _laid_out(kinds: list[tuple[str, int, int]], pieces: bytes) -> bytes:
+    """The header (the *kinds* of the *pieces* and the bytes they hold read back) and the pieces: what
+    the zone and its index's state hold read back (postings packed) walked once here, not by the server."""
+    held = footprint(*_unpickled(kinds, memoryview(pieces), Turns()))
+    head = pickle.dumps((kinds, held), protocol=pickle.HIGHEST_PROTOCOL)
+    return len(head).to_bytes(8, "little") + head + pieces
 
 
 class _TupleShell:
@@ -276,7 +283,8 @@ def _parts(container, known: dict[int, int]) -> list:
     parts, start, weight = [], 0, 0
     for i, item in enumerate(items):
         value = item[1] if isinstance(container, dict) else item
-        weight += 1 + (len(value) if isinstance(value, (dict, list, tuple)) and id(value) not in known else 0)
+        sized = isinstance(value, (dict, list, tuple)) or hasattr(value, "packed")  # a posting list read back
+        weight += 1 + (len(value) if sized and id(value) not in known else 0)
         if weight >= ITEMS_A_PIECE or i == len(items) - 1:
             part = items[start:i + 1]
             parts.append(dict(part) if isinstance(container, dict) else part)
@@ -284,19 +292,35 @@ def _parts(container, known: dict[int, int]) -> list:
     return parts
 
 
-def piece_kinds(data) -> list[tuple[str, int, int]]:
-    """The header of what :func:`pickle_in_pieces` pickled: each piece's kind, its length (or the parts
-    it joins) and the members it numbers."""
+def _header(data) -> tuple[list[tuple[str, int, int]], int]:
+    """The header of what :func:`pickle_in_pieces` pickled: the pieces' kinds, the bytes held read back."""
     size = int.from_bytes(data[:8], "little")
-    return pickle.loads(memoryview(data)[8:8 + size])
+    header = pickle.loads(memoryview(data)[8:8 + size])
+    if not (isinstance(header, tuple) and len(header) == 2 and isinstance(header[0], list) and isinstance(header[1], int)):
+        raise ValueError("not a pickled zone and index")
+    return header
+
+
+def piece_kinds(data) -> list[tuple[str, int, int]]:
+    """The pieces of what :func:`pickle_in_pieces` pickled, from its header: each piece's kind, its
+    length (or the parts it joins) and the members it numbers."""
+    return _header(data)[0]
 
 
 def unpickle_pieces(data) -> tuple[Zone, ZoneIndex]:
     """What :func:`pickle_in_pieces` pickled (bytes, or a buffer): the zone and its index."""
     view = memoryview(data)
-    kinds = piece_kinds(view)
-    at, objects = 8 + int.from_bytes(view[:8], "little"), []
-    turns = Turns()  # the interpreter's lock to whoever waits for it (the event loop) between pieces
+    # the interpreter's lock to whoever waits for it (the event loop) between pieces
+    zone, state = _unpickled(piece_kinds(view), view[8 + int.from_bytes(view[:8], "little"):], Turns())
+    index = ZoneIndex.__new__(ZoneIndex)
+    index.__setstate__(state)
+    return zone, index
+
+
+def _unpickled(kinds: list[tuple[str, int, int]], view: memoryview, turns: Turns) -> tuple[Zone, dict]:
+    """The zone and its index's state (:meth:`ZoneIndex.__getstate__`) pickled as the pieces *kinds*
+    says, laid one after the other in *view*."""
+    at, objects = 0, []
     for kind, length, members in kinds:
         turns()
         if kind == "obj":
@@ -309,10 +333,7 @@ def unpickle_pieces(data) -> tuple[Zone, ZoneIndex]:
     last = objects[-1] if objects else None
     if not (isinstance(last, tuple) and len(last) == 2 and isinstance(last[0], Zone) and isinstance(last[1], dict)):
         raise ValueError("not a pickled zone and index")
-    zone, state = last
-    index = ZoneIndex.__new__(ZoneIndex)
-    index.__setstate__(state)
-    return zone, index
+    return last
 
 
 def _joined(objects: list, at: int, parts: int, turns: Turns):
