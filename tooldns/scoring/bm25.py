@@ -233,8 +233,8 @@ class _Packed:
     (document, weight) pairs are made only when first iterated (a query summed by a dict, dense rows)
     and kept. Made at each load, a leaf's pairs were some 40 % of what reading it back took and of the
     objects it held (a leaf of about 650 tools: 7.9 ms and 3.4 MB, 4.9 ms and 2.0 MB packed), for the
-    few terms its queries hold. Otherwise what a
-    :class:`_Posting` is to its readers: sized, iterated, :attr:`row` and :attr:`arrays` kept on it."""
+    few terms its queries hold. Otherwise what a :class:`_Posting` is to its readers: sized, iterated,
+    :attr:`row` and :attr:`arrays` kept on it."""
 
     __slots__ = ("packed", "row", "arrays", "_pairs")
 

@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import types
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -240,10 +241,14 @@ def pickle_in_pieces(zone: Zone, index: ZoneIndex) -> bytes:
     return _laid_out(kinds, body.getvalue())
 
 
+def _no_turn() -> None:
+    """No turn for another thread: a loading process has no event loop to give the lock to."""
+
+
 def _laid_out(kinds: list[tuple[str, int, int]], pieces: bytes) -> bytes:
     """The header (the *kinds* of the *pieces* and the bytes they hold read back) and the pieces: what
     the zone and its index's state hold read back (postings packed) walked once here, not by the server."""
-    held = footprint(*_unpickled(kinds, memoryview(pieces), Turns()))
+    held = footprint(*_unpickled(kinds, memoryview(pieces), _no_turn))
     head = pickle.dumps((kinds, held), protocol=pickle.HIGHEST_PROTOCOL)
     return len(head).to_bytes(8, "little") + head + pieces
 
@@ -317,7 +322,7 @@ def unpickle_pieces(data) -> tuple[Zone, ZoneIndex]:
     return zone, index
 
 
-def _unpickled(kinds: list[tuple[str, int, int]], view: memoryview, turns: Turns) -> tuple[Zone, dict]:
+def _unpickled(kinds: list[tuple[str, int, int]], view: memoryview, turns: Callable[[], None]) -> tuple[Zone, dict]:
     """The zone and its index's state (:meth:`ZoneIndex.__getstate__`) pickled as the pieces *kinds*
     says, laid one after the other in *view*."""
     at, objects = 0, []
@@ -336,7 +341,7 @@ def _unpickled(kinds: list[tuple[str, int, int]], view: memoryview, turns: Turns
     return last
 
 
-def _joined(objects: list, at: int, parts: int, turns: Turns):
+def _joined(objects: list, at: int, parts: int, turns: Callable[[], None]):
     """The shell at ``objects[at]`` filled with the *parts* after it, each part let go of once added
     (freed one at a time, not all at the end, which held the lock 10 ms for a 10,000-tool leaf)."""
     shell = objects[at]
