@@ -211,12 +211,8 @@ class _Posting(list):
         each (a zone's postings were four tenths of what it took to read back), and the compiled sums
         find it packed. What else queries made of it (:attr:`row`, :attr:`arrays`) belongs to the
         process that made it. Pairs that are not (int, float) are pickled as they are."""
-        from array import array
-
-        try:
-            packed = self.packed or (array("i", [d for d, _ in self]).tobytes(),
-                                     array("d", [w for _, w in self]).tobytes())
-        except (TypeError, ValueError, OverflowError):
+        packed = posting_bytes(self)
+        if packed is None:
             return _Posting, (list(self),)
         return _unpacked, packed
 
@@ -275,6 +271,26 @@ class _Packed:
 def _unpacked(documents: bytes, weights: bytes) -> _Packed:
     """A posting list pickled packed (:meth:`_Posting.__reduce__`), read back: a :class:`_Packed`."""
     return _Packed(documents, weights)
+
+
+def packed_posting(documents: bytes, weights: bytes) -> _Packed:
+    """A posting list from its documents and weights as C ints and doubles (:func:`posting_bytes`),
+    read where they were kept (a leaf's map, :mod:`tooldns.serving.mapped`)."""
+    return _Packed(documents, weights)
+
+
+def posting_bytes(posting) -> tuple[bytes, bytes] | None:
+    """A posting list's documents and weights as C ints and doubles, what the compiled sums read;
+    None when its pairs are not (int, float)."""
+    held = getattr(posting, "packed", None)
+    if held is not None:
+        return held
+    from array import array
+
+    try:
+        return array("i", [d for d, _ in posting]).tobytes(), array("d", [w for _, w in posting]).tobytes()
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 _ROW = operator.attrgetter("row")
@@ -426,6 +442,16 @@ class BM25:
         self._asked = 0  # queries ranked, up to WORDS_AFTER
         self._words: _WordLists | None = None  # made at the WORDS_AFTER-th query
 
+    @classmethod
+    def over(cls, postings, n: int) -> "BM25":
+        """An index of *n* documents whose postings were weighed elsewhere: *postings* maps a term to
+        its posting list (anything with ``get``; a leaf's map, :mod:`tooldns.serving.mapped`, reads
+        them where they lie). It ranks as the index they were taken from ranked."""
+        index = cls.__new__(cls)
+        index.tokenizer, index.n, index._postings = tokenize, n, postings
+        index._rows, index._asked, index._words = None, 0, None
+        return index
+
     def __getstate__(self) -> dict:
         """The index as built, without what queries made of it (rows, a word table, a lock in them):
         an index read back in another process makes them again as it is asked."""
@@ -548,6 +574,13 @@ class BM25Scorer(Scorer):
             self.index = BM25(docs, k1=float(k1), b=float(b), stats=stats) if self.facets is None else None
         except (TypeError, ValueError) as exc:
             raise ScorerError(f"bm25: {exc}") from exc
+
+    @classmethod
+    def of_index(cls, index: BM25) -> "BM25Scorer":
+        """The scorer ranking with *index* (no facets): a leaf's map (:mod:`tooldns.serving.mapped`)."""
+        scorer = cls.__new__(cls)
+        scorer.facets, scorer.index = None, index
+        return scorer
 
     def postings(self) -> list[dict]:
         return [(self.facets.index if self.facets is not None else self.index)._postings]
