@@ -166,12 +166,14 @@ def test_a_lazy_tree_says_how_many_zones_it_holds_and_how_many_bytes(demo_dir):
             assert udp(intent_query(zone, k=2), where).rcode() == dns.rcode.NOERROR
         with lazy._lock:  # no load half done while the figures are read and compared
             got = scrape(tree.tree.metrics_address)
-            loaded, held, loads, drops = len(lazy.loaded), lazy.held, lazy.loads, lazy.drops
+            loaded, held, loads, drops, mapped = len(lazy.loaded), lazy.held, lazy.loads, lazy.drops, len(lazy.maps)
         assert value(got, "tooldns_lazy_zones_loaded") == loaded >= 1
         assert value(got, "tooldns_lazy_loaded_bytes") == held > 0
         assert value(got, "tooldns_lazy_loaded_bytes_max") == 150_000
         assert value(got, "tooldns_lazy_loads_total") == loads >= 5
         assert value(got, "tooldns_lazy_drops_total") == drops == loads - loaded > 0
+        assert value(got, "tooldns_lazy_mapped") == mapped
+        assert value(got, "tooldns_lazy_mapped_bytes") == lazy.mapped_bytes
     finally:
         tree.stop()
 

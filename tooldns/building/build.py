@@ -49,6 +49,7 @@ from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summa
 from ..zone.zonefile import write_atomically, write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
 from .examples import MAP_PREFIX, add_examples, fit_map, read_examples, save_map
+from .maps import LeafMaps
 from .state import SELF, BuildState, ChildTerms, Totals, ZoneEntry, tool_digest
 from .trees import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
 
@@ -286,13 +287,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         raise BuildError(f"unknown service {service!r}")
     outdir = _cleared(Path(out))
 
-    # Zone tools and global statistics over exactly the text zone servers index.
-    progress(f"global statistics of {len(catalog.tools)} tools' text")
-    proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
-    # each term once in memory, however many tools use it (a million tools' tokens would otherwise
-    # be some 33 million strings)
-    tool_tokens = [tuple(map(sys.intern, tokenize(t.text()))) for t in proto_tools]
-    stats = CorpusStats.from_tokens(tool_tokens)
+    proto_tools, tool_tokens, stats = _catalog_text(catalog, service, progress)
     scorer = scorer or ("hybrid" if embedded else "bm25")
     settings = _tree_settings(scorer, {"k1": tool_k1, **(scorer_options or {})}, child_k1, child_b, prune_ratio,
                               embedded, outdir)
@@ -304,25 +299,29 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     mapping: dict[str, list[str]] = {t.id: [] for t in catalog.tools}
     label_warnings: list[str] = []
     state = _new_state(outdir, catalog, layout, tool_tokens, stats, settings, subnet, service, max_leaf, max_children)
-    shown = time.monotonic()
-    for n, (cat, zone_origin, _) in enumerate(layout.order, 1):
-        indices = sorted(set(cat.tools))
-        labels = _tool_labels(catalog, indices, set(), label_warnings)
-        tools = tuple(dataclasses.replace(proto_tools[i], label=labels[i], **(embedded.tool_fields(i) if embedded else {}))
-                      for i in indices)
-        for tool in tools:
-            mapping[tool.id].append(tool.owner(zone_origin))
-        zone = _zone(cat, zone_origin, layout, tools, tool_tokens, _settings(cat, settings, child_k1, child_b),
-                     _zone_stats(stats, indices, tool_tokens) if tools else None, embedded, centre)
-        if cat is root:  # what resolvers do when told nothing
-            zone = dataclasses.replace(zone, walk=published_walk(scorer, embedded))
-        write_zone(zone, outdir / state.zones[zone_origin].file, header)  # root.yaml, else <origin>yaml
-        if zone.children:
-            state.write_terms(outdir, zone_origin, _child_terms(zone))
-        if time.monotonic() - shown >= 2.0 or n == len(layout.order):
-            shown = time.monotonic()
-            progress(f"wrote {n}/{len(layout.order)} zones")
-    report.warnings.extend(dict.fromkeys(label_warnings))  # a tool placed twice is warned once
+    # a BM25 tree's leaves get their maps as they are written, in processes beside this one (.maps)
+    with LeafMaps(outdir / SNAPSHOT_DIR, scorer == "bm25" and not embedded, progress=progress) as maps:
+        shown = time.monotonic()
+        for n, (cat, zone_origin, _) in enumerate(layout.order, 1):
+            indices = sorted(set(cat.tools))
+            labels = _tool_labels(catalog, indices, set(), label_warnings)
+            tools = tuple(dataclasses.replace(proto_tools[i], label=labels[i],
+                                              **(embedded.tool_fields(i) if embedded else {})) for i in indices)
+            for tool in tools:
+                mapping[tool.id].append(tool.owner(zone_origin))
+            zone = _zone(cat, zone_origin, layout, tools, tool_tokens, _settings(cat, settings, child_k1, child_b),
+                         _zone_stats(stats, indices, tool_tokens) if tools else None, embedded, centre)
+            if cat is root:  # what resolvers do when told nothing
+                zone = dataclasses.replace(zone, walk=published_walk(scorer, embedded))
+            write_zone(zone, outdir / state.zones[zone_origin].file, header)  # root.yaml, else <origin>yaml
+            if zone.children:
+                state.write_terms(outdir, zone_origin, _child_terms(zone))
+            else:
+                maps.add(outdir / state.zones[zone_origin].file)
+            if time.monotonic() - shown >= 2.0 or n == len(layout.order):
+                shown = time.monotonic()
+                progress(f"wrote {n}/{len(layout.order)} zones")
+    report.warnings.extend([*dict.fromkeys(label_warnings), *maps.warnings()])  # a tool placed twice: warned once
     _account(report, mapping, layout)
     write_atomically(outdir / "catalog-map.json", json.dumps(mapping, ensure_ascii=False, indent=0))
     state.write(outdir)
@@ -331,11 +330,23 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     return report
 
 
+def _catalog_text(catalog: Catalog, service: str, progress) -> tuple[list[Tool], list[tuple[str, ...]], CorpusStats]:
+    """The catalog's tools as zone tools, their tokens and the global statistics over exactly the text
+    zone servers index. Each term is kept once in memory, however many tools use it (a million tools'
+    tokens would otherwise be some 33 million strings)."""
+    progress(f"global statistics of {len(catalog.tools)} tools' text")
+    proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
+    tool_tokens = [tuple(map(sys.intern, tokenize(t.text()))) for t in proto_tools]
+    return proto_tools, tool_tokens, CorpusStats.from_tokens(tool_tokens)
+
+
 def _cleared(outdir: Path) -> Path:
     """*outdir*, made if need be, without the last build's zone files and vector map, with a directory
-    for the indexes a lazy server keeps (:mod:`tooldns.serving.loader`; the last build's are stale)."""
+    for the indexes and leaf maps a lazy server keeps (:mod:`tooldns.serving.loader`; the last
+    build's are stale)."""
     outdir.mkdir(parents=True, exist_ok=True)
-    for old in [*outdir.glob("*.yaml"), *outdir.glob(f"{MAP_PREFIX}*.npz"), *(outdir / SNAPSHOT_DIR).glob("*.pickle")]:
+    kept = outdir / SNAPSHOT_DIR
+    for old in [*outdir.glob("*.yaml"), *outdir.glob(f"{MAP_PREFIX}*.npz"), *kept.glob("*.pickle"), *kept.glob("*.map")]:
         old.unlink()
     (outdir / SNAPSHOT_DIR).mkdir(mode=0o700, exist_ok=True)
     return outdir

@@ -10,6 +10,10 @@ raises it to the hard limit (which an unprivileged process may do); when even th
 cannot hold the sockets, it raises :class:`~tooldns.exceptions.ServeError` saying how many are
 needed and what to do.
 
+A lazy server keeps a descriptor open for each leaf map it answers from (:mod:`.mapped`):
+:func:`room_for_maps` raises the soft limit for them too, as BIND raises it to the hard limit, and
+gives them at most half of it.
+
     >>> budget = ensure_descriptors(addresses=25, max_tcp=256)   # soft limit 1024, hard 4096
     >>> budget.needed, budget.wanted, budget.limit
     (114, 370, 1024)
@@ -91,3 +95,22 @@ def ensure_descriptors(addresses: int, max_tcp: int) -> Budget:
     if budget.limit < budget.needed:
         raise ServeError(_advice(budget, _finite(hard)))
     return budget
+
+
+#: descriptors a lazy server keeps beyond its leaf maps (:func:`room_for_maps`), for its sockets and files
+MAPS_RESERVE = 256
+
+
+def room_for_maps(wanted: int) -> int:
+    """How many leaf maps (a descriptor each) a lazy server may keep open, at most *wanted*: the soft
+    limit raised toward the hard one to make room for them, and half of it, less :data:`MAPS_RESERVE`,
+    given to them (the other half to sockets, TCP clients and files)."""
+    soft, hard = (_finite(n) for n in resource.getrlimit(resource.RLIMIT_NOFILE))
+    target = min(hard, 2 * (wanted + MAPS_RESERVE))
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return max(0, min(wanted, soft // 2 - MAPS_RESERVE))

@@ -68,13 +68,16 @@ from dnslib.server import BaseResolver
 from ..dnssec.signer import Signing
 from ..exceptions import NameError_, ZoneFileError
 from ..protocol import names
+from ..protocol.intent import INTENT_OPTION_CODE
 from ..zone.limits import ZoneLimits
 from ..zone.model import Summary
 from ..zone.zonefile import stat_stamp
+from .descriptors import room_for_maps
 from .footprint import zone_footprint
 from .reply import error_reply
 from .resolver import ZoneResolver
-from .loader import Loaded, ZoneLoader
+from .loader import Loaded, ZoneLoader, map_path, open_trusted
+from .mapped import LeafMap, MappedResolver
 from .server import NotReady
 from .store import ZoneStore, _stamp
 from .summaries import learned_summary, publish
@@ -211,9 +214,8 @@ class LazyZones:
         self._pinned: set[str] = set()  # zones loading their parents: not dropped meanwhile
         #: loader: reads and indexes zone files in processes of its own (None: the loading threads do)
         self.max_loading, self.load_queue, self.loader = max_loading, load_queue, loader
-        #: origin -> the future of its load, queued or under way (first come, first loaded)
-        self._queue: dict[str, Future] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        #: origin -> the future of its load, queued or under way (first come, first loaded); the loading threads
+        self._queue, self._pool = {}, None
         #: origin -> what its queued load gave and when, for the queries that waited for it (the zone
         #: may be dropped again before they are answered, when loading it loaded its parent and
         #: max_loaded is small), for FRESH seconds
@@ -254,6 +256,11 @@ class LazyZones:
         self._round: list[str] = []
         #: zones whose files changed, to load so that their parents learn (FOLLOW_LOADS a round)
         self._to_follow: dict[str, object] = {}
+        #: origin -> a leaf not loaded answered from its map (:mod:`.mapped`), least recently asked first: at
+        #: most :attr:`max_maps` (a file descriptor each) of at most *max_memory* bytes (:attr:`mapped_bytes`)
+        self.maps: OrderedDict[str, MappedResolver] = OrderedDict()
+        self.max_maps, self.mapped_bytes, self._maps_lock = room_for_maps(max_loaded), 0, threading.Lock()
+        self.mapped_stats = {"queries": 0, "trimmed": 0}  # what they all answered, counted together
 
     def _warn(self, top_path: str, listen: list[str] | None, unnamed: list[str]) -> None:
         """Say what will not be reached: glue naming addresses not served here, files named otherwise."""
@@ -325,9 +332,21 @@ class LazyZones:
             self.paths = paths
 
     def _clear(self, origin: str) -> None:
-        """Forget what was kept of zone *origin* while it was not loaded."""
+        """Forget what was kept of zone *origin* while it was not loaded (its map among them: loaded
+        whole, or its file gone or changed, it is not answered from it any more)."""
         for held in (self.stamps, self.learned, self.served, self.failed):
             held.pop(origin, None)
+        self._unmap(origin)
+
+    def _unmap(self, origin: str | None = None) -> None:
+        """Stop answering leaf *origin* from its map (None: the least recently asked); its mapping is let
+        go with the last query that reads it. Under a lock of its own, held a few microseconds."""
+        with self._maps_lock:
+            if origin is None and not self.maps:
+                return
+            mapped = self.maps.pop(origin, None) if origin is not None else self.maps.popitem(last=False)[1]
+            if mapped is not None:
+                self.mapped_bytes -= mapped.size
 
     # -- the event loop's side: never loads, never waits --
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -357,6 +376,13 @@ class LazyZones:
             except KeyError:  # dropped by a load in another thread just now: still answers this query
                 pass
             return resolver
+        mapped = self.maps.get(origin)
+        if mapped is not None:
+            try:
+                self.maps.move_to_end(origin)
+            except KeyError:  # loaded whole in another thread just now: still answers this query
+                pass
+            return mapped
         path = self.paths.get(origin)
         if path is None:
             return None
@@ -368,6 +394,51 @@ class LazyZones:
         failed = self.failed.get(origin)
         if failed is not None and origin not in self._queue and failed[0] == _stamp(path):
             return failed[1]
+        return self._mapped(origin, path) or self._queued(origin, path)
+
+    def whole(self, origin: str) -> BaseResolver | None:
+        """The resolver of zone *origin* loaded whole (not from its map), as :meth:`lookup` gives it:
+        what a mapped leaf asks when a query needs the zone itself."""
+        resolver = self.loaded.get(origin)
+        if resolver is not None:
+            return resolver
+        path = self.paths.get(origin)
+        if path is None:
+            return None
+        if self._pool is None:
+            return self.get(origin)
+        return self._queued(origin, path)
+
+    def _mapped(self, origin: str, path: str) -> MappedResolver | None:
+        """Leaf *origin* answered from its map, when the loading process kept one for its file as it is
+        now (unchanged since it was last seen: a changed one is loaded, so that its parent learns);
+        None otherwise. A stat and, when there is a map, an open and a mapping: on the event loop."""
+        loader = self.loader
+        if loader is None or loader.snapshots is None or self.signing is not None or not self.max_maps:
+            return None
+        stamp = _stamp(path)
+        if stamp is None or stamp != self.stamps.get(origin):
+            return None
+        try:
+            with self.load_guard:  # its objects out of the collector's way, as a zone loaded (tooldns serve)
+                leaf = LeafMap.open(map_path(loader.snapshots, path, stamp, self.limits or ZoneLimits()), open_trusted)
+        except Exception as exc:  # spoiled on the disk, say: the zone is loaded as before
+            log.warning("%s: its leaf map cannot be read (%s); the zone is loaded", path, exc)
+            return None
+        if leaf is None or leaf.origin != origin:
+            return None
+        mapped = MappedResolver(leaf, INTENT_OPTION_CODE, self.mapped_stats, partial(self.whole, origin))
+        with self._maps_lock:
+            before = self.maps.pop(origin, None)
+            self.maps[origin] = mapped
+            self.mapped_bytes += mapped.size - (before.size if before is not None else 0)
+        while len(self.maps) > max(1, self.max_maps) or 0 < self.max_memory < self.mapped_bytes and len(self.maps) > 1:
+            self._unmap()
+        return mapped
+
+    def _queued(self, origin: str, path: str) -> BaseResolver:
+        """Zone *origin*'s load queued (once however many queries wait for it): :class:`NotReady`
+        raised, or :class:`Busy` when the queue is full."""
         future = self._queue.get(origin)
         if future is None:
             if len(self._queue) >= self.load_queue:
@@ -559,6 +630,7 @@ class LazyZones:
             stamp = _stamp(path)  # against the stamp every zone not loaded has (start, drop, new file)
             if stamp != self.stamps.get(origin, stamp) and self._to_follow.get(origin) != stamp:  # reported once
                 changed.append((origin, stamp))
+                self._unmap(origin)  # its map is of the file before
         if not self.follow:
             with self._lock:
                 self.stamps.update(changed)  # reported once; loaded afresh when asked

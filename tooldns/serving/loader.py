@@ -57,6 +57,7 @@ from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp, 
 from .fast.pack import routes_of, tool_pieces
 from .footprint import footprint
 from .index import ZoneIndex
+from .mapped import map_bytes, map_name
 
 log = logging.getLogger(__name__)
 
@@ -384,9 +385,9 @@ def _snapshot_name(data: bytes, limits: ZoneLimits) -> str:
     return h.hexdigest()[:40] + ".pickle"
 
 
-def _open_snapshot(path: Path):
-    """The snapshot file at *path* opened for reading, when it is one this server may trust (a regular
-    file of its own user that nobody else may write to); None otherwise (not there: nothing said)."""
+def open_trusted(path: Path):
+    """The snapshot (or leaf map) at *path* opened for reading, when it is one this server may trust (a
+    regular file of its own user that nobody else may write to); None otherwise (not there: nothing said)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -401,7 +402,7 @@ def _open_snapshot(path: Path):
 
 
 def _read_snapshot(path: Path) -> bytes | None:
-    fh = _open_snapshot(path)
+    fh = open_trusted(path)
     if fh is None:
         return None
     with fh:
@@ -418,6 +419,29 @@ def _write_snapshot(path: Path, blob: bytes) -> bool:
     return True
 
 
+def map_path(snapshots: str | os.PathLike, path: str, stamp, limits: ZoneLimits) -> Path:
+    """Where the leaf map (:mod:`.mapped`) of zone file *path* in version *stamp* is kept."""
+    return Path(snapshots) / map_name(code_digest(), limits, path, stamp)
+
+
+def keep_map(snapshots: str | os.PathLike, path: str, stamp, limits: ZoneLimits, index: ZoneIndex | None) -> bool:
+    """Whether the leaf map of zone file *path* in version *stamp* is kept in *snapshots*: made of
+    *index* (:func:`~.mapped.map_bytes`) when it is not yet and *index* is given; a zone that has none
+    (not a leaf ranked by BM25 alone) or a map that cannot be written: False, and the zone is loaded
+    as before."""
+    where = map_path(snapshots, path, stamp, limits)
+    if where.exists():
+        return True
+    if index is None:
+        return False
+    try:
+        data = map_bytes(index)
+    except Exception:  # the zone is served all the same, loaded as before
+        log.exception("%s: its leaf map cannot be made", path)
+        return False
+    return data is not None and _write_snapshot(where, data)
+
+
 def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
             spool: str) -> tuple[tuple[int, int, int], str, bool, bool] | None:
     """Read, check and index the zone file at *path*: the stamp of the file read, the file holding
@@ -431,8 +455,10 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
     data, st = read_zone_file(path, limits)
     stamp = stat_stamp(st)
     saved = Path(snapshots) / _snapshot_name(data, limits) if snapshots else None
-    if saved is not None and (found := _open_snapshot(saved)) is not None:
-        found.close()
+    if saved is not None and (found := open_trusted(saved)) is not None:
+        with found:
+            if not keep_map(snapshots, path, stamp, limits, None):  # a file touched since: its map made again
+                keep_map(snapshots, path, stamp, limits, unpickle_pieces(found.read())[1])
         return stamp, str(saved), True, True
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
@@ -448,6 +474,7 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
         index.close()
         return None
     if saved is not None and _write_snapshot(saved, blob):
+        keep_map(snapshots, path, stamp, limits, index)
         return stamp, str(saved), True, False
     fd, spooled = tempfile.mkstemp(dir=spool, suffix=".pickle")
     with os.fdopen(fd, "wb") as fh:
@@ -588,6 +615,7 @@ class ZoneLoader:
             except OSError:
                 pass
             return None
+        keep_map(self.snapshots, path, stat_stamp(st), limits, index)  # made here when the file was touched since
         return self._handed(zone, index, stat_stamp(st), pickled, True)
 
     def close(self) -> None:

@@ -370,7 +370,13 @@ class TreeMetrics(Collector):
         drops = CounterMetricFamily("tooldns_lazy_drops", "Zones dropped, the least recently asked, past "
                                     "--max-loaded or --max-loaded-memory.")
         drops.add_metric([], lazy.drops)
-        return [loaded, held, bound, loads, drops]
+        mapped = GaugeMetricFamily("tooldns_lazy_mapped", "Leaves not loaded answered from their maps now "
+                                   "(their files mapped into memory).")
+        mapped.add_metric([], len(lazy.maps))
+        mapped_bytes = GaugeMetricFamily("tooldns_lazy_mapped_bytes", "Bytes of the leaf maps open now, bounded "
+                                         "by --max-loaded-memory apart from the zones loaded.")
+        mapped_bytes.add_metric([], lazy.mapped_bytes)
+        return [loaded, held, bound, loads, drops, mapped, mapped_bytes]
 
     def _query_log(self):
         log = self.query_log

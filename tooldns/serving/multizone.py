@@ -213,7 +213,7 @@ class MultiZoneResolver(Served):
             for key, value in resolver.counters().items():
                 out[key] = out.get(key, 0) + value
         if self.lazy is not None:  # zones dropped since: what they counted stays counted
-            for key, value in dict(self.lazy.retired).items():
+            for key, value in [*dict(self.lazy.retired).items(), *dict(self.lazy.mapped_stats).items()]:
                 out[key] = out.get(key, 0) + value
         out["zones"] = len(self.members) + (len(self.lazy.paths) if self.lazy is not None else 0)
         return out
