@@ -234,6 +234,24 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
                 assert abs(sum(lost) - (1 - hit)) < 0.002
 
 
+def test_bench_leaf_times_a_leaf_met_for_the_first_time_and_checks_its_map(tmp_path):
+    """``scripts/bench/bench_leaf.py`` on a small BM25 tree: every step timed, and every leaf's map
+    answering as the zone itself."""
+    catalog = synthetic_catalog(20)
+    (tmp_path / "s.json").write_text(json.dumps(catalog))
+    (tmp_path / "q.json").write_text(json.dumps([{"query": t["description"]} for t in catalog[::7]]))
+    built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
+                            str(tmp_path / "tree"), "--no-embed", "--max-leaf", "8"], capture_output=True, text=True,
+                           timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    out = subprocess.run([sys.executable, str(BENCH / "bench_leaf.py"), str(tmp_path / "tree"), "--queries",
+                          str(tmp_path / "q.json"), "--leaves", "5"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "5 leaves" in out.stdout and "the map answered as the zone for 5 of them" in out.stdout, out.stdout
+    timed = re.findall(r"median +([\d.]+) ms +p90 +([\d.]+) ms", out.stdout)
+    assert len(timed) == 8 and all(float(p90) >= float(median) > 0 for median, p90 in timed)
+
+
 @pytest.mark.integration
 def test_bench_serve_makes_up_distinct_intents_for_a_lazy_tree_in_a_memory_bound(tmp_path):
     """``bench_serve.py --distinct``: a file of 3 queries resolved as 12 different intents (the 3 with

@@ -49,8 +49,18 @@ from resolver_client.walk import AUTO_BEAM  # noqa: E402
 
 
 def rss_mib(pid: int) -> int:
+    return _status_mib(pid, "VmRSS:")
+
+
+def _status_mib(pid: int, field: str) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-        return int(next(line for line in fh if line.startswith("VmRSS:")).split()[1]) // 1024
+        return int(next(line for line in fh if line.startswith(field)).split()[1]) // 1024
+
+
+def rss_text(pid: int) -> str:
+    """The resident memory of process *pid*, and how much of it are pages of files it mapped (leaf maps,
+    and the interpreter's libraries: the kernel's page cache, dropped under pressure, shared by workers)."""
+    return f"RSS {rss_mib(pid)} MiB ({_status_mib(pid, 'RssFile:')} of files mapped)"
 
 
 class Figures:
@@ -69,12 +79,12 @@ class Figures:
         self.size.append(res.stats.bytes_sent + res.stats.bytes_received)
         self.tcp.append(sum(1 for hop in res.trace if hop.transport == "tcp"))
 
-    def line(self, count: int, rss: int) -> str:
+    def line(self, count: int, rss: str) -> str:
         ms = sorted(self.ms)
         hit_rate = f"; hit rate@10 {sum(self.hits) / len(self.hits):.3f} over {len(self.hits)}" if self.hits else ""
         return (f"{count} resolutions: p50 {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms; "
                 f"per resolution {statistics.mean(self.queries):.2f} DNS queries, {statistics.mean(self.size):.0f} "
-                f"bytes, {statistics.mean(self.tcp):.2f} over TCP; RSS {rss} MiB after{hit_rate}")
+                f"bytes, {statistics.mean(self.tcp):.2f} over TCP; {rss} after{hit_rate}")
 
 
 def batches(path: str, args) -> list[list[dict]]:
@@ -109,7 +119,7 @@ def run_pass(n: int, args, trees: list[Served]) -> None:
     prefix = "" if args.passes == 1 else f"pass {n + 1}: "
     for tree, fig in zip(trees, figures):
         label = f"[{tree.name}] " if len(trees) > 1 else ""
-        text = fig.line(len(tree.batches[n]), rss_mib(tree.proc.pid)) if fig.ms else "no queries left for this pass"
+        text = fig.line(len(tree.batches[n]), rss_text(tree.proc.pid)) if fig.ms else "no queries left for this pass"
         print(f"{prefix}{label}{text}", flush=True)
     if len(trees) > 1 and all(fig.ms for fig in figures):
         mine, ref = statistics.median(figures[-1].ms), statistics.median(figures[0].ms)
@@ -158,7 +168,7 @@ def main() -> int:
             proc, root = start_servers(zones, port, extra=shlex.split(serve_args))
             seconds = time.monotonic() - t0
             procs.append(proc)
-            print(f"{'[' + name + '] ' if wanted else ''}serving after {seconds:.1f} s, RSS {rss_mib(proc.pid)} MiB",
+            print(f"{'[' + name + '] ' if wanted else ''}serving after {seconds:.1f} s, {rss_text(proc.pid)}",
                   flush=True)
             trees.append(Served(name, proc, batches(queries, args), Resolver(root=root, cache=False, timeout=5, beam=beam),
                                 None if k == "published" else tuple(int(x) for x in k.split(","))))
