@@ -37,7 +37,8 @@ SWITCH_INTERVAL = 0.0005
 class QuietLoads:
     """A lazy tree's loads without the cycle collector (:attr:`tooldns.serving.lazy.LazyZones.load_guard`):
     a young collection before (cheap: between loads the young generations hold what queries left), none
-    during, and everything alive frozen after, the zone's objects with it. Counts the loads it froze."""
+    during, and everything alive frozen after, the zone's objects with it. Counts the loads it froze
+    (and the leaf maps opened under it: :meth:`tooldns.serving.lazy.LazyZones.lookup`, on the event loop)."""
 
     def __init__(self) -> None:
         self.loads = 0

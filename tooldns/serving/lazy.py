@@ -198,7 +198,7 @@ class LazyZones:
     """The zones of a directory, each loaded when first asked for; at most *max_loaded* at once, holding
     at most *max_memory* bytes as counted."""
 
-    #: what each load runs in (``tooldns serve`` sets :class:`~.gcpolicy.QuietLoads`)
+    #: what each load, and each leaf map opened, runs in (``tooldns serve`` sets :class:`~.gcpolicy.QuietLoads`)
     load_guard = contextlib.nullcontext()
 
     def __init__(self, zonedir: str | os.PathLike, *, limits: ZoneLimits | None = None,

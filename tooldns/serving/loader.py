@@ -75,9 +75,10 @@ ITEMS_A_PIECE = 1000
 #: about :data:`ITEMS_A_PIECE` items): a leaf of 69 tools whose postings and texts were all in the
 #: index's own piece took 2.3 ms in that one call
 SPLIT_ABOVE = 256
-#: the sources whose classes a snapshot holds: a change to any makes every snapshot stale
+#: the sources whose classes a snapshot holds, and the layout of a leaf map: a change to any makes every
+#: snapshot and map stale
 _PICKLED_SOURCES = ("zone", "scoring", "protocol", "serving/index.py", "serving/summaries.py", "serving/fast/pack.py",
-                    "serving/footprint.py", "embedding")
+                    "serving/footprint.py", "serving/mapped.py", "embedding")
 
 
 @dataclass(frozen=True)

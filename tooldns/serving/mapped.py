@@ -2,8 +2,8 @@
 
 A lazy server (:mod:`.lazy`) meets most leaves of a large tree for the first time, or again after it
 dropped them for others. Read back from its snapshot (:mod:`.loader`), a leaf of about 700 tools of
-a million-tool tree made its index's objects again: 4 ms, and 0.8 ms more for its first answer, where
-a warm leaf answers in under 0.1 ms. A *leaf map* holds what the fast path answers an intent
+a million-tool tree made its index's objects again: 4.5 ms, and 0.9 ms more for its first answer,
+where a warm leaf answers in under 0.1 ms (``scripts/bench/bench_leaf.py``). A *leaf map* holds what the fast path answers an intent
 search with, laid out to be read where it lies (as a CDB file is to tinydns): the names that ask
 for a search, each tool list's terms in a hash table with their postings (documents and weights as
 C ints and doubles, what the compiled sums read), and each tool's answer pieces. Opening one maps
@@ -11,8 +11,9 @@ it and reads a small header; a query looks its terms up in the table, sums their
 zone's own index would (the same weights in the same order: the same scores and ties) and unpickles
 the pieces of the few tools it answers with.
 
-The loading process writes a leaf's map beside its snapshot when it indexes the zone file (and the
-loading thread when it reads a snapshot back for a file with no map), named by a digest of the
+``tooldns build`` writes a map of each leaf it writes (:mod:`tooldns.building.maps`); the loading
+process writes one beside a leaf's snapshot when it indexes the zone file (and the loading thread
+when it reads a snapshot back for a file with no map). A map is named by a digest of the
 code, the limits, the file's path and its stamp (modification time, size, inode: what the server
 takes for a new version of a file when it reloads one). A lazy server whose leaf is not loaded
 answers from its map when there is one; anything the map does not answer (a tool's own name, SOA,
