@@ -29,15 +29,20 @@ INTENTS = ["rain forecast for tomorrow", "stock dividend and currency exchange",
            "directions to an address", "wind and humidity", "album chart", "portfolio quote"]
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """A built tree of 120 tools in about 20 zones, every zone's name server on one address."""
-    tmp = tmp_path_factory.mktemp("lazy")
+def built_on_one_address(tmp: Path, **tree_options) -> tuple[Path, str]:
+    """A BM25 tree of the 120 synthetic tools built in *tmp*/zones, every zone's name server on one
+    address: the directory and the address."""
     catalog = tmp / "services.json"
     catalog.write_text(json.dumps(synthetic_catalog()))
     address = f"{fresh_subnet()}.1"
-    build([str(catalog)], str(tmp / "zones"), subnet=address, tree_options={"max_leaf": 6, "max_children": 4})
+    build([str(catalog)], str(tmp / "zones"), subnet=address, tree_options=tree_options)
     return tmp / "zones", address
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A built tree of 120 tools in about 20 zones, every zone's name server on one address."""
+    return built_on_one_address(tmp_path_factory.mktemp("lazy"), max_leaf=6, max_children=4)
 
 
 def _tools(root, intent):

@@ -4,7 +4,6 @@ loads the zone; a map that is spoiled, foreign or of an older version of the fil
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -14,7 +13,6 @@ from dnslib import QTYPE, RCODE, DNSRecord
 
 from resolver_client import Resolver
 from resolver_client.message import make_query, opt_record
-from tooldns.building.build import build
 from tooldns.protocol.brief import BRIEF_OPTION_CODE
 from tooldns.protocol.fit import FIT_OPTION_CODE
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
@@ -27,21 +25,15 @@ from tooldns.serving.tree import TreeThread
 from tooldns.zone.limits import ZoneLimits
 from tooldns.zone.zonefile import load_zone, read_zone_file, stat_stamp, zone_files
 
-from conftest import REPLY_TIMEOUT, fresh_subnet, free_port, wait_until
-from test_build import synthetic_catalog
-from test_lazy import INTENTS
+from conftest import REPLY_TIMEOUT, free_port, wait_until
+from test_lazy import INTENTS, built_on_one_address
 from test_summaries import AIRSHIP
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """A BM25 tree of 120 tools: a root over leaves of up to 12 tools, on one address."""
-    tmp = tmp_path_factory.mktemp("mapped")
-    catalog = tmp / "services.json"
-    catalog.write_text(json.dumps(synthetic_catalog()))
-    address = f"{fresh_subnet()}.1"
-    build([str(catalog)], str(tmp / "zones"), subnet=address, tree_options={"max_leaf": 12, "max_children": 16})
-    return tmp / "zones", address
+    return built_on_one_address(tmp_path_factory.mktemp("mapped"), max_leaf=12, max_children=16)
 
 
 def _copied(built, tmp_path) -> Path:
