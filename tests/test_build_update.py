@@ -28,7 +28,10 @@ from tooldns.building.update import DRIFT_THRESHOLD, dump_mapping, update, updat
 from tooldns.exceptions import BuildError
 from tooldns.scoring.bm25 import BM25, BM25Scorer, CorpusStats, facets_of
 from tooldns.scoring.tokenize import tokenize
+from tooldns.serving.loader import SNAPSHOT_DIR, map_path
+from tooldns.serving.store import _stamp
 from tooldns.serving.tree import load_tree
+from tooldns.zone.limits import ZoneLimits
 from tooldns.zone.zonefile import dump_zone, header_of, load_zone, parse_zone, write_zone, zone_header
 
 ZEPPELIN = {"id": "zeppelin_1", "name": "getZeppelinAirshipRoute",
@@ -141,6 +144,9 @@ def test_a_new_tool_goes_to_one_leaf_and_only_its_path_is_rewritten(tree, tmp_pa
     assert {name for name in after if after[name] != before[name]} == rewritten
     for origin in path:
         assert loaded[origin].soa.serial > 1
+    # the rewritten leaf's map, of the file as rewritten: a lazy server answers it without loading it
+    leaf_file = str(tree / state.zones[leaf].file)
+    assert map_path(tree / SNAPSHOT_DIR, leaf_file, _stamp(leaf_file), ZoneLimits()).is_file()
     # routed as a query of its own words would be: the leaf's summary ranks first at every step
     for child, parent in zip(path, path[1:]):
         ranked = state.read_terms(tree, parent).rank(tokenize("zeppelin airship dirigible flight route"))
@@ -399,7 +405,8 @@ def test_a_lazy_server_serves_the_zones_an_update_splits_off_without_a_restart(t
         assert wait_until(lambda: set(report.new_zones) <= set(zones.paths))  # no restart
         assert set(zones.paths) == before | set(report.new_zones)
         assert wait_until(lambda: bool(storms(served)))
-        assert set(zones.loaded) & set(report.new_zones)  # answered by the new zones themselves
+        # answered by the new zones themselves (the leaves from the maps the update made of them)
+        assert {*zones.loaded, *zones.maps} & set(report.new_zones)
         # the update's copies (exact, under the serials it raised) win over summaries learned meanwhile
         assert wait_until(lambda: zones.top.index.zone.children == zones.top.file_zone.children)
         # a zone file taken away (not loaded) is forgotten: its parent's file answers for its names
@@ -428,7 +435,8 @@ def test_a_tree_on_one_address_splits_its_leaves_onto_that_address_and_serves_la
     with TreeThread(tree, free_port(address), listen=[address], lazy=True) as served:
         with Resolver(root=served.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
             res = r.resolve("hurricane storm warning alerts", k=2)
-        assert set(served.tree.lazy.loaded) & set(report.new_zones)  # reached through the split
+        lazy = served.tree.lazy
+        assert {*lazy.loaded, *lazy.maps} & set(report.new_zones)  # reached through the split (leaves: their maps)
     assert res.tools and res.tools[0].id.startswith("storm_")
 
 

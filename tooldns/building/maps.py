@@ -4,7 +4,8 @@ A lazy server answers a leaf it does not hold from the leaf's map (:mod:`tooldns
 about a tenth of a millisecond, where reading and indexing the zone file took some 110 ms for a leaf
 of 700 tools. The server's loading process keeps a map of each leaf it loads; :class:`LeafMaps` makes
 them as ``tooldns build`` writes the leaves, in processes of their own beside the writing one, so that
-a tree is served from maps from its first query. Each process reads the zone file as a server reads
+a tree is served from maps from its first query; ``tooldns build --update`` makes those of the leaves
+it rewrote or added. Each process reads the zone file as a server reads
 it, indexes it and keeps its map in the tree's ``.snapshots/`` under the name a server looks for (the
 code, the default limits, the file's path and stamp): a server run with other limits, other code, or
 after the file is edited finds no map there and loads the leaf as before.
@@ -38,7 +39,7 @@ def map_file(path: str, snapshots: str) -> bool:
     data, st = read_zone_file(path, limits)
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
-    if zone.children:
+    if zone.children or zone.settings.scorer != "bm25":
         return False
     index = ZoneIndex(zone)
     index.packed_tools, index.packed_routes = tool_pieces(index), routes_of(index)

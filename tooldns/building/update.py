@@ -54,11 +54,13 @@ from ..exceptions import BuildError, ZoneFileError
 from ..scoring.bm25 import CorpusStats
 from ..scoring.tokenize import tokenize
 from ..serving.index import own_tools_terms
+from ..serving.loader import SNAPSHOT_DIR
 from ..zone.model import SOA, Delegation, NameServer, Summary, Tool, Zone
 from ..zone.zonefile import header_of, load_zone, write_atomically, write_zone
 from .build import (_addresses, _tool_labels, corpus_counts, facet_terms, own_facets, single_address,
                     zone_tool)
 from .catalog import Catalog, load_catalogs, json_loads
+from .maps import LeafMaps
 from .state import SELF, BuildState, ChildTerms, ZoneEntry, drift, tool_digest
 from .trees import LEAF_SLACK, AutoTreeBuilder
 
@@ -133,6 +135,11 @@ def update_tree(catalog: Catalog, out: str, *, refresh_stats: bool = False, spli
         raise BuildError("the catalog has no tools; an update never empties a tree")
     job = _Update(catalog, Path(out), threshold, progress)
     report = job.run(refresh_stats, split_leaves)
+    # the maps of the leaves rewritten or added (a lazy server answers them from the first query again)
+    leaves = [job.path(o) for o in [*report.zones, *report.new_zones] if o in job.state.zones and not job.children.get(o)]
+    with LeafMaps(Path(out) / SNAPSHOT_DIR, bool(leaves), progress=progress) as maps:
+        for path in leaves:
+            maps.add(path)
     report.seconds = time.perf_counter() - t0
     if report.zones or report.added or report.changed or report.removed:
         report.write(Path(out))
