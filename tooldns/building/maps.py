@@ -1,14 +1,14 @@
 """Leaf maps written at build time: a lazy server answers a leaf from the first time it is met.
 
 A lazy server answers a leaf it does not hold from the leaf's map (:mod:`tooldns.serving.mapped`) in
-about a tenth of a millisecond, where reading and indexing the zone file took some 110 ms for a leaf
-of 700 tools. The server's loading process keeps a map of each leaf it loads; :class:`LeafMaps` makes
-them as ``tooldns build`` writes the leaves, in processes of their own beside the writing one, so that
-a tree is served from maps from its first query; ``tooldns build --update`` makes those of the leaves
-it rewrote or added. Each process reads the zone file as a server reads
-it, indexes it and keeps its map in the tree's ``.snapshots/`` under the name a server looks for (the
-code, the default limits, the file's path and stamp): a server run with other limits, other code, or
-after the file is edited finds no map there and loads the leaf as before.
+under half a millisecond, where reading and indexing the zone file took some 110 ms for a leaf of 700
+tools. The server's loading process keeps a map of each leaf it loads; :class:`LeafMaps` makes them as
+``tooldns build`` writes the leaves, in processes of their own beside the writing one, so that a tree
+is served from maps from its first query (``tooldns build --update``: the leaves it rewrote or added).
+Each process reads the zone file as a server reads it, indexes it and keeps its map in the tree's
+``.snapshots/`` under the name a server looks for (the code, the default limits, the file's path and
+stamp): a server run with other limits, other code, or after the file is edited finds no map there and
+loads the leaf as before.
 
     >>> with LeafMaps("built/.snapshots") as maps:
     ...     maps.add("built/weather.tools.yaml")
