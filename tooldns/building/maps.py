@@ -22,9 +22,7 @@ import os
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 
-from ..serving.fast.pack import routes_of, tool_pieces
-from ..serving.index import ZoneIndex
-from ..serving.loader import keep_map
+from ..serving.loader import fast_index, keep_map
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp
 
@@ -39,11 +37,9 @@ def map_file(path: str, snapshots: str) -> bool:
     data, st = read_zone_file(path, limits)
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
-    if zone.children or zone.settings.scorer != "bm25":
+    if zone.children or zone.settings.scorer != "bm25":  # none to make: not indexed for nothing
         return False
-    index = ZoneIndex(zone)
-    index.packed_tools, index.packed_routes = tool_pieces(index), routes_of(index)
-    return keep_map(snapshots, path, stat_stamp(st), limits, index)
+    return keep_map(snapshots, path, stat_stamp(st), limits, fast_index(zone))
 
 
 class LeafMaps:

@@ -214,7 +214,7 @@ class _Posting(list):
         packed = posting_bytes(self)
         if packed is None:
             return _Posting, (list(self),)
-        return _unpacked, packed
+        return packed_posting, packed
 
     def make_arrays(self) -> tuple:
         import numpy as np
@@ -258,7 +258,7 @@ class _Packed:
     __hash__ = None
 
     def __reduce__(self):
-        return _unpacked, self.packed
+        return packed_posting, self.packed
 
     def make_arrays(self) -> tuple:
         import numpy as np
@@ -268,14 +268,10 @@ class _Packed:
         return self.arrays
 
 
-def _unpacked(documents: bytes, weights: bytes) -> _Packed:
-    """A posting list pickled packed (:meth:`_Posting.__reduce__`), read back: a :class:`_Packed`."""
-    return _Packed(documents, weights)
-
-
 def packed_posting(documents: bytes, weights: bytes) -> _Packed:
     """A posting list from its documents and weights as C ints and doubles (:func:`posting_bytes`),
-    read where they were kept (a leaf's map, :mod:`tooldns.serving.mapped`)."""
+    read where they were kept: a pickle (:meth:`_Posting.__reduce__`), a leaf's map
+    (:mod:`tooldns.serving.mapped`)."""
     return _Packed(documents, weights)
 
 

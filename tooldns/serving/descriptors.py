@@ -105,11 +105,11 @@ def room_for_maps(wanted: int) -> int:
     """How many leaf maps (a descriptor each) a lazy server may keep open, at most *wanted*: the soft
     limit raised toward the hard one to make room for them, and half of it, less :data:`MAPS_RESERVE`,
     given to them (the other half to sockets, TCP clients and files)."""
-    soft, hard = (_finite(n) for n in resource.getrlimit(resource.RLIMIT_NOFILE))
-    target = min(hard, 2 * (wanted + MAPS_RESERVE))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft, target = _finite(soft), min(_finite(hard), 2 * (wanted + MAPS_RESERVE))
     if target > soft:
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
             soft = target
         except (ValueError, OSError):
             pass

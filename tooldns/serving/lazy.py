@@ -383,6 +383,18 @@ class LazyZones:
             except KeyError:  # loaded whole in another thread just now: still answers this query
                 pass
             return mapped
+        return self._not_held(origin, mapped=True)
+
+    def whole(self, origin: str) -> BaseResolver | None:
+        """The resolver of zone *origin* loaded whole (not from its map), as :meth:`lookup` gives it:
+        what a mapped leaf asks when a query needs the zone itself."""
+        resolver = self.loaded.get(origin)
+        return resolver if resolver is not None else self._not_held(origin, mapped=False)
+
+    def _not_held(self, origin: str, mapped: bool) -> BaseResolver | None:
+        """:meth:`lookup` of a zone neither loaded nor answered from its map: None when no file here
+        holds it; at once when there are no loading threads; what its last load gave, for a moment, or
+        why it cannot be; its map (when *mapped*); else its load queued."""
         path = self.paths.get(origin)
         if path is None:
             return None
@@ -394,20 +406,7 @@ class LazyZones:
         failed = self.failed.get(origin)
         if failed is not None and origin not in self._queue and failed[0] == _stamp(path):
             return failed[1]
-        return self._mapped(origin, path) or self._queued(origin, path)
-
-    def whole(self, origin: str) -> BaseResolver | None:
-        """The resolver of zone *origin* loaded whole (not from its map), as :meth:`lookup` gives it:
-        what a mapped leaf asks when a query needs the zone itself."""
-        resolver = self.loaded.get(origin)
-        if resolver is not None:
-            return resolver
-        path = self.paths.get(origin)
-        if path is None:
-            return None
-        if self._pool is None:
-            return self.get(origin)
-        return self._queued(origin, path)
+        return (self._mapped(origin, path) if mapped else None) or self._queued(origin, path)
 
     def _mapped(self, origin: str, path: str) -> MappedResolver | None:
         """Leaf *origin* answered from its map, when the loading process kept one for its file as it is

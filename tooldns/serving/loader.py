@@ -443,6 +443,18 @@ def keep_map(snapshots: str | os.PathLike, path: str, stamp, limits: ZoneLimits,
     return data is not None and _write_snapshot(where, data)
 
 
+def fast_index(zone: Zone) -> ZoneIndex:
+    """*zone* indexed, with what the fast path answers with made now rather than at its first query
+    (each tool's pieces, the names that ask for a search): by a loading process, or a build making
+    leaf maps. When the zone holds what they cannot encode, none: the full path answers for it."""
+    index = ZoneIndex(zone)
+    try:
+        index.packed_tools, index.packed_routes = tool_pieces(index), routes_of(index)
+    except ValueError:
+        index.packed_tools = index.packed_routes = None
+    return index
+
+
 def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
             spool: str) -> tuple[tuple[int, int, int], str, bool, bool] | None:
     """Read, check and index the zone file at *path*: the stamp of the file read, the file holding
@@ -463,12 +475,8 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
         return stamp, str(saved), True, True
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
-    index = ZoneIndex(zone)
+    index = fast_index(zone)
     index.published_rr()  # made here, not by the serving process when the parent first asks
-    try:  # and what the fast path answers with: each tool's pieces, the names that ask for a search
-        index.packed_tools, index.packed_routes = tool_pieces(index), routes_of(index)
-    except ValueError:  # what it cannot encode: the full path answers for this zone
-        index.packed_tools = index.packed_routes = None
     try:
         blob = pickle_in_pieces(zone, index)
     except (TypeError, AttributeError, pickle.PicklingError):  # an llm scorer's client and its thread
@@ -616,8 +624,9 @@ class ZoneLoader:
             except OSError:
                 pass
             return None
-        keep_map(self.snapshots, path, stat_stamp(st), limits, index)  # made here when the file was touched since
-        return self._handed(zone, index, stat_stamp(st), pickled, True)
+        stamp = stat_stamp(st)
+        keep_map(self.snapshots, path, stamp, limits, index)  # made here when the file was touched since
+        return self._handed(zone, index, stamp, pickled, True)
 
     def close(self) -> None:
         with self._lock:

@@ -263,9 +263,6 @@ class LeafMap:
             data.close()
             raise
 
-    def close(self) -> None:
-        """Let the mapping go (what was read of it stays valid)."""
-        self.data.close()
 
 
 class MappedPacker(PackedZone):
@@ -315,7 +312,3 @@ class MappedResolver(BaseResolver):
     def resolve(self, request, handler):
         """The zone itself answers (loaded first: :class:`~.server.NotReady` meanwhile)."""
         return self._full().resolve(request, handler)
-
-    def counters(self) -> dict[str, int]:
-        """Nothing of its own: every mapped leaf counts in the server's shared *stats*."""
-        return {}
