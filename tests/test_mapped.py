@@ -15,6 +15,7 @@ from resolver_client import Resolver
 from resolver_client.message import make_query, opt_record
 from tooldns.protocol.brief import BRIEF_OPTION_CODE
 from tooldns.protocol.fit import FIT_OPTION_CODE
+from tooldns.protocol.page import PAGE_OPTION_CODE, encode_page
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
 from tooldns.serving.fast.path import FastPath
 from tooldns.serving.loader import _read_snapshot, _snapshot_name, keep_map, map_path, open_trusted, prepare, \
@@ -61,8 +62,8 @@ def _indexed(path: Path, snapshots: Path):
 
 
 def _queries(origin: str) -> list[bytes]:
-    """Intent searches of *origin* by every service, expanded and not, several K, brief and fit options,
-    and queries the fast path leaves to the full path (another type, a tool's own name)."""
+    """Intent searches of *origin* by every service, expanded and not, several K, brief, fit and page
+    options, and queries the fast path leaves to the full path (another type, a tool's own name)."""
     out = []
     cursor = origin.split(".", 1)
     for intent in INTENTS:
@@ -75,6 +76,9 @@ def _queries(origin: str) -> list[bytes]:
                                       msg_id=k))
                 out.append(make_query(name, opt_record([option, dns.edns.GenericOption(FIT_OPTION_CODE, b"")],
                                                        payload=512), msg_id=k))
+                for skip in (k, 2 * k):  # the page option: the tools after the best
+                    out.append(make_query(name, opt_record([option, dns.edns.GenericOption(PAGE_OPTION_CODE,
+                                                                                           encode_page(skip))]), msg_id=k))
         option = dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent(intent, 3))
         out.append(make_query(f"_any._tcp.{origin}", opt_record([option]), qtype=QTYPE.TXT, msg_id=1))
     out.append(make_query(origin, opt_record([]), qtype=QTYPE.SOA, msg_id=2))

@@ -46,6 +46,7 @@ from dnslib import RCODE, DNSError, DNSRecord
 from .protocol.ede import EDE_OPTION_CODE
 from .protocol.brief import BRIEF_OPTION_CODE
 from .protocol.fit import FIT_OPTION_CODE
+from .protocol.page import PAGE_OPTION_CODE, encode_page
 from .protocol.intent import INTENT_OPTION_CODE, encode_intent
 from .protocol.meta import META_OPTION_CODE, encode_meta
 from .protocol.vector import VECTOR_OPTION_CODE, encode_vector
@@ -127,6 +128,8 @@ def intent_options(rng: random.Random) -> bytes:
         out += option(VECTOR_OPTION_CODE, rng.choice(_vectors()))
     if rng.random() < 0.3:  # as resolver_client sends them: brief answers, trimmed to fit a datagram
         out += option(BRIEF_OPTION_CODE, b"") + option(FIT_OPTION_CODE, b"")
+        if rng.random() < 0.3:  # a follow-up page
+            out += option(PAGE_OPTION_CODE, encode_page(rng.choice((1, 6, 12, 255))))
     return out
 
 
@@ -351,8 +354,8 @@ def intent_packet(rng: random.Random, target: Target) -> bytes:
     elif kind == 3:
         opts = option(VECTOR_OPTION_CODE, encode_vector("m", [rng.randint(-127, 127) / 127 for _ in range(16)]))
     else:
-        flag = rng.choice((BRIEF_OPTION_CODE, FIT_OPTION_CODE))
-        data = rng.choice((b"\x00", b"\x01\x02", bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))))
+        flag = rng.choice((BRIEF_OPTION_CODE, FIT_OPTION_CODE, PAGE_OPTION_CODE))
+        data = rng.choice((b"", b"\x00", b"\x01\x02", bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))))
         opts = option(INTENT_OPTION_CODE, encode_intent(random_intent(rng), 10)) + rng.choice(
             (option(flag, data), option(flag, b"") * 2))
     return header(0, ar=1) + q + opt_record(opts)

@@ -55,6 +55,9 @@ class Intent:
     #: set by a server from the query's fit option (:mod:`.fit`): a ranked tool answer too large for
     #: the client's UDP payload keeps the best tools that fit instead of being truncated
     fit: bool = False
+    #: set by a server from the query's page option (:mod:`.page`): a ranked tool answer leaves out
+    #: the zone's *skip* best tools and carries the K after them
+    skip: int = 0
 
 
 def _check_text(text: str) -> bytes:

@@ -356,12 +356,16 @@ def _tools(ix: ZoneIndex, owner: str, cur: names.Cursor, qtype: int, asked: _Ask
 
 
 def _rank_tools(ix: ZoneIndex, candidates, asked: _Asked) -> Ranked:
-    """The best tools of *candidates* for *asked*."""
+    """The best tools of *candidates* for *asked*: with a page option, the best after its *skip*
+    (:mod:`tooldns.protocol.page`), ranked and pruned as the whole ranking is."""
     max_k, prune_ratio, ttl = ix.search_settings
     intent = asked.intent
     k = intent.k if intent.k < max_k else max_k
-    ranking = candidates.scorer.rank(intent.text, k, asked.vector)
-    chosen, pruned = select(ranking, k, prune_ratio)
+    skip = intent.skip
+    ranking = candidates.scorer.rank(intent.text, skip + k, asked.vector)
+    chosen, pruned = select(ranking, skip + k, prune_ratio)
+    if skip:
+        chosen = chosen[skip:]
     return Ranked(Kind.ANSWER, candidates.entries, chosen, ranking.parts or {}, _meta(ttl, ranking, pruned, asked),
                   intent.brief)
 

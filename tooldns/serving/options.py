@@ -17,6 +17,7 @@ from ..exceptions import IntentError
 from ..protocol.brief import BRIEF_OPTION_CODE, decode_brief
 from ..protocol.fit import FIT_OPTION_CODE, decode_fit
 from ..protocol.intent import Intent
+from ..protocol.page import PAGE_OPTION_CODE, decode_page
 
 
 def option_data(opt, code: int) -> list[bytes]:
@@ -36,9 +37,14 @@ def decoded(datas: list[bytes], code: int, decode, what: str):
         raise IntentError(f"bad {what} option: {exc}") from exc
 
 
+#: the options :func:`with_flags` reads: a query with none of them keeps its intent as decoded
+FLAG_OPTION_CODES = (BRIEF_OPTION_CODE, FIT_OPTION_CODE, PAGE_OPTION_CODE)
+
+
 def with_flags(intent: Intent, datas_of) -> Intent:
-    """*intent* with what the query's brief and fit options ask (*datas_of*: code -> the data of
-    each option of that code); IntentError for a malformed one."""
+    """*intent* with what the query's brief, fit and page options ask (*datas_of*: code -> the data
+    of each option of that code); IntentError for a malformed one."""
     brief = decoded(datas_of(BRIEF_OPTION_CODE), BRIEF_OPTION_CODE, decode_brief, "brief")
     fit = decoded(datas_of(FIT_OPTION_CODE), FIT_OPTION_CODE, decode_fit, "fit")
-    return replace(intent, brief=bool(brief), fit=bool(fit)) if brief or fit else intent
+    skip = decoded(datas_of(PAGE_OPTION_CODE), PAGE_OPTION_CODE, decode_page, "page")
+    return replace(intent, brief=bool(brief), fit=bool(fit), skip=skip or 0) if brief or fit or skip else intent

@@ -23,12 +23,10 @@ import logging
 import weakref
 
 from ...exceptions import IntentError
-from ...protocol.brief import BRIEF_OPTION_CODE
-from ...protocol.fit import FIT_OPTION_CODE
 from ...protocol.vector import VECTOR_OPTION_CODE, decode_vector
 from ..index import ZoneIndex
 from ..lookup import Kind, Ranked, ranked
-from ..options import decoded, with_flags
+from ..options import FLAG_OPTION_CODES, decoded, with_flags
 from ..wire import MAX_MESSAGE, most_that_fit
 from .pack import PackedZone
 
@@ -83,7 +81,7 @@ class FastPath:
                 decoded(query.option_data(self.intent_code), self.intent_code, decode_intent, "intent")
             vector = (decoded(options[VECTOR_OPTION_CODE], VECTOR_OPTION_CODE, decode_vector, "vector")
                       if VECTOR_OPTION_CODE in options else None)
-            if intent is not None and (BRIEF_OPTION_CODE in options or FIT_OPTION_CODE in options):
+            if intent is not None and any(code in options for code in FLAG_OPTION_CODES):
                 intent = with_flags(intent, query.option_data)
             result = ranked(index, route.cursor, query.qtype, intent, vector)
             wire = packed.pack(data, query, route, result, query.udp_size if udp else MAX_MESSAGE) if result else None
