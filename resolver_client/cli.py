@@ -7,7 +7,7 @@
     tooldns-resolve "historical weather Hong Kong" --html walk.html   # a picture of the walk
     tooldns-resolve "historical weather Hong Kong" --no-published-walk  # the built-in settings, not the tree's
 
-Where --k, --leaf-k, --best-leaf-k, --beam and --embed are not given, the walk the tree publishes
+Where --k, --leaf-k, --best-leaf-k, --beam, --pages and --embed are not given, the walk the tree publishes
 (``_walk.tools.``, docs/protocol.md section 6b) decides them in the default mode; --trace and --json
 say where each setting came from.
 
@@ -24,6 +24,7 @@ import sys
 
 from tooldns.protocol import names
 from tooldns.protocol.hygiene import printable
+from tooldns.protocol.plan import MAX_PAGES
 
 from .exceptions import NoServersReachable, ResolverError
 from .modes import GET_IMPORTANT, MODES
@@ -248,10 +249,15 @@ def check_walk_args(args, p: argparse.ArgumentParser) -> None:
         p.error("--beam must be at least 1")
     if args.beam is not None and args.no_beam:
         p.error("--beam and --no-beam do not go together")
+    if args.pages is not None and not 0 <= args.pages <= MAX_PAGES:
+        p.error(f"--pages must be from 0 to {MAX_PAGES}")
 
 
 def add_beam_flags(p: argparse.ArgumentParser) -> None:
-    """--beam and --no-beam (``tooldns-resolve`` and ``tooldns mcp``)."""
+    """--beam, --no-beam and --pages (``tooldns-resolve`` and ``tooldns mcp``)."""
+    p.add_argument("--pages", type=int, default=None,
+                   help="follow-up queries a resolution may ask of leaves whose tools all made the result, each for "
+                        "the tools ranked after those (default: the tree's published pages, else none; 0: none)")
     p.add_argument("--beam", type=int, default=None,
                    help="ask at most this many zones at each depth below the root, the best by their path's ranks: "
                         "bounds the walk of a deep tree (default: the tree's published beam, else 6, or the root's K "
@@ -320,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                       min_rto=args.min_rto, embedder=_embedder(args.embed),
                       details=args.details or bool(args.html), validate=args.validate or args.require_secure,
                       trust_anchor=args.anchor, require_secure=args.require_secure,
-                      best_leaf_k=args.best_leaf_k, beam=walk_beam(args),
+                      best_leaf_k=args.best_leaf_k, beam=walk_beam(args), pages=args.pages,
                       published_walk=not args.no_published_walk) as resolver:
             res = resolver.resolve(args.intent, k=ks if ks is None or len(ks) > 1 else ks[0],
                                    service=args.service.lower(), trust=_split(args.trust), exclude=_split(args.exclude),

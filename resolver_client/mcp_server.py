@@ -303,7 +303,7 @@ def _finder(args, p: argparse.ArgumentParser) -> ToolFinder:
     check_walk_args(args, p)
     resolver = AsyncResolver(root=parse_server(args.root), root_zone=args.root_zone, timeout=args.timeout,
                              embedder=_embedder(args.embed), best_leaf_k=args.best_leaf_k, beam=walk_beam(args),
-                             published_walk=not args.no_published_walk, max_walks=args.max_walks)
+                             pages=args.pages, published_walk=not args.no_published_walk, max_walks=args.max_walks)
     return ToolFinder(resolver, k=ks if ks is None or len(ks) > 1 else ks[0], leaf_k=args.leaf_k,
                       service=args.service, mode=args.mode, trust=_split(args.trust), exclude=_split(args.exclude))
 

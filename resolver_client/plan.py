@@ -232,7 +232,8 @@ class Chosen:
     """The settings of one walk and where each came from (:data:`CALLER`, :data:`PUBLISHED`,
     :data:`BUILT_IN`): K per depth, tools asked of each leaf and of the best path's leaf (None: the
     walk's own default), the beam (:data:`~resolver_client.walk.AUTO_BEAM`: the walk's default), and the
-    published model to embed the intent with when the caller gave no embedder (None: none)."""
+    published model to embed the intent with when the caller gave no embedder (None: none), and the
+    follow-up pages a resolution may ask (0: none)."""
 
     k: int | tuple[int, ...]
     leaf_k: int | None
@@ -240,6 +241,7 @@ class Chosen:
     beam: int | str | None
     model: str | None
     sources: dict[str, str] = field(default_factory=dict)
+    pages: int = 0
 
     @property
     def settings_from(self) -> str:
@@ -250,10 +252,12 @@ class Chosen:
 
 
 def choose(mode: ModeSettings, plan: WalkPlan | None, *, k=None, leaf_k: int | None = None,
-           best_leaf_k: int | None = None, beam: int | str | None = AUTO_BEAM, embedder=None) -> Chosen:
+           best_leaf_k: int | None = None, beam: int | str | None = AUTO_BEAM, embedder=None,
+           pages: int | None = None) -> Chosen:
     """Each setting of a walk in search mode *mode*: the caller's (*k*, *leaf_k*, *best_leaf_k*, a
-    *beam* other than AUTO_BEAM, an *embedder*), else *plan*'s (the published walk: K, leaf K, best
-    leaf K and beam in the default mode only, its model in every mode), else the mode's own."""
+    *beam* other than AUTO_BEAM, an *embedder*, *pages*), else *plan*'s (the published walk: K, leaf
+    K, best leaf K, beam and pages in the default mode only, its model in every mode), else the
+    mode's own (no pages)."""
     follows = plan is not None and mode.name == DEFAULT_MODE
     sources: dict[str, str] = {}
 
@@ -272,6 +276,7 @@ def choose(mode: ModeSettings, plan: WalkPlan | None, *, k=None, leaf_k: int | N
     chosen_leaf_k = pick("leaf_k", leaf_k is not None, leaf_k, plan and plan.leaf_k, mode.leaf_k)
     chosen_best = pick("best_leaf_k", best_leaf_k is not None, best_leaf_k, plan and plan.best_leaf_k, None)
     chosen_beam = pick("beam", beam != AUTO_BEAM, beam, plan and plan.beam, AUTO_BEAM)
+    chosen_pages = pick("pages", pages is not None, pages, plan and plan.pages, 0)
     model = plan.model if plan is not None and embedder is None else None
     sources["model"] = CALLER if embedder is not None else PUBLISHED if model else BUILT_IN
-    return Chosen(chosen_k, chosen_leaf_k, chosen_best, chosen_beam, model, sources)
+    return Chosen(chosen_k, chosen_leaf_k, chosen_best, chosen_beam, model, sources, chosen_pages)

@@ -34,6 +34,7 @@ from tooldns.protocol.fusion import DEFAULT_WEIGHT
 from tooldns.protocol.intent import INTENT_OPTION_CODE
 from tooldns.protocol.vector import encode_vector
 from tooldns.protocol.names import ANY_SERVICE
+from tooldns.protocol.plan import MAX_PAGES
 
 from . import transport
 from .cache import ReplyCache
@@ -130,6 +131,13 @@ def _at_least_one(value, what: str, *also):
     return value
 
 
+def _pages(value) -> int | None:
+    """*value* as follow-up pages: None, or a whole number from 0 (none) to the most a published walk may name."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PAGES):
+        raise ResolverError(f"pages must be a whole number from 0 to {MAX_PAGES}, not {value!r}")
+    return value
+
+
 def _timed(walk: Walk | WalkGroup, asked: float, t0: float) -> None:
     """Put in *walk*'s stats how long the resolution took from *t0* and waited for its turn before it."""
     now = time.perf_counter()
@@ -160,7 +168,7 @@ class _BaseResolver:
                  details: bool = False, fit: bool = True, best_leaf_k: int | None = None,
                  beam: int | str | None = AUTO_BEAM, lifetime: float | None = None,
                  published_walk: bool = True, max_walks: int | None = MAX_WALKS,
-                 min_rto: float = MIN_RTO) -> None:
+                 min_rto: float = MIN_RTO, pages: int | None = None) -> None:
         self.root = [parse_server(r) for r in (root if isinstance(root, list) else [root])]
         self.root_zone = root_zone
         #: seconds to wait for each reply before asking the zone's next name server
@@ -193,10 +201,10 @@ class _BaseResolver:
         #: that fit (the fit option) instead of a truncated reply asked again over TCP; False: all of
         #: them, over TCP (leaves asked for more than 6 tools are asked over TCP either way)
         self.fit = fit
-        #: tools asked of the leaf on the walk's best path (each zone's first-ranked child): it may fill
-        #: the whole result while the others only share it, so it alone may be asked for more than
-        #: fit a datagram (None: as many as of the others)
-        self.best_leaf_k = best_leaf_k
+        #: tools asked of the leaf on the walk's best path, which may fill the result alone (None: as many as
+        #: of the others; more than fit a datagram over TCP); the follow-up pages a resolution may ask
+        #: (:attr:`.walk.Walk.pages`; None: the published walk's, else none)
+        self.best_leaf_k, self.pages = best_leaf_k, _pages(pages)
         #: at most this many zones asked at each depth below the root, the best by their path's ranks
         #: (:attr:`.walk.Walk.beam`): what bounds a walk of a deep tree; None: every ranked child;
         #: AUTO_BEAM (the default): the published walk's beam, else 6 or the root's K when larger
@@ -306,15 +314,17 @@ class _BaseResolver:
         else the mode's (:func:`.plan.choose`); *fetch*: the exchange that learned it for this resolution."""
         settings = settings_for(mode)
         chosen = choose(settings, published.plan, k=k, leaf_k=leaf_k, best_leaf_k=self.best_leaf_k, beam=self.beam,
-                        embedder=self.embedder)
+                        embedder=self.embedder, pages=self.pages)
         embedder, note = (self.embedder, "") if chosen.model is None else self._model_embedder(chosen.model)
         walk = self._walks(intent, chosen, service, trust, exclude, split, embedder)
         walks = getattr(walk, "walks", [walk])
         spares = settings_for(GET_IMPORTANT).k if settings.floor is not None else 0
+        top = settings.top if top is None else top
         for one in walks:  # a split intent's parts keep the floor too
             one.floor, one.floor_spares = settings.floor, spares
+            one.pages, one.top = chosen.pages, top or one.top
         self._account(walks[0], chosen, published, fetch, embedder, note)
-        return walk, settings.top if top is None else top
+        return walk, top
 
     @staticmethod
     def _account(whole: Walk, chosen: Chosen, published: Published, fetch: PlanFetch | None, embedder,
@@ -332,7 +342,7 @@ class _BaseResolver:
         stats.settings_from, stats.sources = chosen.settings_from, dict(chosen.sources)
         ks = tuple(whole.k) if isinstance(whole.k, (tuple, list)) else (whole.k,)
         stats.settings = {"k": list(ks), "leaf_k": whole.leaf_k, "best_leaf_k": whole.best_leaf_k, "beam": whole.beam,
-                          "model": embedder.model if embedder is not None else chosen.model or ""}
+                          "pages": whole.pages, "model": embedder.model if embedder is not None else chosen.model or ""}
         stats.embed_note = stats.embed_note or (f"published model {note}; no vector sent" if note else "")
 
     def _hedge_settled(self, q: Query, answered: bool, waited: float) -> None:

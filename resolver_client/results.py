@@ -106,6 +106,8 @@ class Stats:
     embed_ms: float = 0.0  # time spent embedding the intent (once per resolution)
     intent_shortened: int = 0  # the intent's length in bytes, when it was cut to fit the option
     trimmed: int = 0  # answers with fewer tools than asked because no more fit one datagram (the fit option)
+    #: follow-up queries for a leaf's next tools, its tools having all made the result (the page option)
+    pages: int = 0
     #: answers ranked with a vector the zone made of the intent itself (the query carried none it
     #: could use): a client without the model still gets hybrid ranking
     zone_embedded: int = 0

@@ -59,6 +59,7 @@ from tooldns.protocol.meta import META_OPTION_CODE, Meta, decode_meta
 from tooldns.protocol.txt import decode_pairs
 from tooldns.protocol.brief import BRIEF_OPTION_CODE, encode_brief
 from tooldns.protocol.fit import FIT_OPTION_CODE, encode_fit
+from tooldns.protocol.page import MAX_SKIP, PAGE_OPTION_CODE, encode_page
 from tooldns.protocol.vector import VECTOR_OPTION_CODE
 
 from .exceptions import BadResponse, IntentRejected, LimitExceeded, NoServersReachable, ResolverError, ValidationFailed
@@ -176,6 +177,8 @@ class Query:
     #: the rank of each zone of the path below the root in its parent's referral (() at the root):
     #: how a beam (:attr:`Walk.beam`) orders the zones of one depth
     ranks: tuple[int, ...] = ()
+    #: a leaf's tools ranked before the ones asked (the page option): what this answer's ranks count after
+    skip: int = 0
     cache_key: tuple = ()
     qtype: int = dns.rdatatype.SRV  # DNSKEY for the key queries of a validating walk
     #: set by Walk.take: how long the reply to this query may be cached (0: not at all)
@@ -200,7 +203,7 @@ class Query:
         fields = dict(qname=self.qname, zone=self.zone, servers=self.servers, path=self.path, depth=self.depth,
                       opt=self.opt, k=self.k, server_index=self.server_index, tcp=self.tcp,
                       attempts=self.attempts + 1, cache_key=self.cache_key, qtype=self.qtype, first=self.first,
-                      ranks=self.ranks, timeout_retried=self.timeout_retried)
+                      ranks=self.ranks, timeout_retried=self.timeout_retried, skip=self.skip)
         fields.update(changes)
         return Query(**fields)
 
@@ -270,6 +273,14 @@ class Walk:
     validator: Validator | None = None
     #: with a validator: return only secure tools (insecure ones are dropped and counted)
     require_secure: bool = False
+    #: follow-up pages (the page option, :mod:`tooldns.protocol.page`): once every zone asked has
+    #: answered, a leaf whose tools all made the best *top* of the merged result (the last it gave
+    #: among them) may rank more that would; it is asked for the tools after those, in one more
+    #: datagram, until no leaf's last tool makes the result or this many such queries were asked. A
+    #: leaf that gave fewer than asked (pruned, or out of tools) is not asked again. 0: none
+    pages: int = 0
+    #: the tools the result keeps (the resolver's ``top``): what follow-up pages fill
+    top: int = 10
 
     def __post_init__(self) -> None:
         self._ks = tuple(self.k) if isinstance(self.k, (tuple, list)) else (self.k,)
@@ -319,6 +330,10 @@ class Walk:
         #: children a beam holds until every zone of the depth above has answered
         self._open: dict[int, int] = {}
         self._held: dict[int, list[tuple[Query, Referral]]] = {}
+        #: each leaf that answered with tools: the query to ask its next page with, the tools ranked so
+        #: far, the key of its last, whether it may hold more (:meth:`_pages`)
+        self._leaves: dict[str, tuple[Query, int, str, bool]] = {}
+        self._extra, self._intent_sent = extra, sent
 
     # -- building queries --
     def k_at(self, depth: int) -> int:
@@ -360,7 +375,10 @@ class Walk:
         """
         self._open[q.depth] = self._open.get(q.depth, 0) - 1
         out = self._sent(self._take(q, wire, error, ms, cached))
-        return out + self._sent(self._released())
+        out += self._sent(self._released())
+        if self.pages and not out:
+            out = self._sent(self._pages())
+        return out
 
     def _sent(self, queries: list[Query]) -> list[Query]:
         for q in queries:
@@ -544,6 +562,7 @@ class Walk:
             hop.note = "bogus answer: its tools are dropped"
             return []
         hop.tools = self._take_tools(q, resp, status)
+        self._note_leaf(q, hop, meta)
         cur = names.parse_cursor(q.qname)
         if cur is None or cur.expanded:
             return []
@@ -556,6 +575,49 @@ class Walk:
             hop.note = f"leaf: asking again for {leaf_k} tools"
             return [self._query(cur.expand().to_text(), q.zone, q.servers, q.path, q.depth, leaf_k, q.first, q.ranks)]
         return []
+
+    # -- follow-up pages --
+    def _note_leaf(self, q: Query, hop: Hop, meta: Meta | None) -> None:
+        """Keep what a follow-up page of *q*'s leaf needs (:meth:`_pages`): whether the leaf may rank
+        more tools (it gave all it was asked, or all that fit a datagram, and pruned none)."""
+        if not self.pages or not hop.tools:
+            return
+        held = q.skip + len(hop.tools)
+        full = len(hop.tools) >= q.k or (meta is not None and meta.trimmed)
+        more = full and not (meta is not None and meta.pruned) and held <= MAX_SKIP
+        self._leaves[q.zone] = (q, held, hop.tools[-1].key, more)
+
+    def _pages(self) -> list[Query]:
+        """Once no query is out: a page query for each leaf whose last tool made the best :attr:`top`
+        of the merged result (every leaf that may rank more, while the result holds fewer), best
+        placed first, within :attr:`pages` and the query limit."""
+        room = min(self.pages - self.stats.pages, self.max_queries - self.stats.queries)
+        if (room <= 0 or self.fatal is not None or self._held or self._parked
+                or any(n > 0 for n in self._open.values())):
+            return []
+        best = [tool.key for _, tool in self._ranked()[:self.top]]
+        place = {key: i for i, key in enumerate(best)}
+        short = len(best) < self.top
+        due = sorted((place.get(last, len(best)), zone) for zone, (_, _, last, more) in self._leaves.items()
+                     if more and (short or last in place))
+        out = []
+        for _, zone in due[:room]:
+            q, held, last, _ = self._leaves[zone]
+            self._leaves[zone] = (q, held, last, False)  # until its page answers
+            self.stats.pages += 1
+            out.append(self._page(q, held))
+        return out
+
+    def _page(self, q: Query, skip: int) -> Query:
+        """The query for the tools *q*'s leaf ranks after its *skip* best (the page option)."""
+        cur = names.parse_cursor(q.qname)
+        qname = cur.expand().to_text() if cur is not None and not cur.expanded else q.qname
+        options = [dns.edns.GenericOption(self.intent_code, encode_intent(self._intent_sent, q.k)), *self._extra,
+                   dns.edns.GenericOption(PAGE_OPTION_CODE, encode_page(skip))]
+        opt = opt_record(options, UDP_PAYLOAD, dnssec=self.validator is not None)
+        return Query(qname=qname, zone=q.zone, servers=q.servers, path=q.path, depth=q.depth, opt=opt,
+                     tcp=self._wants_tcp(qname, q.k), k=q.k, first=q.first, ranks=q.ranks, skip=skip,
+                     cache_key=(qname, dns.rdatatype.SRV, self.intent, q.k, self.vector, self.brief, self.fit, skip))
 
     def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
         if q.server_index + 1 < min(len(q.servers), MAX_SERVERS_TRIED):
@@ -639,7 +701,7 @@ class Walk:
                 name=printable(pairs.get("name", label or rd.target)),
                 service=printable(pairs.get("service") or _owner_service(owner) or self.service),
                 target=rd.target, port=rd.port, weight=rd.weight,
-                zone=q.zone, score=_number(pairs, "score"), rank=rd.priority, label=label,
+                zone=q.zone, score=_number(pairs, "score"), rank=rd.priority + q.skip, label=label,
                 endpoint=printable(pairs.get("endpoint", "")),
                 description=neutralise(pairs.get("desc", ""), limit=None),  # zone text, shown to agents' models
                 id=printable(pairs.get("id", "")), path=list(q.path), bm25=_number(pairs, "bm25"), cosine=_number(pairs, "cos"),
@@ -764,17 +826,25 @@ class Walk:
         self._hit_limit(why)
 
     # -- the end --
+    def _ranked(self) -> list[tuple[float | None, Tool]]:
+        """The tools found, best first, each with the score it ranks by: hybrid leaves' parts fused over
+        every leaf's tools, as a flat hybrid search would; tools that matched nothing left out when
+        some did (they only pad the list)."""
+        tools = list(self._tools.values())
+        if any((t.score or 0) > 0 for t in tools):
+            tools = [t for t in tools if t.score is None or t.score > 0]
+        scores = [t.score for t in tools]
+        if tools and all(t.bm25 is not None for t in tools) and any(t.cosine is not None for t in tools):
+            scores = fuse([t.bm25 for t in tools], [t.cosine for t in tools], self.fusion)
+        return sorted(zip(scores, tools), key=lambda p: (-(p[0] or 0.0), p[1].rank, p[1].zone, p[1].name))
+
     def result(self, top: int | None = None) -> Resolution:
         if self.fatal is not None:
             raise self.fatal
-        tools = list(self._tools.values())
-        if any((t.score or 0) > 0 for t in tools):  # tools that matched nothing only pad the list
-            tools = [t for t in tools if t.score is None or t.score > 0]
-        if tools and all(t.bm25 is not None for t in tools) and any(t.cosine is not None for t in tools):
-            # hybrid leaves: fuse their parts over every leaf's tools, as a flat hybrid search would
-            for tool, fused in zip(tools, fuse([t.bm25 for t in tools], [t.cosine for t in tools], self.fusion)):
-                tool.score = fused
-        tools.sort(key=lambda t: (-(t.score or 0.0), t.rank, t.zone, t.name))
+        ranked = self._ranked()
+        for score, tool in ranked:
+            tool.score = score
+        tools = [tool for _, tool in ranked]
         if self.floor is not None and tools and (tools[0].score or 0) > 0:
             least = self.floor * tools[0].score
             tools = [t for t in tools if t.score is None or t.score >= least or t.key in self._spared]

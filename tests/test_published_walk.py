@@ -156,13 +156,14 @@ def test_a_fetch_past_its_lifetime_says_so():
 
 # -- precedence --
 
-FULL = WalkPlan(k=(6,), leaf_k=6, best_leaf_k=10, beam=6, model="multilingual-e5-small")
+FULL = WalkPlan(k=(6,), leaf_k=6, best_leaf_k=10, beam=6, model="multilingual-e5-small", pages=2)
 
 
 def test_the_published_walk_stands_where_the_caller_gave_nothing():
     mode = settings_for(GET_IMPORTANT)
     chosen = choose(mode, FULL)
-    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.model) == (6, 6, 10, 6, FULL.model)
+    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.model, chosen.pages) == \
+        (6, 6, 10, 6, FULL.model, 2)
     assert set(chosen.sources.values()) == {PUBLISHED} and chosen.settings_from == PUBLISHED
     assert choose(mode, WalkPlan(k=(5, 3, 2))).k == (5, 3, 2)
     none = choose(mode, None)
@@ -176,8 +177,9 @@ def test_the_published_walk_stands_where_the_caller_gave_nothing():
 
 def test_what_the_caller_gives_wins():
     mode = settings_for(GET_IMPORTANT)
-    chosen = choose(mode, FULL, k=(5, 2), leaf_k=3, best_leaf_k=4, beam=None, embedder=HashEmbedder())
-    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.model) == ((5, 2), 3, 4, None, None)
+    chosen = choose(mode, FULL, k=(5, 2), leaf_k=3, best_leaf_k=4, beam=None, embedder=HashEmbedder(), pages=0)
+    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.model, chosen.pages) == \
+        ((5, 2), 3, 4, None, None, 0)
     assert set(chosen.sources.values()) == {CALLER} and chosen.settings_from == CALLER
     some = choose(mode, FULL, k=2)
     assert some.k == 2 and some.leaf_k == 6 and some.sources["k"] == CALLER and some.settings_from == PUBLISHED
@@ -187,7 +189,8 @@ def test_what_the_caller_gives_wins():
 def test_other_modes_keep_their_own_walk_and_take_only_the_model(name):
     mode = settings_for(name)
     chosen = choose(mode, FULL)
-    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam) == (mode.k, mode.leaf_k, None, AUTO_BEAM)
+    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.pages) == \
+        (mode.k, mode.leaf_k, None, AUTO_BEAM, 0)
     assert chosen.model == FULL.model and chosen.sources["model"] == PUBLISHED and chosen.sources["k"] == BUILT_IN
 
 
@@ -221,7 +224,7 @@ def test_the_published_walk_is_what_the_servers_are_asked(narrow):
     assert len(first.trace[0].referrals) <= 2 and first.tools
     s = first.stats
     assert s.settings_from == PUBLISHED and set(s.sources.values()) == {PUBLISHED, BUILT_IN}
-    assert s.settings == {"k": [2, 1], "leaf_k": 2, "best_leaf_k": 5, "beam": 3, "model": ""}
+    assert s.settings == {"k": [2, 1], "leaf_k": 2, "best_leaf_k": 5, "beam": 3, "pages": 0, "model": ""}
     assert s.sources["model"] == BUILT_IN and s.embedded_by == "none" and not first.errors
     assert s.plan_queries == 1 and s.queries == 1 + len(first.trace)  # the plan query is counted
     assert second.stats.plan_queries == 0 and _ks(second) == _ks(first)  # kept for the record's TTL
@@ -230,13 +233,13 @@ def test_the_published_walk_is_what_the_servers_are_asked(narrow):
 
 
 def test_explicit_options_win_and_other_modes_keep_their_own(narrow):
-    with Resolver(root=narrow.root(), timeout=REPLY_TIMEOUT, cache=False, best_leaf_k=4, beam=None) as r:
+    with Resolver(root=narrow.root(), timeout=REPLY_TIMEOUT, cache=False, best_leaf_k=4, beam=None, pages=0) as r:
         res = r.resolve(INTENT, k=3, leaf_k=1)
     with Resolver(root=narrow.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
         one = r.resolve(INTENT, mode=GET_ONE)  # not the published best leaf K of 5: get_one's own
     assert _root_k(res) == 3 and all(h.k in (3, 1, 4) for h in res.trace)
     assert res.stats.sources == {"k": CALLER, "leaf_k": CALLER, "best_leaf_k": CALLER, "beam": CALLER,
-                                 "model": BUILT_IN}
+                                 "pages": CALLER, "model": BUILT_IN}
     assert res.stats.settings_from == CALLER and res.stats.settings["beam"] is None
     assert {h.k for h in one.trace} == {1} and len(one.tools) == 1 and one.stats.sources["k"] == BUILT_IN
     with Resolver(root=narrow.root(), timeout=REPLY_TIMEOUT, cache=False, published_walk=False) as off:
@@ -345,7 +348,8 @@ def test_the_cli_and_its_trace_and_json_say_where_the_settings_came_from(narrow,
     assert resolve_main([INTENT, *at, "--trace"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(";; walk settings from published; 1 queries for it: k=2,1 (published) leaf-k=2 "
-                          "(published) best-leaf-k=5 (published) beam=3 (published) model=none (built-in); "
+                          "(published) best-leaf-k=5 (published) beam=3 (published) pages=0 (built-in) "
+                          "model=none (built-in); "
                           "intent embedded by none\n"), out
     assert resolve_main([INTENT, *at, "--json", "--k", "3"]) == 0
     stats = json.loads(capsys.readouterr().out)["stats"]

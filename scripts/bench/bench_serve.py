@@ -13,7 +13,9 @@ to ``tooldns serve`` (a tree served lazily, docs/performance.md); --passes resol
 batches of --count different queries (--same: the same ones), each with its figures (the first
 batch of a lazy tree loads the zones it reaches; --distinct makes up the queries a file lacks, as
 intents spliced from two of its own). --beam bounds the zones asked at each depth (the
-resolver's ``beam``; by default the resolver's own, 6 or the root's K when larger; --no-beam: none).
+resolver's ``beam``; by default the resolver's own, 6 or the root's K when larger; --no-beam: none);
+--pages the follow-up pages a resolution may ask (the resolver's ``pages``; by default the published
+walk's), each resolution's share of its DNS queries printed beside them.
 --reference DIR serves a second tree (on --port + 1; ToolRet's built tree, say) and resolves its
 queries in turn with ZONES's, one each (walked at --reference-k, 5,3,2, with the resolver's default
 beam, which a tree of two levels never meets; the same --leaf-k), and prints the ratio of the two p50s per pass: the machine's speed, which drifts during a run on a
@@ -67,7 +69,7 @@ class Figures:
     """One tree's resolutions of one pass."""
 
     def __init__(self) -> None:
-        self.ms, self.queries, self.size, self.tcp, self.hits = [], [], [], [], []
+        self.ms, self.queries, self.size, self.tcp, self.hits, self.pages = [], [], [], [], [], []
 
     def resolve(self, resolver: Resolver, q: dict, k: tuple[int, ...] | None, leaf_k: int) -> None:
         res = resolver.resolve(q["query"], k=k, leaf_k=leaf_k if k is not None else None, top=10)
@@ -78,13 +80,15 @@ class Figures:
         self.queries.append(res.stats.queries)
         self.size.append(res.stats.bytes_sent + res.stats.bytes_received)
         self.tcp.append(sum(1 for hop in res.trace if hop.transport == "tcp"))
+        self.pages.append(res.stats.pages)
 
     def line(self, count: int, rss: str) -> str:
         ms = sorted(self.ms)
         hit_rate = f"; hit rate@10 {sum(self.hits) / len(self.hits):.3f} over {len(self.hits)}" if self.hits else ""
         return (f"{count} resolutions: p50 {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms; "
-                f"per resolution {statistics.mean(self.queries):.2f} DNS queries, {statistics.mean(self.size):.0f} "
-                f"bytes, {statistics.mean(self.tcp):.2f} over TCP; {rss} after{hit_rate}")
+                f"per resolution {statistics.mean(self.queries):.2f} DNS queries ({statistics.mean(self.pages):.2f} of "
+                f"them follow-up pages), {statistics.mean(self.size):.0f} bytes, {statistics.mean(self.tcp):.2f} over "
+                f"TCP; {rss} after{hit_rate}")
 
 
 def batches(path: str, args) -> list[list[dict]]:
@@ -137,6 +141,8 @@ def parse_args() -> argparse.Namespace:
                     "the tree publishes, K and tools a leaf, as a resolver told nothing walks it)")
     ap.add_argument("--beam", type=int, default=None, help="at most this many zones asked a depth (the resolver's beam; "
                     "default the resolver's: 6, or the root's K when larger)")
+    ap.add_argument("--pages", type=int, default=None, help="follow-up pages a resolution may ask of leaves "
+                    "whose tools all made its result (the resolver's pages; default the published walk's, else none)")
     ap.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
     ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after start before resolving")
     ap.add_argument("--serve-args", default="", help="more arguments for tooldns serve, in one string")
@@ -161,16 +167,17 @@ def main() -> int:
     trees, procs = [], []
     try:
         wanted = [("reference", args.reference, args.port + 1, args.reference_serve_args, args.reference_queries,
-                   args.reference_k, AUTO_BEAM)] if args.reference else []
-        for name, zones, port, serve_args, queries, k, beam in [*wanted, ("tree", args.zones, args.port, args.serve_args,
-                                                                          args.queries, args.k, walk_beam(args))]:
+                   args.reference_k, AUTO_BEAM, None)] if args.reference else []
+        for name, zones, port, serve_args, queries, k, beam, pages in [
+                *wanted, ("tree", args.zones, args.port, args.serve_args, args.queries, args.k, walk_beam(args), args.pages)]:
             t0 = time.monotonic()
             proc, root = start_servers(zones, port, extra=shlex.split(serve_args))
             seconds = time.monotonic() - t0
             procs.append(proc)
             print(f"{'[' + name + '] ' if wanted else ''}serving after {seconds:.1f} s, {rss_text(proc.pid)}",
                   flush=True)
-            trees.append(Served(name, proc, batches(queries, args), Resolver(root=root, cache=False, timeout=5, beam=beam),
+            trees.append(Served(name, proc, batches(queries, args), Resolver(root=root, cache=False, timeout=5, beam=beam,
+                                                                               pages=pages),
                                 None if k == "published" else tuple(int(x) for x in k.split(","))))
         time.sleep(args.settle)
         for n in range(args.passes):

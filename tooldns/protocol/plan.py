@@ -18,7 +18,9 @@ Keys (``docs/protocol.md``, section 6b):
 * ``best-leaf-k``: tools asked of the leaf on the walk's best path (1 to :data:`MAX_K`);
 * ``beam``: zones asked at most at each depth below the root (1 to :data:`MAX_BEAM`);
 * ``model``: the embedding model whose vectors the zones score, named as the vector option names
-  it (printable ASCII without spaces, 1 to 64 bytes, :mod:`.vector`).
+  it (printable ASCII without spaces, 1 to 64 bytes, :mod:`.vector`);
+* ``pages``: follow-up queries a resolution may ask of leaves whose tools all made its result, each
+  for the tools ranked after those (the page option, :mod:`.page`; 1 to :data:`MAX_PAGES`).
 
 Numbers are decimal, without sign or leading zero. Decoding tolerates what it does not know and is
 strict about what it does: a key it does not know is skipped (a later version may add some), but a
@@ -29,7 +31,7 @@ built-in settings and says why.
     >>> encode_plan(WalkPlan(k=(5, 3, 2), leaf_k=6))
     [b'tooldns-walk=1', b'k=5,3,2', b'leaf-k=6']
     >>> decode_plan([b'tooldns-walk=1', b'k=6', b'colour=blue'])
-    WalkPlan(k=(6,), leaf_k=None, best_leaf_k=None, beam=None, model=None)
+    WalkPlan(k=(6,), leaf_k=None, best_leaf_k=None, beam=None, model=None, pages=None)
     >>> plan_name("tools.")
     '_walk.tools.'
 """
@@ -57,6 +59,9 @@ MAX_DEPTHS = 8
 #: zones is the same as none)
 MAX_BEAM = 65535
 
+#: the most follow-up pages a published walk may name
+MAX_PAGES = 64
+
 _NUMBER = re.compile(r"[1-9][0-9]{0,5}\Z", re.ASCII)
 
 
@@ -64,13 +69,15 @@ _NUMBER = re.compile(r"[1-9][0-9]{0,5}\Z", re.ASCII)
 class WalkPlan:
     """A walk a zone recommends: K per depth (an int is taken as one depth), and optionally the
     tools asked of each leaf, of the best path's leaf, the beam and the embedding model; None where
-    the zone says nothing. :class:`PlanError` when a value is out of range."""
+    the zone says nothing; and the follow-up pages a resolution may ask (:mod:`.page`).
+    :class:`PlanError` when a value is out of range."""
 
     k: tuple[int, ...]
     leaf_k: int | None = None
     best_leaf_k: int | None = None
     beam: int | None = None
     model: str | None = None
+    pages: int | None = None
 
     def __post_init__(self) -> None:
         ks = self.k
@@ -80,7 +87,7 @@ class WalkPlan:
             ks = tuple(ks)
         object.__setattr__(self, "k", ks)
         problem = (k_problem(ks) or count_problem(self.leaf_k, "leaf_k") or count_problem(self.best_leaf_k, "best_leaf_k")
-                   or beam_problem(self.beam) or model_problem(self.model))
+                   or beam_problem(self.beam) or model_problem(self.model) or pages_problem(self.pages))
         if problem:
             raise PlanError(problem)
 
@@ -115,6 +122,13 @@ def beam_problem(value) -> str | None:
     return f"beam must be a whole number from 1 to {MAX_BEAM}, got {value!r}"[:120]
 
 
+def pages_problem(value) -> str | None:
+    """What is wrong with *value* as follow-up pages (None: not given), or None."""
+    if value is None or (_whole(value) and 1 <= value <= MAX_PAGES):
+        return None
+    return f"pages must be a whole number from 1 to {MAX_PAGES}, got {value!r}"[:120]
+
+
 def model_problem(model) -> str | None:
     """What is wrong with *model* as an embedding model's name (None: not given), or None: the
     vector option's rule, printable ASCII without spaces, 1 to 64 bytes."""
@@ -139,7 +153,7 @@ def plan_name(origin: str) -> str:
 def _pairs(plan: WalkPlan) -> list[tuple[str, object]]:
     pairs: list[tuple[str, object]] = [("k", ",".join(map(str, plan.k)))]
     for key, value in (("leaf-k", plan.leaf_k), ("best-leaf-k", plan.best_leaf_k), ("beam", plan.beam),
-                       ("model", plan.model)):
+                       ("model", plan.model), ("pages", plan.pages)):
         if value is not None:
             pairs.append((key, value))
     return pairs
@@ -190,7 +204,7 @@ def decode_plan(strings: Sequence[bytes]) -> WalkPlan:
     if problem:
         raise PlanError(f"published walk: {problem}")
     return WalkPlan(k=ks, leaf_k=_number(pairs, "leaf-k", MAX_K), best_leaf_k=_number(pairs, "best-leaf-k", MAX_K),
-                    beam=_number(pairs, "beam", MAX_BEAM), model=model)
+                    beam=_number(pairs, "beam", MAX_BEAM), model=model, pages=_number(pairs, "pages", MAX_PAGES))
 
 
 def decode_plan_rrset(records: Sequence[Sequence[bytes]]) -> WalkPlan:

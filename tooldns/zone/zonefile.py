@@ -55,7 +55,7 @@ from typing import Any
 import yaml
 
 from ..protocol import names
-from ..protocol.plan import MAX_BEAM, MAX_DEPTHS, MAX_K, WalkPlan, model_problem
+from ..protocol.plan import MAX_BEAM, MAX_DEPTHS, MAX_K, MAX_PAGES, WalkPlan, model_problem
 from ..protocol.vector import MAX_DIM, MAX_MODEL, decode_vector
 from ..scoring.bm25 import CorpusStats
 from ..exceptions import NameError_, PlanError, VectorError, ZoneFileError
@@ -499,7 +499,7 @@ class _Checker:
 
 ZONE_KEYS_REQUIRED = {"origin", "soa", "nameservers"}
 ZONE_KEYS_OPTIONAL = {"ttl", "summary", "settings", "walk", "children", "tools", "corpus_stats", "vector_centre"}
-WALK_KEYS_OPTIONAL = {"leaf_k", "best_leaf_k", "beam", "model"}
+WALK_KEYS_OPTIONAL = {"leaf_k", "best_leaf_k", "beam", "model", "pages"}
 TOOL_KEYS_REQUIRED = {"label", "name", "service", "target", "port", "description"}
 TOOL_KEYS_OPTIONAL = {"transport", "priority", "weight", "endpoint", "parameters", "id", "vector", "vector_of",
                       "examples"}
@@ -761,7 +761,7 @@ def _examples(c: _Checker, m: _Map, what: str) -> tuple[str, ...]:
 def _walk(c: _Checker, top: _Map) -> WalkPlan | None:
     """The ``walk:`` the zone publishes at ``_walk.<origin>`` (:mod:`tooldns.protocol.plan`): K per depth
     (a number, or a list of one per depth, the last repeating) and optionally ``leaf_k``,
-    ``best_leaf_k``, ``beam`` and ``model``; None when the zone has none (or after an error)."""
+    ``best_leaf_k``, ``beam``, ``model`` and ``pages``; None when the zone has none (or after an error)."""
     if "walk" not in top:
         return None
     m = c.mapping(top["walk"], c.lineof(top, "walk"), "walk", {"k"}, WALK_KEYS_OPTIONAL)
@@ -771,6 +771,7 @@ def _walk(c: _Checker, top: _Map) -> WalkPlan | None:
     leaf_k = c.integer(m, "leaf_k", "walk", None, 1, MAX_K)
     best_leaf_k = c.integer(m, "best_leaf_k", "walk", None, 1, MAX_K)
     beam = c.integer(m, "beam", "walk", None, 1, MAX_BEAM)
+    pages = c.integer(m, "pages", "walk", None, 1, MAX_PAGES)
     model = None
     if "model" in m:
         model = c.text(m, "model", "walk") or None
@@ -781,7 +782,7 @@ def _walk(c: _Checker, top: _Map) -> WalkPlan | None:
     if ks is None:
         return None
     try:
-        return WalkPlan(ks, leaf_k, best_leaf_k, beam, model)
+        return WalkPlan(ks, leaf_k, best_leaf_k, beam, model, pages)
     except PlanError as exc:  # each value was checked at its line above: not expected
         c.err(c.lineof(top, "walk"), f"walk: {exc}")
         return None
@@ -1144,7 +1145,7 @@ def _dump_settings(settings: Settings) -> dict[str, Any]:
 def _dump_walk(walk: WalkPlan) -> dict[str, Any]:
     """A walk as ``walk:`` reads it: one K as a number, several as a list; only the settings given."""
     out: dict[str, Any] = {"k": walk.k[0] if len(walk.k) == 1 else list(walk.k)}
-    for key in ("leaf_k", "best_leaf_k", "beam", "model"):
+    for key in ("leaf_k", "best_leaf_k", "beam", "model", "pages"):
         if getattr(walk, key) is not None:
             out[key] = getattr(walk, key)
     return out
