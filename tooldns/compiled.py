@@ -35,9 +35,8 @@ from pathlib import Path
 MODULES = (
     "tooldns.protocol.brief", "tooldns.protocol.budget", "tooldns.protocol.ede", "tooldns.protocol.edns",
     "tooldns.protocol.fit", "tooldns.protocol.fusion", "tooldns.protocol.hygiene", "tooldns.protocol.intent",
-    "tooldns.protocol.page",
-    "tooldns.protocol.meta", "tooldns.protocol.names", "tooldns.protocol.summary", "tooldns.protocol.ttlcache",
-    "tooldns.protocol.txt", "tooldns.protocol.vector",
+    "tooldns.protocol.meta", "tooldns.protocol.names", "tooldns.protocol.page", "tooldns.protocol.summary",
+    "tooldns.protocol.ttlcache", "tooldns.protocol.txt", "tooldns.protocol.vector",
     "tooldns.scoring.bm25", "tooldns.scoring.sums", "tooldns.scoring.scorer", "tooldns.scoring.tokenize",
     "tooldns.scoring.wordtable",
     "tooldns.serving.fast.cpack", "tooldns.serving.fast.cquery", "tooldns.serving.fast.pack",
