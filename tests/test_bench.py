@@ -196,7 +196,8 @@ def _small_tree(tmp_path, every: int) -> tuple[list[dict], str]:
 def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
     """``scripts/bench/bench_serve.py --reference`` resolves two served trees in turn and gives the ratio of
     their p50s; ``scripts/research/replay_walks.py`` replays the walk it recorded exactly (the same queries and
-    hit rate), and a beam of 1 asks fewer zones."""
+    hit rate), a beam of 1 asks fewer zones, follow-up pages more; a second run replays the walks recorded
+    in the --record file."""
     from conftest import free_port
 
     queries, address = _small_tree(tmp_path, every=25)
@@ -210,7 +211,8 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
     assert serve.returncode == 0, serve.stdout[-2000:] + serve.stderr[-2000:]
     assert "[reference] " in serve.stdout and "[tree] " in serve.stdout and "against the reference's" in serve.stdout
     replay_walks = [sys.executable, str(ROOT / "scripts" / "research" / "replay_walks.py"), str(tmp_path / "tree"),
-                    *common[:6], "--k", "3", "--schedules", "3 2", "--beams", "1", "--serve-args", "--listen " + address]
+                    *common[:6], "--k", "3", "--schedules", "3 2", "--beams", "1", "--pages", "0,1",
+                    "--record", str(tmp_path / "walks.pickle"), "--serve-args", "--listen " + address]
     for flat in (False, True):
         replay = subprocess.run(replay_walks + (["--catalog", str(tmp_path / "s.json"), "--leaf-ks", "1,6"] if flat else []),
                                 capture_output=True, text=True, timeout=300)
@@ -218,10 +220,12 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
         lines = replay.stdout.splitlines()
         recorded = lines[0].split(": ")[1]  # "Q queries, hit rate@10 H"
         queries_text, hit_text = recorded.split(" queries, hit rate@10 ")
-        flat_hit = float(lines[1].rsplit(" ", 1)[1]) if flat else None
-        rows = {line[:32].strip(): line[32:].split() for line in lines[2 + flat:]}
+        flat_hit = float(lines[1].split("hit rate@10 ")[1].split()[0]) if flat else None
+        rows = {line[:32].strip(): line[32:].split("  (even/odd")[0].split() for line in lines[2 + flat:]}
+        assert (tmp_path / "walks.pickle").exists() and all("(even/odd " in line for line in lines[2 + flat:])
         assert rows["K = 3"][:2] == [queries_text, hit_text]  # the replay of the recorded walk is the walk
         assert float(rows["K = 3, beam 1 by rank"][0]) < float(queries_text)
+        assert float(rows["K = 3, 1 pages"][0]) >= float(queries_text)
         if flat:  # one tool a leaf: the same zones asked, no more found
             assert rows["K = 3, leaf k 1"][0] == queries_text and float(rows["K = 3, leaf k 1"][1]) <= float(hit_text)
         for row in rows.values():

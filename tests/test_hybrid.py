@@ -425,9 +425,11 @@ def test_a_built_tree_publishes_its_walk_and_a_resolver_told_nothing_walks_it(hy
     tree, zonedir = hybrid_tree
     walk = load_zone(zonedir / "root.yaml").walk
     assert walk is not None and walk.k == HYBRID_WALK["k"] and walk.model == "hash-64"
+    assert walk.pages == HYBRID_WALK["pages"] == 1
     with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False) as r:
         res = r.resolve("song lyrics for an artist album")
     assert res.stats.settings_from == "published" and res.stats.embedded_by == "client"
+    assert res.stats.sources["pages"] == "published" and res.stats.pages <= 1
     asked = [h.k for h in res.trace if h.k]
     assert asked and asked[0] == HYBRID_WALK["k"][0]  # the root was asked for the published K
     assert res.tools and res.tools[0].id.startswith("music_") and res.tools[0].cosine is not None
