@@ -465,3 +465,19 @@ def test_fusion_keeps_zero_as_the_floor_of_each_part():
     assert fused[0] > fused[1]
     assert fused == pytest.approx([0.4 + 0.6 * 0.80 / 0.82, 0.4 * 0.9 + 0.6])
     assert fuse([0.0, 0.0], [-0.1, -0.2]) == [0.0, 0.0]  # nothing above 0: no signal either way
+
+
+def test_a_build_embeds_in_chunks_and_says_how_long_the_rest_will_take():
+    """A large catalog is embedded a chunk at a time, the same vectors as in one call, and after each
+    chunk but the last the build says how far it is, what is left at the rate so far, and the way out."""
+    from tooldns.building.build import _duration, embed_in_chunks
+    from tooldns.embedding.hashing import HashEmbedder
+
+    embedder = HashEmbedder()
+    texts = [f"tool number {i} does thing {i % 7}" for i in range(10)]
+    said: list[str] = []
+    assert embed_in_chunks(embedder, texts, said.append, chunk=3) == embedder.embed(texts)
+    assert [line.split(", about")[0] for line in said] == [f"embedded {n} of 10 tools" for n in (3, 6, 9)]
+    assert all(" left at this rate" in line and "--no-embed" in line for line in said)
+    assert embed_in_chunks(embedder, texts, said.append, chunk=10) == embedder.embed(texts) and len(said) == 3
+    assert [_duration(40), _duration(12 * 60), _duration(7 * 3600 + 40 * 60)] == ["40 s", "12 min", "7 h 40 min"]

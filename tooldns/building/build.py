@@ -109,6 +109,35 @@ class BuildReport:
                    if self.llm_cost else ""))
 
 
+#: texts a build embeds at a time: after each chunk it says how far it is and, at the rate so far, how
+#: long the rest will take (a million tools take hours with a transformer on two cores)
+EMBED_CHUNK = 4096
+
+
+def embed_in_chunks(embedder, texts: list[str], progress: Callable[[str], None],
+                    chunk: int = EMBED_CHUNK) -> list[list[float]]:
+    """*embedder*'s vectors of *texts*, *chunk* at a time, the same as in one call; after each chunk but
+    the last, *progress* hears how many are done and about how long the rest will take."""
+    vectors: list[list[float]] = []
+    t0 = time.monotonic()
+    for start in range(0, len(texts), chunk):
+        vectors += embedder.embed(texts[start:start + chunk])
+        done = len(vectors)
+        if done < len(texts):
+            left = (len(texts) - done) * (time.monotonic() - t0) / done
+            progress(f"embedded {done:,} of {len(texts):,} tools, about {_duration(left)} left at this rate "
+                     f"(--no-embed builds BM25 zones without vectors)")
+    return vectors
+
+
+def _duration(seconds: float) -> str:
+    """*seconds* as a person reads a wait: ``40 s``, ``12 min``, ``7 h 40 min``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
 class Heartbeat:
     """Progress that never goes quiet: while one step runs longer than *every* seconds (clustering a
     million tools, writing a zone of a hundred thousand), a background thread says it again with the
@@ -477,7 +506,7 @@ class Embedded:
         progress(f"embedding {sum(covered)} of {len(tools)} tools with {embedder.model} "
                  f"({len(tools) - sum(covered)} in a language it does not cover)")
         try:
-            vectors = embedder.embed(texts)
+            vectors = embed_in_chunks(embedder, texts, progress)
         except EmbeddingError as exc:
             raise BuildError(f"cannot embed the catalog: {exc}") from exc
         vmap = fit_map(embedder, vectors, covered, [t.examples for t in tools], progress)
