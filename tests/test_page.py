@@ -126,6 +126,19 @@ def test_the_walk_asks_the_next_page_of_a_leaf_whose_tools_all_made_the_result(d
     assert many.stats.pages <= 1
 
 
+def test_the_async_resolver_asks_the_same_pages(demo_tree):
+    import asyncio
+
+    from resolver_client import AsyncResolver
+
+    res = asyncio.run(AsyncResolver(root=demo_tree.root(), cache=False, timeout=REPLY_TIMEOUT, pages=1)
+                      .resolve(INTENT, k=2, leaf_k=2, top=10))
+    with Resolver(root=demo_tree.root(), cache=False, timeout=REPLY_TIMEOUT, pages=1) as r:
+        sync = r.resolve(INTENT, k=2, leaf_k=2, top=10)
+    assert res.stats.pages == sync.stats.pages == 1
+    assert [(t.name, t.rank) for t in res.tools] == [(t.name, t.rank) for t in sync.tools]
+
+
 def test_pages_are_bounded_and_stop_at_a_leaf_with_no_more(demo_tree):
     """A leaf that gave fewer than asked has no more: three pages of 3 from a leaf of seven ask twice
     (3 + 3, then the 1 left), and a bound of one page asks once."""
