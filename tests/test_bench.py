@@ -238,6 +238,16 @@ def test_bench_serve_against_a_reference_and_replayed_walks(tmp_path):
                 assert abs(sum(lost) - (1 - hit)) < 0.002
 
 
+def test_bench_embed_times_an_embedder_over_a_catalogs_tools(tmp_path):
+    """``scripts/bench/bench_embed.py``: the tools embedded, their rate, and what larger catalogs would take."""
+    (tmp_path / "s.json").write_text(json.dumps(synthetic_catalog(10)))
+    out = subprocess.run([sys.executable, str(BENCH / "bench_embed.py"), str(tmp_path / "s.json"), "--embed", "hash",
+                          "--count", "25"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert re.match(r"hash-64: 25 tool texts \(median \d+ characters\) in [\d.]+ s, \d+ a second; at that rate "
+                    r"1,000 tools take .+, 100,000 .+, 1,000,000 .+$", out.stdout), out.stdout
+
+
 def test_bench_leaf_times_a_leaf_met_for_the_first_time_and_checks_its_map(tmp_path):
     """``scripts/bench/bench_leaf.py`` on a small BM25 tree: every step timed, and every leaf's map
     answering as the zone itself."""
