@@ -14,7 +14,8 @@ interchangeable behind one method, ``build(catalog, progress) -> Category``:
   share (:func:`capacity_assign`), a node still too big gets one more level, and parents of
   big children rank them with a larger BM25 k1 (:func:`scaled_k1`). A tool whose second group
   scores nearly as well is placed in both. Children get short DNS labels from their most
-  distinctive terms.
+  distinctive terms. Clustered on vectors (hybrid trees), the same from the dense shape: 80
+  children of about 24 tools up to 1,920 tools, then two levels (a root of 578 leaves at 100,000).
 * :class:`A2XTreeBuilder`: a given tree in the A2X format (``taxonomy.json`` + ``class.json``).
 * An LLM builder (A2X's Algorithm 1) plugs in the same way.
 
@@ -70,7 +71,9 @@ def auto_depth(n_tools: int, max_children: int, max_leaf: int) -> int:
 
 
 def auto_shape(n_tools: int, base: tuple[int, int] = LEXICAL_SHAPE, widest: int = WIDEST_ROOT) -> tuple[int, int]:
-    """(children a node, tools a leaf) of a default lexical tree for a catalog of *n_tools*.
+    """(children a node, tools a leaf) of a default tree for a catalog of *n_tools* (*base*: the lexical
+    shape, or the dense one for a tree clustered on vectors: measured at 100,000 tools with MiniLM, two
+    levels of 575 leaves found 0.750 at 7.9 DNS queries where three levels of 80 found 0.699 at 13.7).
 
     Up to *base*'s product (2,000 tools) the cross-validated *base* shape. Beyond, two levels:
     a root of ``sqrt(n * children / tools)`` leaves of ``n / children`` tools each, *base*'s
@@ -416,8 +419,9 @@ class AutoTreeBuilder:
                  vectors=None, balance: float | None = None) -> None:
         dense = vectors is not None
         balance = balance if balance is not None else (math.inf if dense else BALANCE)
-        #: neither given, no vectors: the shape follows the catalog's size (:func:`auto_shape`), set by build()
-        self.sized = not dense and max_children is None and max_leaf is None and max_depth is None
+        #: none given: the shape follows the catalog's size (:func:`auto_shape`, from the shape of its kind),
+        #: set by build()
+        self.sized = max_children is None and max_leaf is None and max_depth is None
         self.max_children = max_children or (DENSE_SHAPE if dense else LEXICAL_SHAPE)[0]
         self.max_leaf = max_leaf or (DENSE_SHAPE if dense else LEXICAL_SHAPE)[1]
         self.max_depth = max_depth  # None: what the catalog's size needs (auto_depth), deeper where still too big
@@ -440,7 +444,7 @@ class AutoTreeBuilder:
         self._say = _Throttle(progress)
         n = len(catalog.tools)
         if self.sized:
-            self.max_children, self.max_leaf = auto_shape(n)
+            self.max_children, self.max_leaf = auto_shape(n, DENSE_SHAPE if self.vectors is not None else LEXICAL_SHAPE)
         self._depth = self.max_depth or auto_depth(n, self.max_children, self.max_leaf)
         root = Category("", "All tools", "Every tool of the catalog")
         try:
