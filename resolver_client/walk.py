@@ -299,10 +299,9 @@ class Walk:
         sent = shorten_intent(self.intent, _datagram_intent(extra) if self.fit else MAX_INTENT_BYTES)
         if sent != self.intent:
             self.stats.intent_shortened = len(self.intent.encode("utf-8", "surrogatepass"))
+        self._extra, self._intent_sent = extra, sent
         try:
-            self._opts = {k: opt_record([dns.edns.GenericOption(self.intent_code, encode_intent(sent, k)), *extra],
-                                        UDP_PAYLOAD, dnssec=self.validator is not None)
-                          for k in {*self._ks, self.leaf_k, self.best_leaf_k}}
+            self._opts = {k: self._opt_record(k) for k in {*self._ks, self.leaf_k, self.best_leaf_k}}
             self._cursor = names.cursor(self.service, self.root_zone, self.transport)
         except (IntentError, NameError_) as exc:
             raise ResolverError(str(exc)) from exc
@@ -333,7 +332,6 @@ class Walk:
         #: each leaf that answered with tools: the query to ask its next page with, the tools ranked so
         #: far, the key of its last, whether it may hold more (:meth:`_pages`)
         self._leaves: dict[str, tuple[Query, int, str, bool]] = {}
-        self._extra, self._intent_sent = extra, sent
 
     # -- building queries --
     def k_at(self, depth: int) -> int:
@@ -348,12 +346,21 @@ class Walk:
         cur = names.parse_cursor(qname)
         return k > (BRIEF_TOOLS_PER_DATAGRAM if self.brief else TOOLS_PER_DATAGRAM) and cur is not None and cur.expanded
 
+    def _opt_record(self, k: int, skip: int = 0) -> bytes:
+        """The OPT record of a query asking for *k*: the intent option and the walk's others; with *skip*,
+        the page option (the tools after a leaf's *skip* best)."""
+        options = [dns.edns.GenericOption(self.intent_code, encode_intent(self._intent_sent, k)), *self._extra]
+        if skip:
+            options.append(dns.edns.GenericOption(PAGE_OPTION_CODE, encode_page(skip)))
+        return opt_record(options, UDP_PAYLOAD, dnssec=self.validator is not None)
+
     def _query(self, qname: str, zone: str, servers, path, depth, k: int | None = None, first: bool = True,
-               ranks: tuple[int, ...] = ()) -> Query:
+               ranks: tuple[int, ...] = (), skip: int = 0) -> Query:
         k = k or self.k_at(depth)
         return Query(qname=qname, zone=zone, servers=list(servers), path=tuple(path), depth=depth,
-                     opt=self._opts[k], tcp=self._wants_tcp(qname, k), k=k, first=first, ranks=ranks,
-                     cache_key=(qname, dns.rdatatype.SRV, self.intent, k, self.vector, self.brief, self.fit))
+                     opt=self._opt_record(k, skip) if skip else self._opts[k], tcp=self._wants_tcp(qname, k), k=k,
+                     first=first, ranks=ranks, skip=skip,
+                     cache_key=(qname, dns.rdatatype.SRV, self.intent, k, self.vector, self.brief, self.fit, skip))
 
     def _leaf_k(self, first: bool) -> int:
         """Tools asked of a leaf: :attr:`best_leaf_k` on the best path, :attr:`leaf_k` elsewhere."""
@@ -612,12 +619,7 @@ class Walk:
         """The query for the tools *q*'s leaf ranks after its *skip* best (the page option)."""
         cur = names.parse_cursor(q.qname)
         qname = cur.expand().to_text() if cur is not None and not cur.expanded else q.qname
-        options = [dns.edns.GenericOption(self.intent_code, encode_intent(self._intent_sent, q.k)), *self._extra,
-                   dns.edns.GenericOption(PAGE_OPTION_CODE, encode_page(skip))]
-        opt = opt_record(options, UDP_PAYLOAD, dnssec=self.validator is not None)
-        return Query(qname=qname, zone=q.zone, servers=q.servers, path=q.path, depth=q.depth, opt=opt,
-                     tcp=self._wants_tcp(qname, q.k), k=q.k, first=q.first, ranks=q.ranks, skip=skip,
-                     cache_key=(qname, dns.rdatatype.SRV, self.intent, q.k, self.vector, self.brief, self.fit, skip))
+        return self._query(qname, q.zone, q.servers, q.path, q.depth, q.k, q.first, q.ranks, skip)
 
     def _next_server(self, q: Query, why: str, bad: bool = False) -> list[Query]:
         if q.server_index + 1 < min(len(q.servers), MAX_SERVERS_TRIED):
