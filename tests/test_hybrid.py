@@ -470,7 +470,7 @@ def test_fusion_keeps_zero_as_the_floor_of_each_part():
 def test_a_build_embeds_in_chunks_and_says_how_long_the_rest_will_take():
     """A large catalog is embedded a chunk at a time, the same vectors as in one call, and after each
     chunk but the last the build says how far it is, what is left at the rate so far, and the way out."""
-    from tooldns.building.build import _duration, embed_in_chunks
+    from tooldns.building.build import duration_text, embed_in_chunks
     from tooldns.embedding.hashing import HashEmbedder
 
     embedder = HashEmbedder()
@@ -480,4 +480,4 @@ def test_a_build_embeds_in_chunks_and_says_how_long_the_rest_will_take():
     assert [line.split(", about")[0] for line in said] == [f"embedded {n} of 10 tools" for n in (3, 6, 9)]
     assert all(" left at this rate" in line and "--no-embed" in line for line in said)
     assert embed_in_chunks(embedder, texts, said.append, chunk=10) == embedder.embed(texts) and len(said) == 3
-    assert [_duration(40), _duration(12 * 60), _duration(7 * 3600 + 40 * 60)] == ["40 s", "12 min", "7 h 40 min"]
+    assert [duration_text(40), duration_text(12 * 60), duration_text(7 * 3600 + 40 * 60)] == ["40 s", "12 min", "7 h 40 min"]

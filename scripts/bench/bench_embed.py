@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tooldns.building.build import _duration, embed_in_chunks, zone_tool  # noqa: E402
+from tooldns.building.build import duration_text, embed_in_chunks, zone_tool  # noqa: E402
 from tooldns.building.catalog import load_catalogs  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
 
@@ -51,8 +51,8 @@ def main() -> int:
     seconds = time.perf_counter() - t0
     rate = len(texts) / seconds
     print(f"{embedder.model}: {len(vectors)} tool texts (median {statistics.median(map(len, texts)):.0f} characters) "
-          f"in {seconds:.1f} s, {rate:.0f} a second; at that rate 1,000 tools take {_duration(1e3 / rate)}, "
-          f"100,000 {_duration(1e5 / rate)}, 1,000,000 {_duration(1e6 / rate)}")
+          f"in {seconds:.1f} s, {rate:.0f} a second; at that rate 1,000 tools take {duration_text(1e3 / rate)}, "
+          f"100,000 {duration_text(1e5 / rate)}, 1,000,000 {duration_text(1e6 / rate)}")
     return 0
 
 

@@ -125,12 +125,12 @@ def embed_in_chunks(embedder, texts: list[str], progress: Callable[[str], None],
         done = len(vectors)
         if done < len(texts):
             left = (len(texts) - done) * (time.monotonic() - t0) / done
-            progress(f"embedded {done:,} of {len(texts):,} tools, about {_duration(left)} left at this rate "
+            progress(f"embedded {done:,} of {len(texts):,} tools, about {duration_text(left)} left at this rate "
                      f"(--no-embed builds BM25 zones without vectors)")
     return vectors
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     """*seconds* as a person reads a wait: ``40 s``, ``12 min``, ``7 h 40 min``."""
     if seconds < 90:
         return f"{seconds:.0f} s"
