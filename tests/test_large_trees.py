@@ -17,7 +17,7 @@ from conftest import ZONES
 from tooldns.building.catalog import parse_catalog
 from tooldns.building.synth import synth_catalog
 from tooldns.building.trees import (BALANCE, LEAF_SLACK, LEXICAL_SHAPE, WIDEST_ROOT, AutoTreeBuilder, auto_depth,
-                                    auto_shape, best_first, capacity_assign, route_scores)
+                                    auto_shape, best_first, capacity_assign, nearest_of, route_scores)
 from tooldns.scoring.bm25 import BM25
 from tooldns.scoring.tokenize import tokenize
 from tooldns.zone.limits import ZoneLimits
@@ -120,6 +120,23 @@ def test_capacity_assign_is_argmax_until_a_group_is_full():
     assert capacity_assign(indices, scores, 2, capacity=4).tolist() == [0, 0, 0, 1]
     # room for two in each: the least decided of the three that prefer group 0 moves
     assert capacity_assign(indices, scores, 2, capacity=2).tolist() == [0, 1, 0, 1]
+
+
+def test_nearest_centres_a_chunk_at_a_time_are_those_of_the_whole_product():
+    """A split of a million tools finds each one's nearest centres a chunk of rows at a time (the whole
+    product against two thousand centres would take 8 GB): the same centres, in the same order, ties
+    to the lower index, as sorting the whole product."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(50, 6)).astype(np.float32)
+    centres = rng.normal(size=(9, 6))
+    centres[4] = centres[2]  # a tie: the lower index first
+    whole = x @ centres.T
+    order = np.argsort(-whole, axis=1, kind="stable")[:, :8]
+    for chunk in (7, 50, 64):
+        got, sims = nearest_of(x, centres, chunk=chunk)
+        assert np.array_equal(got, order) and np.allclose(sims, np.take_along_axis(whole, order, axis=1))
+    assert all(row.index(2) < row.index(4) for row in order.tolist())
+    assert nearest_of(x[:0], centres)[0].shape == (0, 8)
 
 
 def test_trees_stay_balanced_and_deepen_as_the_catalog_grows(catalogs):

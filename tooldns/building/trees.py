@@ -61,6 +61,8 @@ LEAF_SLACK = 2.0
 EXTRA_LEVELS = 2
 #: nodes with more tools are clustered on a sample of this many, every tool then to its nearest centre
 KMEANS_SAMPLE = 20_000
+#: rows whose nearest centres are found at once (bounds the product matrix of a split)
+NEAREST_CHUNK = 8192
 
 
 def auto_depth(n_tools: int, max_children: int, max_leaf: int) -> int:
@@ -257,6 +259,31 @@ def capacity_assign(indices, scores, n_groups: int, capacity: int):
         load[c] += 1
         out[i] = c
     return out
+
+
+def unit_centres(x, labels, k: int):
+    """The mean of the rows of *x* of each label below *k* (every one has some), at unit length."""
+    import numpy as np
+
+    centres = np.array([x[labels == c].mean(axis=0) for c in range(k)])
+    return centres / np.maximum(np.linalg.norm(centres, axis=1, keepdims=True), 1e-12)
+
+
+def nearest_of(x, centres, n: int = 8, chunk: int = NEAREST_CHUNK):
+    """For each row of *x*, its *n* nearest *centres* by dot product, nearest first (ties: the lower
+    index), and those products: *chunk* rows at a time, so that a million rows against two thousand
+    centres never hold the whole product matrix (8 GB)."""
+    import numpy as np
+
+    orders, sims = [], []
+    for start in range(0, len(x), chunk):
+        products = x[start:start + chunk] @ centres.T
+        order = np.argsort(-products, axis=1, kind="stable")[:, :n]
+        orders.append(order)
+        sims.append(np.take_along_axis(products, order, axis=1))
+    if not orders:
+        return np.zeros((0, min(n, len(centres))), dtype=np.int64), np.zeros((0, min(n, len(centres))))
+    return np.concatenate(orders), np.concatenate(sims)
 
 
 def kmeans(x, k: int, seed: int = 0, rounds: int = 50, inits: int = 3):
@@ -536,21 +563,17 @@ class AutoTreeBuilder:
         x = self.vectors[members]
         asked = k
         labels, k = _compact(self._kmeans(x, k))
-        centroids = np.array([x[labels == c].mean(axis=0) for c in range(k)])
-        centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
-        sims = x @ centroids.T
-        order = np.argsort(-sims, axis=1, kind="stable")[:, :8]
+        order, near = nearest_of(x, unit_centres(x, labels, k))
         capacity = self._capacity(len(members), asked, k)
         if np.bincount(labels).max() > capacity:  # to the nearest centres with room; then their centres again
-            labels, k = _compact(capacity_assign(order, np.take_along_axis(sims, order, axis=1), k, capacity))
-            centroids = np.array([x[labels == c].mean(axis=0) for c in range(k)])
-            centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
-            sims = x @ centroids.T
-            order = np.argsort(-sims, axis=1, kind="stable")[:, :8]
-        groups = [[m for m, lab in zip(members, labels.tolist()) if lab == c] for c in range(k)]
+            labels, k = _compact(capacity_assign(order, near, k, capacity))
+            order, near = nearest_of(x, unit_centres(x, labels, k))
+        groups = [[] for _ in range(k)]
+        for m, lab in zip(members, labels.tolist()):
+            groups[lab].append(m)
         if self.overlap < 1.0 and k > 1:  # unbalanced, as before balancing: next to each tool's nearest centre
             own = order[:, 0] if self.balance == math.inf else labels
-            self._place_twice(members, groups, own, order, np.take_along_axis(sims, order, axis=1), capacity)
+            self._place_twice(members, groups, own, order, near, capacity)
         return groups
 
     def _lexical_groups(self, members: list[int], k: int) -> list[list[int]]:
