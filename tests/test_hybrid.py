@@ -476,8 +476,11 @@ def test_a_build_embeds_in_chunks_and_says_how_long_the_rest_will_take():
     embedder = HashEmbedder()
     texts = [f"tool number {i} does thing {i % 7}" for i in range(10)]
     said: list[str] = []
-    assert embed_in_chunks(embedder, texts, said.append, chunk=3) == embedder.embed(texts)
+    whole = np.asarray(embedder.embed(texts), dtype=np.float32)
+    chunked = embed_in_chunks(embedder, texts, said.append, chunk=3)
+    assert chunked.dtype == np.float32 and np.array_equal(chunked, whole)
     assert [line.split(", about")[0] for line in said] == [f"embedded {n} of 10 tools" for n in (3, 6, 9)]
     assert all(" left at this rate" in line and "--no-embed" in line for line in said)
-    assert embed_in_chunks(embedder, texts, said.append, chunk=10) == embedder.embed(texts) and len(said) == 3
+    assert np.array_equal(embed_in_chunks(embedder, texts, said.append, chunk=10), whole) and len(said) == 3
+    assert embed_in_chunks(embedder, [], said.append).shape == (0, embedder.dim)
     assert [duration_text(40), duration_text(12 * 60), duration_text(7 * 3600 + 40 * 60)] == ["40 s", "12 min", "7 h 40 min"]

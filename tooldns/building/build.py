@@ -115,19 +115,24 @@ EMBED_CHUNK = 4096
 
 
 def embed_in_chunks(embedder, texts: list[str], progress: Callable[[str], None],
-                    chunk: int = EMBED_CHUNK) -> list[list[float]]:
-    """*embedder*'s vectors of *texts*, *chunk* at a time, the same as in one call; after each chunk but
-    the last, *progress* hears how many are done and about how long the rest will take."""
-    vectors: list[list[float]] = []
+                    chunk: int = EMBED_CHUNK):
+    """*embedder*'s vectors of *texts*, *chunk* at a time, as one float32 array (a row a text; as lists of
+    Python floats a million vectors would take gigabytes); after each chunk but the last, *progress*
+    hears how many are done and about how long the rest will take."""
+    import numpy as np
+
+    parts = []
+    done = 0
     t0 = time.monotonic()
     for start in range(0, len(texts), chunk):
-        vectors += embedder.embed(texts[start:start + chunk])
-        done = len(vectors)
+        part = np.asarray(embedder.embed(texts[start:start + chunk]), dtype=np.float32)
+        parts.append(part.reshape(len(part), -1))
+        done += len(part)
         if done < len(texts):
             left = (len(texts) - done) * (time.monotonic() - t0) / done
             progress(f"embedded {done:,} of {len(texts):,} tools, about {duration_text(left)} left at this rate "
                      f"(--no-embed builds BM25 zones without vectors)")
-    return vectors
+    return np.concatenate(parts) if parts else np.zeros((0, getattr(embedder, "dim", 0)), dtype=np.float32)
 
 
 def duration_text(seconds: float) -> str:
