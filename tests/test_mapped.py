@@ -26,7 +26,7 @@ from tooldns.serving.tree import TreeThread
 from tooldns.zone.limits import ZoneLimits
 from tooldns.zone.zonefile import load_zone, read_zone_file, stat_stamp, zone_files
 
-from conftest import REPLY_TIMEOUT, free_port, wait_until
+from conftest import REPLY_TIMEOUT, free_port, fresh_subnet, wait_until
 from test_lazy import INTENTS, built_on_one_address
 from test_summaries import AIRSHIP
 
@@ -181,6 +181,33 @@ def test_a_built_tree_answers_its_first_walks_from_leaf_maps_written_at_build(bu
             assert _tools(lazy.root(), intent) == _tools(whole.root(), intent)
         zones = lazy.tree.lazy
         assert zones.loads == 0 and len(zones.maps) >= 3 and zones.mapped_stats["queries"] >= len(INTENTS)
+
+
+@pytest.mark.integration
+def test_a_hybrid_trees_leaves_are_read_back_from_snapshots_written_at_build(tmp_path):
+    """A hybrid tree's leaves have no map (the hybrid scorer ranks their vectors) but ``tooldns build``
+    keeps their snapshots: served lazily, every leaf its first walks reach is read back from one, not
+    parsed, indexed and clustered, and answers as the tree loaded whole."""
+    import json
+
+    from test_build import synthetic_catalog
+    from tooldns.building.build import build
+
+    (tmp_path / "services.json").write_text(json.dumps(synthetic_catalog()))
+    address = f"{fresh_subnet()}.1"
+    zones_dir = tmp_path / "zones"
+    build([str(tmp_path / "services.json")], str(zones_dir), subnet=address, embed="hash",
+          tree_options={"max_leaf": 12, "max_children": 16})
+    leaves = _leaves(zones_dir)
+    assert leaves and not list((zones_dir / ".snapshots").glob("*.map"))
+    assert len(list((zones_dir / ".snapshots").glob("*.pickle"))) == len(leaves)
+    with TreeThread(zones_dir, free_port(address), listen=[address]) as whole, \
+            TreeThread(zones_dir, free_port(address), listen=[address], lazy=True) as lazy:
+        for intent in INTENTS:
+            assert _tools(lazy.root(), intent) == _tools(whole.root(), intent)
+        zones = lazy.tree.lazy
+        reached = {load_zone(f).origin for f in leaves} & set(zones.loaded)
+        assert len(reached) >= 3 and zones.loader.from_snapshots >= len(reached)
 
 
 @pytest.mark.integration

@@ -337,8 +337,8 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     mapping: dict[str, list[str]] = {t.id: [] for t in catalog.tools}
     label_warnings: list[str] = []
     state = _new_state(outdir, catalog, layout, tool_tokens, stats, settings, subnet, service, max_leaf, max_children)
-    # a BM25 tree's leaves get their maps as they are written, in processes beside this one (.maps)
-    with LeafMaps(outdir / SNAPSHOT_DIR, scorer == "bm25" and not embedded, progress=progress) as maps:
+    # the leaves get their maps (BM25) or snapshots (hybrid) as they are written, in processes beside this one
+    with LeafMaps(outdir / SNAPSHOT_DIR, scorer in ("bm25", "hybrid"), progress=progress) as maps:
         shown = time.monotonic()
         for n, (cat, zone_origin, _) in enumerate(layout.order, 1):
             indices = sorted(set(cat.tools))
