@@ -464,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
                                      "in place")
     e.add_argument("zonedir")
     e.add_argument("--model", metavar="SPEC",
-                   help="embedder: minilm, local:PATH, openai:MODEL, hash, hash:DIM (default: the model the zones' "
+                   help="embedder: e5, minilm, minilm-static, static:PATH, local:PATH, openai:MODEL, hash, hash:DIM "
+                        "(default: the model the zones' "
                         "vectors use, when it can be named so; else minilm)")
     e.add_argument("--centroids", type=_positive, default=Embedded.CENTROIDS, metavar="N",
                    help=f"centroids per delegation (default {Embedded.CENTROIDS})")

