@@ -23,11 +23,10 @@ none there and loads the leaf as before.
 from __future__ import annotations
 
 import os
-import tempfile
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 
-from ..serving.loader import fast_index, keep_map, prepare
+from ..serving.loader import fast_index, keep_map, write_snapshot
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp
 
@@ -47,9 +46,7 @@ def map_file(path: str, snapshots: str) -> bool:
         return False
     if zone.settings.scorer == "bm25":
         return keep_map(snapshots, path, stat_stamp(st), limits, fast_index(zone))
-    with tempfile.TemporaryDirectory(prefix="tooldns-spool-") as spool:  # used only if the snapshot cannot be
-        prepared = prepare(path, limits, snapshots, spool)
-    return bool(prepared and prepared[2])
+    return write_snapshot(snapshots, data, limits, zone)
 
 
 class LeafMaps:

@@ -491,6 +491,21 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
     return stamp, spooled, False, False
 
 
+def write_snapshot(snapshots: str | os.PathLike, data: bytes, limits: ZoneLimits, zone: Zone) -> bool:
+    """Keep in *snapshots* the snapshot a loading process keeps of *zone*, parsed from the bytes *data*
+    (its index, with the summary it publishes made): what ``tooldns build`` writes for the leaves of a
+    hybrid tree. False when its index cannot be pickled or the file cannot be written."""
+    index = fast_index(zone)
+    index.published_rr()
+    try:
+        blob = pickle_in_pieces(zone, index)
+    except (TypeError, AttributeError, pickle.PicklingError):
+        return False
+    finally:
+        index.close()
+    return _write_snapshot(Path(snapshots) / _snapshot_name(data, limits), blob)
+
+
 #: how much less a loading process is given the processor than its server (``nice``) where it cannot
 #: run only when nothing else would (``SCHED_IDLE``, Linux): on a machine with few cores, parsing must
 #: not take the core the event loop answers on
