@@ -14,7 +14,7 @@ searched for (tools) and ``embed_queries(texts)`` for the texts that search (int
     registry.py   make_embedder(spec), shared_embedder(spec), IntentEmbeddings (a TTL cache)
 
     >>> from tooldns.embedding import make_embedder, cosine
-    >>> embedder = make_embedder("e5")              # or "minilm", "local:PATH", "openai:MODEL", "hash:64"
+    >>> embedder = make_embedder("e5")              # or "minilm", "minilm-static", "local:PATH", "hash:64"
     >>> q = embedder.embed_query("historical weather in Hong Kong")
     >>> a, b = embedder.embed(["past climate records for Hong Kong", "send a Slack message"])
     >>> embedder.model, embedder.dim, cosine(q, a) > cosine(q, b)
