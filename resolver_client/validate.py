@@ -31,6 +31,7 @@ show`` print them: ``tools. 3600 IN DNSKEY 257 3 15 <key>`` or ``tools. IN DS 12
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import dns.exception
@@ -41,6 +42,10 @@ import dns.rdatatype
 import dns.rrset
 
 from .exceptions import ResolverError
+
+# cryptography deprecates DSA (from 51.0) and dnspython's DNSSEC algorithms name its DSA classes when
+# imported: a warning on stderr at the first validation, whatever the zones are signed with
+warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"dns\.dnssecalgs\.dsa")
 
 SECURE, INSECURE, BOGUS = "secure", "insecure", "bogus"
 _DNSKEY, _DS, _NSEC, _RRSIG, _NS = (dns.rdatatype.DNSKEY, dns.rdatatype.DS, dns.rdatatype.NSEC, dns.rdatatype.RRSIG,

@@ -14,3 +14,11 @@ Needs ``cryptography`` (the ``dnssec`` extra): ``pip install 'tooldns[server,dns
     >>> from tooldns.dnssec import keygen_tree
     >>> keygen_tree("zones")        # a key for every zone without one; each child's DS into its parent
 """
+
+import warnings
+
+# cryptography deprecates DSA (from 51.0), and dnspython's DNSSEC algorithms name its DSA classes when
+# they are imported: a warning on every command's stderr, whatever it does. ToolDNS makes Ed25519 and
+# ECDSA P-256 keys only; the warning says nothing to its users.
+warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"dns\.dnssecalgs\.dsa")
+
