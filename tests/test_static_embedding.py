@@ -63,6 +63,11 @@ def test_vectors_are_unit_and_rank_a_paraphrase_first(cache):
     assert all(abs(np.linalg.norm(v) - 1) < 1e-9 for v in (q, a, b, c))
     assert cosine(q, a) > max(cosine(q, b), cosine(q, c))
     assert embedder.covers("weather in Hong Kong") and not embedder.covers("香港历史天气数据查询")
+    # and `tooldns check`, which builds no model, tells it alike of a tree's zone files
+    from tooldns.building.embed import model_covers
+
+    covers = model_covers(embedder.model)
+    assert covers("weather in Hong Kong") and not covers("香港历史天气数据查询")
     assert embedder.counters()["texts"] >= 4
 
 

@@ -164,8 +164,8 @@ def _everything(text: str) -> bool:
 
 def model_covers(model: str | None):
     """Whether the embedder of *model* covers a text (:meth:`Embedder.covers`), told without building
-    it, so that ``tooldns check`` needs no model: the bundled all-MiniLM-L6-v2 covers text that is not
-    mostly CJK (:meth:`tooldns.embedding.local.LocalEmbedder.covers`), every other model everything."""
+    it, so that ``tooldns check`` needs no model: the bundled all-MiniLM-L6-v2 and its static form cover
+    text that is not mostly CJK (:func:`tooldns.embedding.local.model_covers`), every other model everything."""
     if model is None:
         return _everything
     return functools.partial(local_model_covers, model)

