@@ -475,13 +475,10 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
         return stamp, str(saved), True, True
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
-    index = fast_index(zone)
-    index.published_rr()  # made here, not by the serving process when the parent first asks
-    try:
-        blob = pickle_in_pieces(zone, index)
-    except (TypeError, AttributeError, pickle.PicklingError):  # an llm scorer's client and its thread
-        index.close()
+    pickled = _pickled(zone)
+    if pickled is None:
         return None
+    index, blob = pickled
     if saved is not None and _write_snapshot(saved, blob):
         keep_map(snapshots, path, stamp, limits, index)
         return stamp, str(saved), True, False
@@ -491,18 +488,28 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
     return stamp, spooled, False, False
 
 
-def write_snapshot(snapshots: str | os.PathLike, data: bytes, limits: ZoneLimits, zone: Zone) -> bool:
-    """Keep in *snapshots* the snapshot a loading process keeps of *zone*, parsed from the bytes *data*
-    (its index, with the summary it publishes made): what ``tooldns build`` writes for the leaves of a
-    hybrid tree. False when its index cannot be pickled or the file cannot be written."""
+def _pickled(zone: Zone) -> tuple[ZoneIndex, bytes] | None:
+    """*zone*'s index, with the summary it publishes made (here, not by the serving process when the
+    parent first asks), and both pickled in pieces (:func:`pickle_in_pieces`); None, the index closed,
+    when they cannot be pickled (an llm scorer's client and its thread)."""
     index = fast_index(zone)
     index.published_rr()
     try:
-        blob = pickle_in_pieces(zone, index)
+        return index, pickle_in_pieces(zone, index)
     except (TypeError, AttributeError, pickle.PicklingError):
-        return False
-    finally:
         index.close()
+        return None
+
+
+def write_snapshot(snapshots: str | os.PathLike, data: bytes, limits: ZoneLimits, zone: Zone) -> bool:
+    """Keep in *snapshots* the snapshot a loading process keeps of *zone*, parsed from the bytes *data*
+    (:func:`_pickled`): what ``tooldns build`` writes for the leaves of a hybrid tree. False when its
+    index cannot be pickled or the file cannot be written."""
+    pickled = _pickled(zone)
+    if pickled is None:
+        return False
+    index, blob = pickled
+    index.close()
     return _write_snapshot(Path(snapshots) / _snapshot_name(data, limits), blob)
 
 
