@@ -140,14 +140,26 @@ def _principal_components(vectors, kept, dims: int):
     return (vectors - mean) @ (components * np.where(signs == 0, 1, signs))
 
 
-def make_static_model(target: str | os.PathLike, source: str | os.PathLike | None = None) -> Path:
-    """Make the static model of *source* (default all-MiniLM-L6-v2) and save it in *target*, written
-    whole or not at all (a folder made beside it, then renamed: two processes making it at once both
-    end with the same folder). Returns *target*."""
+def _static_model_class():
+    """model2vec's ``StaticModel``; EmbeddingError saying how to install it where it is not."""
     try:
         from model2vec import StaticModel
     except ImportError as exc:
         raise EmbeddingError("static embeddings need the model2vec package: pip install 'tooldns[dense]'") from exc
+    return StaticModel
+
+
+def is_made(folder: Path) -> bool:
+    """Whether *folder* holds a made model (a folder is renamed into place only once the model is saved
+    in it whole)."""
+    return (folder / "model.safetensors").is_file()
+
+
+def make_static_model(target: str | os.PathLike, source: str | os.PathLike | None = None) -> Path:
+    """Make the static model of *source* (default all-MiniLM-L6-v2) and save it in *target*, written
+    whole or not at all (a folder made beside it, then renamed: two processes making it at once both
+    end with the same folder). Returns *target*."""
+    StaticModel = _static_model_class()
     source = default_model_path() if source is None else os.fspath(source)
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)  # a folder that cannot be written says so before the work
@@ -158,7 +170,7 @@ def make_static_model(target: str | os.PathLike, source: str | os.PathLike | Non
         try:
             os.rename(work, target)
         except OSError:
-            if not (target / "model.safetensors").is_file():
+            if not is_made(target):
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -170,13 +182,10 @@ class StaticEmbedder(Embedder):
     else the static model folder *path* (model name: the folder's name). Thread-safe."""
 
     def __init__(self, path: str | os.PathLike | None = None) -> None:
-        try:
-            from model2vec import StaticModel
-        except ImportError as exc:
-            raise EmbeddingError("static embeddings need the model2vec package: pip install 'tooldns[dense]'") from exc
+        StaticModel = _static_model_class()
         if path is None:
             folder = model_dir()
-            if not (folder / "model.safetensors").is_file():
+            if not is_made(folder):
                 try:
                     make_static_model(folder)
                 except OSError as exc:
