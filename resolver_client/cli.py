@@ -310,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                                                           "them unless asked; --html asks)")
     p.add_argument("--trace", action="store_true", help="show every hop, like dig +trace")
     p.add_argument("--embed", metavar="MODEL", help="embed the intent and send its vector (e5, minilm, "
-                   "minilm-static, static:PATH, local:PATH, openai:MODEL, hash), for trees built with tooldns build --embed (default: the model the tree's "
-                   "published walk names, when it is installed here)")
+                   "minilm-static, static:PATH, local:PATH, openai:MODEL, hash), for trees built with tooldns "
+                   "build --embed (default: the model the tree's published walk names, when it is installed here)")
     p.add_argument("--split", action="store_true", help="also walk each part of an intent that asks for several "
                    "things, and share the results fairly")
     p.add_argument("--html", metavar="FILE", help="also write a picture of the walk to FILE: one self-contained "

@@ -270,8 +270,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"find_tools walks run at once, over every session; the others wait for a turn (default "
                         f"{MAX_WALKS}; docs/mcp.md, \"Many calls at once\")")
     p.add_argument("--embed", metavar="MODEL", help="embed intents and send their vectors (e5, minilm, "
-                   "minilm-static, static:PATH, local:PATH, openai:MODEL, hash), for trees built with tooldns build --embed (default: the model the tree's "
-                   "published walk names, when it is installed here)")
+                   "minilm-static, static:PATH, local:PATH, openai:MODEL, hash), for trees built with tooldns "
+                   "build --embed (default: the model the tree's published walk names, when it is installed here)")
     p.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio",
                    help="stdio (what desktop agent hosts launch; the default) or streamable-http")
     p.add_argument("--host", default="127.0.0.1", help="address to serve HTTP on (default 127.0.0.1)")

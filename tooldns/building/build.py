@@ -49,7 +49,7 @@ from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summa
 from ..zone.zonefile import write_atomically, write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
 from .examples import MAP_PREFIX, add_examples, fit_map, read_examples, save_map
-from .maps import LeafMaps
+from .maps import KEPT_SCORERS, LeafMaps
 from .state import SELF, BuildState, ChildTerms, Totals, ZoneEntry, tool_digest
 from .trees import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
 
@@ -338,7 +338,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     label_warnings: list[str] = []
     state = _new_state(outdir, catalog, layout, tool_tokens, stats, settings, subnet, service, max_leaf, max_children)
     # the leaves get their maps (BM25) or snapshots (hybrid) as they are written, in processes beside this one
-    with LeafMaps(outdir / SNAPSHOT_DIR, scorer in ("bm25", "hybrid"), progress=progress) as maps:
+    with LeafMaps(outdir / SNAPSHOT_DIR, scorer in KEPT_SCORERS, progress=progress) as maps:
         shown = time.monotonic()
         for n, (cat, zone_origin, _) in enumerate(layout.order, 1):
             indices = sorted(set(cat.tools))

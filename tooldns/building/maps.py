@@ -30,6 +30,8 @@ from ..serving.loader import fast_index, keep_map, write_snapshot
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp
 
+#: the scorers whose leaves get a map (bm25) or a snapshot (hybrid); an llm scorer's index is not kept
+KEPT_SCORERS = ("bm25", "hybrid")
 #: seconds between two progress lines while the last maps are made
 PROGRESS_EVERY = 2.0
 
@@ -42,7 +44,7 @@ def map_file(path: str, snapshots: str) -> bool:
     data, st = read_zone_file(path, limits)
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
-    if zone.children or zone.settings.scorer not in ("bm25", "hybrid"):  # none to make: not indexed for nothing
+    if zone.children or zone.settings.scorer not in KEPT_SCORERS:  # none to make: not indexed for nothing
         return False
     if zone.settings.scorer == "bm25":
         return keep_map(snapshots, path, stat_stamp(st), limits, fast_index(zone))
