@@ -33,11 +33,9 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
-from typing import Sequence
 
 from ..exceptions import EmbeddingError
-from .embedder import Embedder
-from .local import DEFAULT_MODEL, default_model_path, model_covers
+from .local import DEFAULT_MODEL, LocalEmbedder, default_model_path
 
 MODEL = f"{DEFAULT_MODEL}-static"
 #: dimensions kept of the source model's (principal components of the token vectors)
@@ -177,9 +175,11 @@ def make_static_model(target: str | os.PathLike, source: str | os.PathLike | Non
     return target
 
 
-class StaticEmbedder(Embedder):
+class StaticEmbedder(LocalEmbedder):
     """A model2vec static model: ``minilm-static`` when *path* is None (made on first use, then kept),
-    else the static model folder *path* (model name: the folder's name). Thread-safe."""
+    else the static model folder *path* (model name: the folder's name). Thread-safe. A local model as
+    :class:`LocalEmbedder` is, but for how it is loaded and encodes: the same calls, counters and
+    languages (``minilm-static`` covers what all-MiniLM-L6-v2 covers, :func:`.local.model_covers`)."""
 
     def __init__(self, path: str | os.PathLike | None = None) -> None:
         StaticModel = _static_model_class()
@@ -207,27 +207,14 @@ class StaticEmbedder(Embedder):
         self._lock = threading.Lock()
         self._counts = {"calls": 0, "texts": 0}
 
-    def covers(self, text: str) -> bool:
-        """Made from the English-only all-MiniLM-L6-v2, ``minilm-static`` does not cover mostly-CJK
-        text (as :meth:`LocalEmbedder.covers`); other static models are taken to cover everything."""
-        return model_covers(self.model, text)
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        texts = self._texts(texts)
-        if not texts:
-            return []
-        with self._lock:
-            try:
-                array = self._model.encode(texts, show_progress_bar=False)
-            except Exception as exc:  # noqa: BLE001
-                raise EmbeddingError(f"{self.model} could not embed {len(texts)} texts: {exc}") from exc
-            self._counts["calls"] += 1
-            self._counts["texts"] += len(texts)
-        return self._unit(array.astype("float64").tolist())
-
-    def counters(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        """The model's vectors of *texts* (:meth:`LocalEmbedder.embed` serialises, counts and checks the
+        calls; :meth:`LocalEmbedder.covers` says which texts the model covers)."""
+        try:
+            array = self._model.encode(texts, show_progress_bar=False)
+        except Exception as exc:  # noqa: BLE001
+            raise EmbeddingError(f"{self.model} could not embed {len(texts)} texts: {exc}") from exc
+        return array.astype("float64").tolist()
 
 
 __all__ = ["MODEL", "StaticEmbedder", "cache_dir", "make_static_model", "model_dir"]
