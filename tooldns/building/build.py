@@ -50,6 +50,7 @@ from ..zone.zonefile import write_atomically, write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
 from .examples import MAP_PREFIX, add_examples, fit_map, read_examples, save_map
 from .maps import KEPT_SCORERS, LeafMaps
+from .quantized import carried_rows, mean_row
 from .state import SELF, BuildState, ChildTerms, Totals, ZoneEntry, tool_digest
 from .trees import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
 
@@ -551,18 +552,19 @@ class Embedded:
     def carried(self):
         """Every tool's vector as its zone file carries it, quantised (:func:`encode_vector`), and read
         back: (the encoded bytes, the rows)."""
-        import numpy as np
-
-        if self._carried is None:
-            self._encoded = [encode_vector(self.model, row.tolist()) for row in self.vectors]
-            self._carried = np.asarray([as_array(decode_vector(e)) for e in self._encoded],
-                                       dtype=np.float32).reshape(self.vectors.shape)
+        if self._carried is None:  # a matrix at a time: a million vectors one by one took a minute and 4 GB
+            self._encoded, rows = carried_rows(self.model, self.vectors)
+            self._carried = rows.reshape(self.vectors.shape)
         return self._encoded, self._carried
 
     def centre(self) -> bytes:
-        """The mean of every covered tool's vector as zone files carry it (:func:`centre_of`)."""
-        encoded, _ = self.carried()
-        return centre_of([e for e, ok in zip(encoded, self.covered) if ok])
+        """The mean of every covered tool's vector as zone files carry it (as :func:`centre_of` takes it)."""
+        import numpy as np
+
+        _, rows = self.carried()
+        if not any(self.covered):
+            return b""
+        return encode_vector(self.model, mean_row(rows, np.asarray(self.covered, dtype=bool)).tolist())
 
     def centroids(self, indices: list[int], n: int = CENTROIDS) -> tuple[bytes, ...]:
         """At most *n* unit vectors standing for the tools *indices* (k-means centres)."""
@@ -599,8 +601,8 @@ def centre_of(vectors: list[bytes]) -> bytes:
 
     if not vectors:
         return b""
-    rows = np.asarray([as_array(decode_vector(v)) for v in vectors], dtype=np.float64)
-    return encode_vector(decode_vector(vectors[0]).model, rows.mean(axis=0).tolist())
+    rows = np.asarray([as_array(decode_vector(v)) for v in vectors], dtype=np.float32)
+    return encode_vector(decode_vector(vectors[0]).model, mean_row(rows).tolist())
 
 
 def build(services: list[str], out: str, *, taxonomy: str | None = None, builder: TreeBuilder | None = None,

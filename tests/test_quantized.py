@@ -1,0 +1,86 @@
+"""Vectors quantised a matrix at a time give the bytes and floats of encode_vector and as_array, one at a time."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tooldns.building import quantized
+from tooldns.building.build import Embedded, centre_of
+from tooldns.building.quantized import carried_rows, encode_rows, mean_row, unit_rows
+from tooldns.exceptions import VectorError
+from tooldns.protocol.vector import decode_vector, encode_vector
+from tooldns.scoring.hybrid import as_array
+
+
+def _unit(n, dim, seed=0):
+    x = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _one_at_a_time(model, rows):
+    encoded = [encode_vector(model, row.tolist()) for row in rows]
+    return encoded, np.asarray([as_array(decode_vector(e)) for e in encoded], dtype=np.float32)
+
+
+def test_rows_encode_and_read_back_as_one_at_a_time(monkeypatch):
+    monkeypatch.setattr(quantized, "CHUNK", 7)  # several chunks, the last one short
+    rows = _unit(50, 24)
+    rows[3] = 0.0  # a zero row: scale 1.0, codes 0
+    rows[4] = np.float32(0.5) * np.sign(rows[4])  # every component a tie for the largest
+    rows[5, :] = [127 / 254 * (i % 3) for i in range(24)]  # components half way between two codes
+    encoded, carried = carried_rows("all-MiniLM-L6-v2", rows)
+    want_encoded, want_rows = _one_at_a_time("all-MiniLM-L6-v2", rows)
+    assert encoded == want_encoded
+    assert carried.tobytes() == want_rows.tobytes()
+    assert not carried[3].any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.floats(-1e6, 1e6, width=32), min_size=3, max_size=3), min_size=1, max_size=6))
+def test_any_finite_rows_encode_as_one_at_a_time(values):
+    rows = np.asarray(values, dtype=np.float32)
+    try:
+        want = [encode_vector("m", row.tolist()) for row in rows]
+    except VectorError:  # a scale below float32's smallest: refused alike
+        with pytest.raises(VectorError):
+            encode_rows("m", rows)
+        return
+    assert encode_rows("m", rows) == want
+
+
+def test_a_row_encode_vector_refuses_is_refused_as_it_says():
+    rows = _unit(4, 8)
+    rows[2, 1] = np.nan
+    with pytest.raises(VectorError, match="component 1"):
+        encode_rows("m", rows)
+    with pytest.raises(VectorError):
+        encode_rows("has space", _unit(2, 8))
+
+
+def test_wide_rows_take_their_norm_as_as_array_does():
+    rows = _unit(5, quantized.EXACT_DIM + 60)
+    encoded, carried = carried_rows("m", rows)
+    assert carried.tobytes() == _one_at_a_time("m", rows)[1].tobytes()
+    codes = np.frombuffer(b"".join(encoded), dtype=np.int8).reshape(5, -1)[:, -rows.shape[1]:]
+    assert unit_rows(codes).tobytes() == carried.tobytes()
+
+
+def test_mean_row_sums_as_numpy_sums_a_whole_matrix(monkeypatch):
+    monkeypatch.setattr(quantized, "CHUNK", 64)
+    rows = _unit(1000, 16, seed=3)
+    mask = np.random.default_rng(4).random(1000) < 0.7
+    assert mean_row(rows).tobytes() == rows.astype(np.float64).mean(axis=0).tobytes()
+    assert mean_row(rows, mask).tobytes() == rows[mask].astype(np.float64).mean(axis=0).tobytes()
+    with pytest.raises(ValueError):
+        mean_row(rows, np.zeros(1000, dtype=bool))
+
+
+def test_a_builds_centre_is_the_centre_embed_makes_from_its_files(monkeypatch):
+    monkeypatch.setattr(quantized, "CHUNK", 100)
+    rows = _unit(700, 32, seed=5)
+    covered = [i % 5 != 0 for i in range(700)]
+    embedded = Embedded("m", rows, [""] * 700, covered)
+    encoded, _ = embedded.carried()
+    assert embedded.centre() == centre_of([e for e, ok in zip(encoded, covered) if ok])
+    assert Embedded("m", rows, [""] * 700, [False] * 700).centre() == b""
