@@ -17,6 +17,7 @@ from tooldns.protocol.brief import BRIEF_OPTION_CODE
 from tooldns.protocol.fit import FIT_OPTION_CODE
 from tooldns.protocol.page import PAGE_OPTION_CODE, encode_page
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
+from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector
 from tooldns.serving.fast.path import FastPath
 from tooldns.serving.loader import _read_snapshot, _snapshot_name, keep_map, map_path, open_trusted, prepare, \
     unpickle_pieces
@@ -35,6 +36,23 @@ from test_summaries import AIRSHIP
 def built(tmp_path_factory):
     """A BM25 tree of 120 tools: a root over leaves of up to 12 tools, on one address."""
     return built_on_one_address(tmp_path_factory.mktemp("mapped"), max_leaf=12, max_children=16)
+
+
+@pytest.fixture(scope="module")
+def hybrid(tmp_path_factory):
+    """The same tools in a hybrid tree (vectors of the ``hash`` embedder, which its zones embed intents
+    with), on one address."""
+    import json
+
+    from test_build import synthetic_catalog
+    from tooldns.building.build import build
+
+    tmp = tmp_path_factory.mktemp("mapped-hybrid")
+    (tmp / "services.json").write_text(json.dumps(synthetic_catalog()))
+    address = f"{fresh_subnet()}.1"
+    build([str(tmp / "services.json")], str(tmp / "zones"), subnet=address, embed="hash",
+          tree_options={"max_leaf": 12, "max_children": 16})
+    return tmp / "zones", address
 
 
 def _copied(built, tmp_path) -> Path:
@@ -61,26 +79,29 @@ def _indexed(path: Path, snapshots: Path):
     return zone, index, map_path(snapshots, str(path), stat_stamp(st), limits)
 
 
-def _queries(origin: str) -> list[bytes]:
+def _queries(origin: str, embedder=None) -> list[bytes]:
     """Intent searches of *origin* by every service, expanded and not, several K, brief, fit and page
-    options, and queries the fast path leaves to the full path (another type, a tool's own name)."""
+    options, and queries the fast path leaves to the full path (another type, a tool's own name);
+    with *embedder*, each intent's vector beside it (the vector option)."""
     out = []
     cursor = origin.split(".", 1)
     for intent in INTENTS:
+        vector = [] if embedder is None else \
+            [dns.edns.GenericOption(VECTOR_OPTION_CODE, encode_vector(embedder.model, embedder.embed_query(intent)))]
         for name in (f"_any._tcp.{origin}", f"_http._tcp.{origin}", f"_mcp._tcp.{origin}",
                      f"_any._tcp._{cursor[0]}.{cursor[1]}"):
             for k in (1, 3, 10):
                 option = dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent(intent, k))
-                out.append(make_query(name, opt_record([option]), msg_id=k))
-                out.append(make_query(name, opt_record([option, dns.edns.GenericOption(BRIEF_OPTION_CODE, b"")]),
+                out.append(make_query(name, opt_record([*vector, option]), msg_id=k))
+                out.append(make_query(name, opt_record([*vector, option, dns.edns.GenericOption(BRIEF_OPTION_CODE, b"")]),
                                       msg_id=k))
-                out.append(make_query(name, opt_record([option, dns.edns.GenericOption(FIT_OPTION_CODE, b"")],
+                out.append(make_query(name, opt_record([*vector, option, dns.edns.GenericOption(FIT_OPTION_CODE, b"")],
                                                        payload=512), msg_id=k))
                 for skip in (k, 2 * k):  # the page option: the tools after the best
-                    out.append(make_query(name, opt_record([option, dns.edns.GenericOption(PAGE_OPTION_CODE,
+                    out.append(make_query(name, opt_record([*vector, option, dns.edns.GenericOption(PAGE_OPTION_CODE,
                                                                                            encode_page(skip))]), msg_id=k))
         option = dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent(intent, 3))
-        out.append(make_query(f"_any._tcp.{origin}", opt_record([option]), qtype=QTYPE.TXT, msg_id=1))
+        out.append(make_query(f"_any._tcp.{origin}", opt_record([*vector, option]), qtype=QTYPE.TXT, msg_id=1))
     out.append(make_query(origin, opt_record([]), qtype=QTYPE.SOA, msg_id=2))
     return out
 
@@ -106,6 +127,33 @@ def test_a_leaf_map_answers_byte_for_byte_as_the_zone_it_maps(built, tmp_path):
             declined += expected is None
         assert len(leaf.pieces._made) <= len(zone.tools)
     assert answered > 500 and declined > 20
+
+
+def test_a_hybrid_leafs_map_answers_intents_with_vectors_as_the_zone_and_declines_those_without(hybrid, tmp_path):
+    """A hybrid leaf's map holds its vectors as well as its terms: a query that brings the intent's
+    vector is answered byte for byte as by the zone (the fused scores and their parts); one without
+    is declined (the zone embeds the intent itself, which a map cannot), and the zone loaded answers it."""
+    from tooldns.embedding.registry import make_embedder
+
+    embedder = make_embedder("hash")
+    snapshots = tmp_path / "snapshots"
+    snapshots.mkdir(mode=0o700)
+    answered = embedded = 0
+    for path in _leaves(hybrid[0]):
+        zone, index, where = _indexed(path, snapshots)
+        assert zone.settings.scorer == "hybrid" and mappable(index) and where.is_file(), path
+        leaf = LeafMap.open(where, open_trusted)
+        assert (leaf.model, leaf.dim, leaf.embeds) == (index.model, index.dim, True)
+        whole = FastPath(StaticSource(index), INTENT_OPTION_CODE, {"queries": 0, "trimmed": 0})
+        mapped = MappedFastPath(leaf, INTENT_OPTION_CODE, {"queries": 0, "trimmed": 0})
+        for query in _queries(zone.origin, embedder):
+            expected = whole.answer(query, True)
+            assert mapped.answer(query, True) == expected, (path, query)
+            answered += expected is not None and b"cos=" in expected
+        for query in _queries(zone.origin)[:-2]:  # intents without their vector
+            assert mapped.answer(query, True) is None
+            embedded += whole.answer(query, True) is not None
+    assert answered > 300 and embedded > 300
 
 
 def test_only_leaves_ranked_by_bm25_alone_have_maps(built, tmp_path):
@@ -184,30 +232,31 @@ def test_a_built_tree_answers_its_first_walks_from_leaf_maps_written_at_build(bu
 
 
 @pytest.mark.integration
-def test_a_hybrid_trees_leaves_are_read_back_from_snapshots_written_at_build(tmp_path):
-    """A hybrid tree's leaves have no map (the hybrid scorer ranks their vectors) but ``tooldns build``
-    keeps their snapshots: served lazily, every leaf its first walks reach is read back from one, not
-    parsed, indexed and clustered, and answers as the tree loaded whole."""
-    import json
-
-    from test_build import synthetic_catalog
-    from tooldns.building.build import build
-
-    (tmp_path / "services.json").write_text(json.dumps(synthetic_catalog()))
-    address = f"{fresh_subnet()}.1"
-    zones_dir = tmp_path / "zones"
-    build([str(tmp_path / "services.json")], str(zones_dir), subnet=address, embed="hash",
-          tree_options={"max_leaf": 12, "max_children": 16})
+def test_a_hybrid_trees_first_walks_are_answered_from_leaf_maps_written_at_build(hybrid):
+    """``tooldns build`` of a hybrid tree keeps a map of every leaf, its vectors in it: served lazily, the
+    first walks of a resolver that sends its intents' vectors reach leaves never loaded, answered from
+    their maps as by the tree loaded whole; a query without a vector (dig's) has the leaf loaded, which
+    embeds the intent itself."""
+    zones_dir, address = hybrid
     leaves = _leaves(zones_dir)
-    assert leaves and not list((zones_dir / ".snapshots").glob("*.map"))
-    assert len(list((zones_dir / ".snapshots").glob("*.pickle"))) == len(leaves)
+    assert leaves and len(list((zones_dir / ".snapshots").glob("*.map"))) == len(leaves)
+    assert not list((zones_dir / ".snapshots").glob("*.pickle"))
     with TreeThread(zones_dir, free_port(address), listen=[address]) as whole, \
             TreeThread(zones_dir, free_port(address), listen=[address], lazy=True) as lazy:
         for intent in INTENTS:
             assert _tools(lazy.root(), intent) == _tools(whole.root(), intent)
         zones = lazy.tree.lazy
-        reached = {load_zone(f).origin for f in leaves} & set(zones.loaded)
-        assert len(reached) >= 3 and zones.loader.from_snapshots >= len(reached)
+        assert zones.loads == 0 and len(zones.maps) >= 3 and zones.mapped_stats["queries"] >= len(INTENTS)
+        origin = next(iter(zones.maps))
+        query = make_query(f"_any._tcp.{origin}", opt_record([dns.edns.GenericOption(
+            INTENT_OPTION_CODE, encode_intent(INTENTS[0], 3))]))
+        host, port = lazy.root()
+
+        def answered() -> bool:
+            reply = DNSRecord.parse(DNSRecord.parse(query).send(host, port, timeout=REPLY_TIMEOUT))
+            return reply.header.rcode == RCODE.NOERROR and bool(reply.rr)
+
+        assert wait_until(answered) and origin in zones.loaded
 
 
 @pytest.mark.integration

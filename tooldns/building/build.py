@@ -252,7 +252,7 @@ class _Layout:
 
     def leaves_first(self) -> list[tuple[int, Category, str]]:
         """(place in :attr:`order`, category, origin) of every zone, the leaves first: a build writes them
-        so, and their maps or snapshots are made while it makes the parents' summaries (their
+        so, and their maps are made while it makes the parents' summaries (their
         children's centroids: a minute for a million tools' root)."""
         return sorted(((n, cat, o) for n, (cat, o, _) in enumerate(self.order)), key=lambda e: bool(e[1].children))
 
@@ -344,7 +344,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     mapping: dict[str, list] = {t.id: [] for t in catalog.tools}
     label_warnings: list[str] = []
     state = _new_state(outdir, catalog, layout, tool_tokens, stats, settings, subnet, service, max_leaf, max_children)
-    # the leaves get their maps (BM25) or snapshots (hybrid) as they are written, in processes beside this one
+    # the leaves get their maps as they are written, in processes beside this one
     with LeafMaps(outdir / SNAPSHOT_DIR, scorer in KEPT_SCORERS, progress=progress) as maps:
         shown = time.monotonic()
         for n, (rank, cat, zone_origin) in enumerate(layout.leaves_first(), 1):

@@ -1,18 +1,16 @@
-"""Leaf maps and snapshots written at build time: a lazy server answers a leaf from the first time it is met.
+"""Leaf maps written at build time: a lazy server answers a leaf from the first time it is met.
 
-A lazy server answers a leaf of BM25 zones it does not hold from the leaf's map
-(:mod:`tooldns.serving.mapped`) in under half a millisecond, where reading and indexing the zone file
-took some 110 ms for a leaf of 700 tools. A leaf of a hybrid tree has no map (its vectors are ranked
-by the hybrid scorer, which maps do not hold); it gets its snapshot instead, the zone and its index
-pickled as a lazy server's loading process keeps them: read back in about 5 ms for a leaf of 570 tools,
-where parsing, indexing and clustering its vectors for the summary its parent reads took 150 ms to 2 s.
-The server's loading process keeps both as it loads leaves; :class:`LeafMaps` makes them as ``tooldns
-build`` writes the leaves, in processes of their own beside the writing one, so that a tree is served
-from them from its first query (``tooldns build --update``: the leaves it rewrote or added). Each
-process reads the zone file as a server reads it, indexes it and keeps its map or snapshot in the
-tree's ``.snapshots/`` under the name a server looks for (the code, the default limits, the file's path
-and stamp, or its bytes): a server run with other limits, other code, or after the file is edited finds
-none there and loads the leaf as before.
+A lazy server answers a leaf it does not hold from the leaf's map (:mod:`tooldns.serving.mapped`) in
+under half a millisecond, where reading and indexing the zone file took some 110 ms for a leaf of 700
+BM25 tools, and 150 ms to 2 s for a hybrid leaf (its vectors clustered for the summary its parent
+reads). A hybrid leaf's map holds its vectors too, and answers every intent that comes with its
+vector; the server's loading process keeps maps as it loads leaves. :class:`LeafMaps` makes them as
+``tooldns build`` writes the leaves, in processes of their own beside the writing one, so that a tree
+is served from them from its first query (``tooldns build --update``: the leaves it rewrote or added).
+Each process reads the zone file as a server reads it, indexes it and keeps its map in the tree's
+``.snapshots/`` under the name a server looks for (the code, the default limits, the file's path and
+stamp): a server run with other limits, other code, or after the file is edited finds none there and
+loads the leaf as before.
 
     >>> with LeafMaps("built/.snapshots") as maps:
     ...     maps.add("built/weather.tools.yaml")
@@ -26,33 +24,31 @@ import os
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 
-from ..serving.loader import fast_index, keep_map, write_snapshot
+from ..serving.loader import fast_index, keep_map
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp
 
-#: the scorers whose leaves get a map (bm25) or a snapshot (hybrid); an llm scorer's index is not kept
+#: the scorers whose leaves get a map; an llm scorer's index is not kept
 KEPT_SCORERS = ("bm25", "hybrid")
 #: seconds between two progress lines while the last maps are made
 PROGRESS_EVERY = 2.0
 
 
 def map_file(path: str, snapshots: str) -> bool:
-    """The leaf map (a leaf of BM25 zones) or snapshot (a leaf of a hybrid tree) of the zone file at
-    *path* kept in *snapshots*, as a server's loading process keeps them; False for a zone that has
-    neither (children; a scorer whose index cannot be kept) or one that cannot be written."""
+    """The leaf map of the zone file at *path* kept in *snapshots*, as a server's loading process keeps
+    it; False for a zone that has none (children; a scorer whose index cannot be kept) or one that
+    cannot be written."""
     limits = ZoneLimits()
     data, st = read_zone_file(path, limits)
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
     if zone.children or zone.settings.scorer not in KEPT_SCORERS:  # none to make: not indexed for nothing
         return False
-    if zone.settings.scorer == "bm25":
-        return keep_map(snapshots, path, stat_stamp(st), limits, fast_index(zone))
-    return write_snapshot(snapshots, data, limits, zone)
+    return keep_map(snapshots, path, stat_stamp(st), limits, fast_index(zone))
 
 
 class LeafMaps:
-    """Leaf maps and snapshots (:func:`map_file`) made in *processes* processes (the machine's cores by
+    """Leaf maps (:func:`map_file`) made in *processes* processes (the machine's cores by
     default) as files are :meth:`add`-ed, when *wanted* (a tree of BM25 or hybrid zones); the context
     waits for them all on leaving (:attr:`made`, :attr:`failed`)."""
 
@@ -65,13 +61,13 @@ class LeafMaps:
         self.made = self.failed = 0
 
     def add(self, path: str | os.PathLike) -> None:
-        """Make the map or snapshot of the leaf written at *path*, if they are wanted."""
+        """Make the map of the leaf written at *path*, if maps are wanted."""
         if self._pool is not None:
             self._futures.append(self._pool.submit(map_file, str(path), self.snapshots))
 
     def warnings(self) -> list[str]:
         """What a build report says of the maps: the leaves left without one."""
-        return [f"{self.failed} leaves have no map nor snapshot: a lazy server loads them when first asked"] \
+        return [f"{self.failed} leaves have no map: a lazy server loads them when first asked"] \
             if self.failed else []
 
     def __enter__(self) -> "LeafMaps":
@@ -94,5 +90,5 @@ class LeafMaps:
                 made = future.exception() is None and future.result()
                 self.made += bool(made)
                 self.failed += future.exception() is not None
-            self.progress(f"leaf maps and snapshots: {len(self._futures) - len(pending)}/{len(self._futures)} "
+            self.progress(f"leaf maps: {len(self._futures) - len(pending)}/{len(self._futures)} "
                           f"zone files read")

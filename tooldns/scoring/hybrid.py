@@ -119,13 +119,28 @@ class HybridScorer(Scorer):
         self.model, self.dim = next(iter(models)) if models else (None, 0)
         #: the zone's centre (None: cosines as they are): an intent's cosine with it is subtracted from every cosine
         self.centre = as_values(decode_vector(centre)) if centre else None
-        self.matrix = np.vstack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
-        self.owners = np.asarray(owners, dtype=np.intp)  # rows come document by document
+        self._rows(np.vstack(rows) if rows else np.zeros((0, 0), dtype=np.float32), np.asarray(owners, dtype=np.intp))
+
+    def _rows(self, matrix: np.ndarray, owners: np.ndarray) -> None:
+        """Keep the unit rows *matrix* and the document each stands for (*owners*, document by document)."""
+        self.matrix, self.owners = matrix, owners
         self.has_vector = np.zeros(self.n, dtype=bool)
         self.has_vector[self.owners] = True
         # where each document's rows start: the best cosine of each is one reduceat, not a ufunc.at
-        self._starts = np.flatnonzero(np.r_[True, self.owners[1:] != self.owners[:-1]]) if owners else self.owners
+        self._starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else owners
         self._with_rows = self.owners[self._starts]
+
+    @classmethod
+    def over(cls, lexical: BM25, matrix: np.ndarray, owners: np.ndarray, *, alpha: float, model: str | None,
+             dim: int, centre: np.ndarray | None) -> "HybridScorer":
+        """A scorer ranking as the one these were taken from ranked (without facets): *lexical* its
+        BM25 index, *matrix* and *owners* its rows (:attr:`matrix`, :attr:`owners`), *centre* its
+        centre's values. A leaf's map (:mod:`tooldns.serving.mapped`) reads them where they lie."""
+        scorer = cls.__new__(cls)
+        scorer.alpha, scorer.lexical, scorer.facets, scorer.n = alpha, lexical, None, lexical.n
+        scorer.model, scorer.dim, scorer.centre = model, dim, centre
+        scorer._rows(matrix, owners)
+        return scorer
 
     def postings(self) -> list[dict]:
         return [self.lexical._postings] + ([self.facets.index._postings] if self.facets is not None else [])

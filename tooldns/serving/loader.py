@@ -428,8 +428,8 @@ def map_path(snapshots: str | os.PathLike, path: str, stamp, limits: ZoneLimits)
 def keep_map(snapshots: str | os.PathLike, path: str, stamp, limits: ZoneLimits, index: ZoneIndex | None) -> bool:
     """Whether the leaf map of zone file *path* in version *stamp* is kept in *snapshots*: made of
     *index* (:func:`~.mapped.map_bytes`) when it is not yet and *index* is given; a zone that has none
-    (not a leaf ranked by BM25 alone) or a map that cannot be written: False, and the zone is loaded
-    as before."""
+    (not a leaf ranked by BM25, or by BM25 and vectors) or a map that cannot be written: False, and the
+    zone is loaded as before."""
     where = map_path(snapshots, path, stamp, limits)
     if where.exists():
         return True
@@ -499,18 +499,6 @@ def _pickled(zone: Zone) -> tuple[ZoneIndex, bytes] | None:
     except (TypeError, AttributeError, pickle.PicklingError):
         index.close()
         return None
-
-
-def write_snapshot(snapshots: str | os.PathLike, data: bytes, limits: ZoneLimits, zone: Zone) -> bool:
-    """Keep in *snapshots* the snapshot a loading process keeps of *zone*, parsed from the bytes *data*
-    (:func:`_pickled`): what ``tooldns build`` writes for the leaves of a hybrid tree. False when its
-    index cannot be pickled or the file cannot be written."""
-    pickled = _pickled(zone)
-    if pickled is None:
-        return False
-    index, blob = pickled
-    index.close()
-    return _write_snapshot(Path(snapshots) / _snapshot_name(data, limits), blob)
 
 
 #: how much less a loading process is given the processor than its server (``nice``) where it cannot

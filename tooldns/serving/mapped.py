@@ -40,16 +40,21 @@ from pathlib import Path
 
 from dnslib.server import BaseResolver
 
+import numpy as np
+
 from ..protocol.budget import Budget, Store
 from ..scoring.bm25 import BM25, BM25Scorer, packed_posting, posting_bytes
+from ..scoring.hybrid import HybridScorer
 from .fast.pack import PackedZone
-from .fast.path import FastPath, writers
+from .fast.path import Declined, FastPath, writers
 from .index import Candidates, ZoneIndex
 from .lookup import Kind, Ranked
 from .resolver import StaticSource
 
 #: the first octets of a leaf map, and its layout's version
-MAGIC = b"TDNSMAP1"
+MAGIC = b"TDNSMAP2"
+#: a hybrid leaf's rows (float32) start at a multiple of this many bytes of the file
+ALIGN = 64
 _LENGTH = struct.Struct("<I")
 _TERM = struct.Struct("<H")
 _POSTING = struct.Struct("<II")
@@ -70,13 +75,21 @@ def map_name(code: str, limits, path: str, stamp) -> str:
 
 
 def mappable(index: ZoneIndex) -> bool:
-    """Whether *index* can be answered from a map: a leaf ranked by BM25 alone, its fast path's pieces made."""
-    if index.zone.children or index.packed_tools is None or index.packed_routes is None:
+    """Whether *index* can be answered from a map: a leaf ranked by BM25, or by BM25 and vectors
+    (``hybrid``), without facets, unsigned, its fast path's pieces made."""
+    if index.zone.children or index.packed_tools is None or index.packed_routes is None or index.signer is not None:
         return False
-    if index.intent_embeddings is not None or index.model is not None or index.signer is not None:
-        return False
-    return all(type(c.scorer) is BM25Scorer and c.scorer.facets is None and c.scorer.index is not None
-               for c in index.tool_candidates.values())
+    return all(_lexical(c.scorer) is not None for c in index.tool_candidates.values())
+
+
+def _lexical(scorer) -> BM25 | None:
+    """The BM25 index a map holds of *scorer* (its own, or a hybrid scorer's lexical part); None
+    when a map cannot stand for it."""
+    if type(scorer) is BM25Scorer and scorer.facets is None:
+        return scorer.index
+    if type(scorer) is HybridScorer and scorer.facets is None:
+        return scorer.lexical
+    return None
 
 
 def map_bytes(index: ZoneIndex) -> bytes | None:
@@ -105,14 +118,17 @@ def map_bytes(index: ZoneIndex) -> bytes | None:
         body += piece
     head = pickle.dumps({"origin": index.origin, "search_settings": index.search_settings,
                          "routes": index.packed_routes, "sections": sections, "pieces": table,
-                         "tools": len(pieces)}, protocol=pickle.HIGHEST_PROTOCOL)
+                         "tools": len(pieces), "embeds": bool(index.zone.settings.embed_intents)},
+                        protocol=pickle.HIGHEST_PROTOCOL)
+    head += bytes(-(len(MAGIC) + _LENGTH.size + len(head)) % ALIGN)  # the body aligned (unpickling ignores these)
     return MAGIC + _LENGTH.pack(len(head)) + head + bytes(body)
 
 
 def _section(body: bytearray, candidates: Candidates, position: dict[int, int]) -> tuple | None:
     """One tool list's documents laid out at the end of *body*: where each stands in the zone's tools,
-    then its postings, then its terms' hash table. (documents, positions' offset, table offset, mask)."""
-    postings = candidates.scorer.index._postings
+    then its postings, then its terms' hash table, then a hybrid scorer's rows (:func:`_rows`).
+    (documents, positions' offset, table offset, mask, rows or None)."""
+    postings = _lexical(candidates.scorer)._postings
     positions = len(body)
     body += b"".join(_LENGTH.pack(position[id(t)]) for t in candidates.entries)
     entries = []
@@ -134,7 +150,21 @@ def _section(body: bytearray, candidates: Candidates, position: dict[int, int]) 
         slots[slot] = at
     table = len(body)
     body += struct.pack(f"<{mask + 1}I", *slots)
-    return len(candidates.entries), positions, table, mask
+    scorer = candidates.scorer
+    return len(candidates.entries), positions, table, mask, _rows(body, scorer) if type(scorer) is HybridScorer else None
+
+
+def _rows(body: bytearray, scorer: HybridScorer) -> tuple:
+    """A hybrid scorer's unit rows (float32) and their documents (intp) at the end of *body*, aligned
+    (:data:`ALIGN`): (rows' offset, their count, documents' offset, alpha, model, dim, centre's values)."""
+    body += bytes(-len(body) % ALIGN)
+    rows = len(body)
+    body += np.ascontiguousarray(scorer.matrix, dtype=np.float32).tobytes()
+    body += bytes(-len(body) % ALIGN)
+    owners = len(body)
+    body += np.ascontiguousarray(scorer.owners, dtype=np.intp).tobytes()
+    centre = None if scorer.centre is None else np.asarray(scorer.centre, dtype=np.float32).tobytes()
+    return rows, len(scorer.owners), owners, scorer.alpha, scorer.model, scorer.dim, centre
 
 
 class _Terms:
@@ -214,16 +244,13 @@ class _NoTools:
 
 class LeafMap:
     """A leaf's map, open: what :func:`tooldns.serving.lookup.ranked` and the fast path read of a zone
-    index (a leaf's: no children, BM25 alone), read from the mapped file."""
+    index (a leaf's: no children; BM25, or BM25 and vectors), read from the mapped file."""
 
     signer = None
     child_candidates = None
-    intent_embeddings = None
-    model, dim = None, 0
     #: pieces kept in the fast path's packer are the ones answered; none are made ahead
     packed_tools: list = []
     zone = _NoTools()
-    intent_vector = ZoneIndex.intent_vector
 
     def __init__(self, data: mmap.mmap) -> None:
         if data[:len(MAGIC)] != MAGIC:
@@ -237,13 +264,39 @@ class LeafMap:
         self.search_settings = head["search_settings"]
         self.packed_routes = head["routes"]
         self.pieces = _Pieces(data, self.base, head["pieces"], head["tools"])
+        #: the model of the leaf's vectors (None: BM25 alone), and whether the zone embeds intents that come
+        #: without a usable vector (which a map cannot: the zone itself answers those, :meth:`intent_vector`)
+        self.model, self.dim, self.embeds = None, 0, head["embeds"]
+        self.intent_embeddings = True if self.embeds else None  # what lookup asks before intent_vector
         self.tool_candidates = {}
-        for keys, n, positions, table, mask in head["sections"]:
+        for keys, n, positions, table, mask, rows in head["sections"]:
             candidates = Candidates.__new__(Candidates)  # its entries are not walked for SELF: a leaf has none
             candidates.entries, candidates.has_self = _Tools(data, self.base + positions, n, self.pieces), False
-            candidates.scorer = BM25Scorer.of_index(BM25.over(_Terms(data, self.base, table, mask), n))
+            lexical = BM25.over(_Terms(data, self.base, table, mask), n)
+            candidates.scorer = BM25Scorer.of_index(lexical) if rows is None else self._hybrid(lexical, *rows)
             for key in keys:
                 self.tool_candidates[key] = candidates
+
+    def _hybrid(self, lexical: BM25, rows: int, count: int, owners: int, alpha: float, model: str | None, dim: int,
+                centre: bytes | None) -> HybridScorer:
+        """A hybrid scorer over *lexical* and the rows laid out at *rows* and *owners* (:func:`_rows`),
+        read where they lie."""
+        if model is not None:
+            self.model, self.dim = model, dim
+        matrix = np.frombuffer(self.data, dtype=np.float32, count=count * dim, offset=self.base + rows).reshape(count, dim)
+        documents = np.frombuffer(self.data, dtype=np.intp, count=count, offset=self.base + owners)
+        return HybridScorer.over(lexical, matrix, documents, alpha=alpha, model=model, dim=dim,
+                                 centre=None if centre is None else np.frombuffer(centre, dtype=np.float32))
+
+    def intent_vector(self, text: str, sent):
+        """The vector to rank *text* with, as the zone's own index gives it (:meth:`ZoneIndex.intent_vector`)
+        when the query sent a usable one, or the zone embeds none; otherwise :class:`~.fast.path.Declined`:
+        the zone itself, loaded, embeds the intent."""
+        if sent is not None and (sent.model, sent.dim) == (self.model, self.dim):
+            return sent, False, False
+        if self.embeds:
+            raise Declined(f"{self.origin}: an intent to embed")
+        return None, sent is not None, False
 
     @classmethod
     def open(cls, path: str | os.PathLike, opener: Callable) -> "LeafMap | None":
@@ -260,7 +313,10 @@ class LeafMap:
         try:
             return cls(data)
         except Exception:
-            data.close()
+            try:
+                data.close()
+            except BufferError:  # rows read where they lie, held by the exception's frames: freed with them
+                pass
             raise
 
 

@@ -44,6 +44,11 @@ COMPILED = writers is not None
 log = logging.getLogger(__name__)
 
 
+class Declined(Exception):
+    """Raised by what a query is ranked with when it cannot rank this one (a leaf's map asked to embed
+    an intent, :mod:`tooldns.serving.mapped`): the fast path declines, and the full path answers."""
+
+
 class FastPath:
     """The fast path of one zone: :meth:`answer` gives the reply to an intent search, or None.
 
@@ -92,8 +97,8 @@ class FastPath:
                 if fitted is not None:
                     wire = fitted
                     self.stats["trimmed"] += 1
-        except IntentError:
-            return None  # a FORMERR, with the text the full path gives it
+        except (IntentError, Declined):
+            return None  # a FORMERR, with the text the full path gives it; or what only the full path ranks
         except Exception:
             log.exception("fast path failed on a query to %s; the full path answers it", index.origin)
             return None
