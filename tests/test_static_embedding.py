@@ -109,6 +109,21 @@ def test_a_second_maker_finds_the_model_made_and_keeps_it(cache, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["model"]
 
 
+def test_a_tree_of_static_vectors_is_clustered_on_words_as_a_bm25_tree_is(cache, tmp_path):
+    """A vector per token routes worse than words (docs/building.md): built with ``--embed minilm-static``,
+    the tree is the one ``--no-embed`` builds of the same catalog, zone for zone and tool for tool, and
+    its zones rank with the vectors (hybrid)."""
+    (tmp_path / "catalog.json").write_text(json.dumps(CATALOG))
+    trees = {}
+    for embed in ("minilm-static", None):
+        build([str(tmp_path / "catalog.json")], str(tmp_path / str(embed)), embed=embed,
+              tree_options={"max_children": 4, "max_leaf": 2})
+        zones = [s.zone for s in load_tree(tmp_path / str(embed))]
+        trees[embed] = {z.origin: sorted(t.id for t in z.tools) for z in zones}
+        assert {z.settings.scorer for z in zones} == {"hybrid" if embed else "bm25"}
+    assert trees["minilm-static"] == trees[None] and len(trees[None]) > 2
+
+
 @pytest.mark.integration
 def test_a_tree_built_with_static_vectors_finds_a_paraphrase_over_dns(cache, tmp_path, integration):
     """Built with ``--embed minilm-static`` and served on loopback: the zones carry the static model's vectors,

@@ -292,7 +292,8 @@ def examples_files(args: argparse.Namespace, zonedir: str) -> list[str]:
 
 
 def build_tree(args: argparse.Namespace, zonedir: str, embedder=None) -> BuildReport:
-    """The tree (the offline one, clustered on the vectors when the zones are hybrid, or --taxonomy)."""
+    """The tree (the offline one, clustered on the vectors when the zones are hybrid and the model's vectors
+    are clustered on, ``Embedder.clusters_tree``; or --taxonomy)."""
     scorer_options = {}
     if args.scorer == "llm":
         scorer_options = {k: v for k, v in (("model", args.llm_model), ("base_url", args.llm_base_url),

@@ -494,10 +494,12 @@ class Embedded:
     CENTROIDS = DELEGATION_CENTROIDS
 
     def __init__(self, model: str, vectors, digests: list[str], covered: list[bool] | None = None, *,
-                 spec: str = "", vector_map=None) -> None:
+                 spec: str = "", vector_map=None, clusters_tree: bool = True) -> None:
         import numpy as np
 
         self.model, self.digests = model, digests
+        #: whether the tree is clustered on these vectors (:attr:`Embedder.clusters_tree`); else on words
+        self.clusters_tree = clusters_tree
         #: the embedder spec the vectors were made with (zones embed intents that come without one with it)
         self.spec = spec
         #: the map of the embedding space learned from example intents and baked into the vectors, or None
@@ -525,17 +527,19 @@ class Embedded:
         vmap = fit_map(embedder, vectors, covered, [t.examples for t in tools], progress)
         if vmap is not None:
             vectors = vmap.apply(vectors)
-        return cls(embedder.model, vectors, [t.text_digest() for t in tools], covered, spec=spec, vector_map=vmap)
+        return cls(embedder.model, vectors, [t.text_digest() for t in tools], covered, spec=spec, vector_map=vmap,
+                   clusters_tree=getattr(embedder, "clusters_tree", True))
 
     @property
     def clusters(self):
         """The vectors to cluster the tree on: each less the mean of the covered ones, at unit length (the
         zones' cosines are taken from that centre, :meth:`centre`: a model whose every pair of texts has a
         cosine near 0.8 would otherwise place every tool in two groups, its second as near as its first);
-        None when the model covers too few tools to route by."""
+        None when the model covers too few tools to route by, or its vectors route worse than words
+        (:attr:`clusters_tree`)."""
         import numpy as np
 
-        if sum(self.covered) < len(self.covered) / 2:
+        if not self.clusters_tree or sum(self.covered) < len(self.covered) / 2:
             return None
         x = self.vectors - self.vectors[np.asarray(self.covered, dtype=bool)].mean(axis=0)
         return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)

@@ -53,6 +53,9 @@ class Embedder(ABC):
     dim: int
     #: whether it waits on an endpoint (a server embedding intents bounds the wait: IntentEmbeddings)
     remote: bool = False
+    #: whether a tree is clustered on its vectors (``tooldns build``); False: on the tools' words, as a
+    #: BM25 tree is, the zones still ranking with the vectors (a static model's, docs/building.md)
+    clusters_tree: bool = True
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
