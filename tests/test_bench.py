@@ -248,14 +248,15 @@ def test_bench_embed_times_an_embedder_over_a_catalogs_tools(tmp_path):
                     r"1,000 tools take .+, 100,000 .+, 1,000,000 .+$", out.stdout), out.stdout
 
 
-def test_bench_leaf_times_a_leaf_met_for_the_first_time_and_checks_its_map(tmp_path):
-    """``scripts/bench/bench_leaf.py`` on a small BM25 tree: every step timed, and every leaf's map
-    answering as the zone itself."""
+@pytest.mark.parametrize("vectors", [["--no-embed"], ["--embed", "hash"]], ids=["bm25", "hybrid"])
+def test_bench_leaf_times_a_leaf_met_for_the_first_time_and_checks_its_map(tmp_path, vectors):
+    """``scripts/bench/bench_leaf.py`` on a small BM25 tree and a hybrid one (asked with the intents'
+    vectors): every step timed, and every leaf's map answering as the zone itself."""
     catalog = synthetic_catalog(20)
     (tmp_path / "s.json").write_text(json.dumps(catalog))
     (tmp_path / "q.json").write_text(json.dumps([{"query": t["description"]} for t in catalog[::7]]))
     built = subprocess.run([sys.executable, "-m", "tooldns.cli", "build", str(tmp_path / "s.json"), "--out",
-                            str(tmp_path / "tree"), "--no-embed", "--max-leaf", "8"], capture_output=True, text=True,
+                            str(tmp_path / "tree"), *vectors, "--max-leaf", "8"], capture_output=True, text=True,
                            timeout=300)
     assert built.returncode == 0, built.stderr[-2000:]
     out = subprocess.run([sys.executable, str(BENCH / "bench_leaf.py"), str(tmp_path / "tree"), "--queries",
@@ -269,7 +270,8 @@ def test_bench_leaf_times_a_leaf_met_for_the_first_time_and_checks_its_map(tmp_p
 @pytest.mark.integration
 def test_bench_serve_makes_up_distinct_intents_for_a_lazy_tree_in_a_memory_bound(tmp_path):
     """``bench_serve.py --distinct``: a file of 3 queries resolved as 12 different intents (the 3 with
-    known answers in the hit rate), against a lazy tree served with a small ``--max-loaded-memory``."""
+    known answers in the hit rate and the route recall, read from the tree's catalog-map.json), against a
+    lazy tree served with a small ``--max-loaded-memory``."""
     from conftest import free_port
 
     queries, address = _small_tree(tmp_path, every=15)
@@ -280,7 +282,10 @@ def test_bench_serve_makes_up_distinct_intents_for_a_lazy_tree_in_a_memory_bound
                            capture_output=True, text=True, timeout=300)
     assert serve.returncode == 0, serve.stdout[-2000:] + serve.stderr[-2000:]
     assert "12 resolutions:" in serve.stdout, serve.stdout
-    assert re.search(rf"hit rate@10 [\d.]+ over {len(queries)}$", serve.stdout, re.M), serve.stdout
+    found = re.search(rf"hit rate@10 ([\d.]+) over {len(queries)}, route recall ([\d.]+) \(a correct tool in a zone "
+                      rf"the walk had tools from\)$", serve.stdout, re.M)
+    assert found, serve.stdout
+    assert float(found[2]) >= float(found[1]) > 0  # every tool found was in a zone the walk had tools from
 
 
 @pytest.mark.integration

@@ -2,7 +2,8 @@
 """What a lazy server spends on a leaf it meets for the first time: read back from its snapshot, or
 answered from its map (:mod:`tooldns.serving.mapped`), step by step, against a second answer.
 
-For --leaves leaves drawn from a built tree (a BM25 tree: others have no maps), each made once as a
+For --leaves leaves drawn from a built tree (BM25 or hybrid; a hybrid leaf is asked with each intent's
+vector, made with the model its zone names, as a resolver sends it), each made once as a
 loading process makes it (its snapshot and map kept in a scratch directory), then, in this process,
 with the server's own functions: the zone file read and hashed to find its snapshot, the snapshot
 read, unpickled, its first and second answers by the fast path; the map opened, its first answer, the
@@ -18,6 +19,7 @@ The files are read from the page cache (the first pass over the leaves, making t
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -32,7 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import dns.edns  # noqa: E402
 
 from resolver_client.message import make_query, opt_record  # noqa: E402
+from tooldns.embedding.registry import make_embedder  # noqa: E402
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent  # noqa: E402
+from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector  # noqa: E402
 from tooldns.serving.fast.path import FastPath  # noqa: E402
 from tooldns.serving.loader import (_read_snapshot, _snapshot_name, map_path, open_trusted, prepare,  # noqa: E402
                                     unpickle_pieces)
@@ -45,10 +49,23 @@ STEPS = ("read and hash the file", "read the snapshot", "unpickle it", "first an
          "open the map", "its first answer", "its next answers")
 
 
-def _queries(origin: str, intents: list[str]) -> list[bytes]:
-    return [make_query(f"_any._tcp.{origin}", opt_record([dns.edns.GenericOption(INTENT_OPTION_CODE,
-                                                                                 encode_intent(q, 6))]), msg_id=1)
-            for q in intents]
+@functools.cache
+def _embedder(spec: str):
+    return make_embedder(spec)
+
+
+def _queries(origin: str, intents: list[str], spec: str | None = None) -> list[bytes]:
+    """Intent searches of *origin*; with the embedder *spec* (a hybrid leaf's), each with its intent's
+    vector, as a resolver with the tree's model sends them (a map answers only those)."""
+    def options(q: str) -> list:
+        intent = dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent(q, 6))
+        if spec is None:
+            return [intent]
+        embedder = _embedder(spec)
+        return [dns.edns.GenericOption(VECTOR_OPTION_CODE, encode_vector(embedder.model, embedder.embed_query(q))),
+                intent]
+
+    return [make_query(f"_any._tcp.{origin}", opt_record(options(q)), msg_id=1) for q in intents]
 
 
 def measure(path: Path, snapshots: Path, intents: list[str], times: dict[str, list[float]]) -> bool:
@@ -62,7 +79,7 @@ def measure(path: Path, snapshots: Path, intents: list[str], times: dict[str, li
     t2 = clock()
     zone, index = unpickle_pieces(blob)
     whole = FastPath(StaticSource(index), INTENT_OPTION_CODE, {"queries": 0, "trimmed": 0})
-    queries = _queries(zone.origin, intents)
+    queries = _queries(zone.origin, intents, zone.settings.embed_intents or None)
     t3 = clock()
     expected = [whole.answer(queries[0], True)]
     t4 = clock()

@@ -6,7 +6,9 @@ it answers (the "root zone on ..." line) and its resident memory (VmRSS), then r
 queries of a queries file with the resolver library (client cache off, --k from the root, 5,3,2
 unless told, --leaf-k tools asked of each leaf, the defaults of ``scripts/bench/bench_retrieval.py``) and
 prints the p50 and p99 milliseconds, DNS queries, bytes and TCP queries per resolution, the memory
-after, and the hit rate@10 when the queries name their correct tools (``correct_tools``).
+after, and the hit rate@10 when the queries name their correct tools (``correct_tools``), with the
+route recall of a built tree (its ``catalog-map.json``: the share of those queries for which a correct
+tool was in a zone the walk had tools from, so that the rest were lost by ranking, not routing).
 --settle waits before resolving, so that a large tree's parents finish their first polls of their
 children's serials (docs/summaries.md) before the clock runs. --serve-args passes more arguments
 to ``tooldns serve`` (a tree served lazily, docs/performance.md); --passes resolves that many
@@ -65,17 +67,31 @@ def rss_text(pid: int) -> str:
     return f"RSS {rss_mib(pid)} MiB ({_status_mib(pid, 'RssFile:')} of files mapped)"
 
 
-class Figures:
-    """One tree's resolutions of one pass."""
+def tool_zones(zones: str) -> dict[str, set[str]]:
+    """The zones holding each catalog tool of the tree built in *zones* (its ``catalog-map.json``: a tool's
+    owner names, ``<label>._<service>._tcp.<zone>``); empty for a tree without one."""
+    path = Path(zones) / "catalog-map.json"
+    if not path.is_file():
+        return {}
+    return {tool: {owner.split("._tcp.", 1)[1].lower() for owner in owners if "._tcp." in owner}
+            for tool, owners in json.loads(path.read_text(encoding="utf-8")).items()}
 
-    def __init__(self) -> None:
+
+class Figures:
+    """One tree's resolutions of one pass; with *owners* (:func:`tool_zones`), route recall as well."""
+
+    def __init__(self, owners: dict[str, set[str]] | None = None) -> None:
         self.ms, self.queries, self.size, self.tcp, self.hits, self.pages = [], [], [], [], [], []
+        self.owners, self.reached = owners or {}, []
 
     def resolve(self, resolver: Resolver, q: dict, k: tuple[int, ...] | None, leaf_k: int) -> None:
         res = resolver.resolve(q["query"], k=k, leaf_k=leaf_k if k is not None else None, top=10)
         correct = {str(c["id"]) for c in q.get("correct_tools", [])}
         if correct:
             self.hits.append(bool(correct & {t.id for t in res.tools}))
+        if correct and self.owners:  # a correct tool in a zone the walk had tools from: the route did not lose it
+            answered = {hop.zone.lower() for hop in res.trace if hop.tools}
+            self.reached.append(any(self.owners.get(c, set()) & answered for c in correct))
         self.ms.append(res.stats.ms)
         self.queries.append(res.stats.queries)
         self.size.append(res.stats.bytes_sent + res.stats.bytes_received)
@@ -85,6 +101,9 @@ class Figures:
     def line(self, count: int, rss: str) -> str:
         ms = sorted(self.ms)
         hit_rate = f"; hit rate@10 {sum(self.hits) / len(self.hits):.3f} over {len(self.hits)}" if self.hits else ""
+        if self.reached:
+            hit_rate += (f", route recall {sum(self.reached) / len(self.reached):.3f} (a correct tool in a zone "
+                         f"the walk had tools from)")
         return (f"{count} resolutions: p50 {statistics.median(ms):.1f} ms, p99 {ms[int(len(ms) * 0.99)]:.1f} ms; "
                 f"per resolution {statistics.mean(self.queries):.2f} DNS queries ({statistics.mean(self.pages):.2f} of "
                 f"them follow-up pages), {statistics.mean(self.size):.0f} bytes, {statistics.mean(self.tcp):.2f} over "
@@ -110,12 +129,13 @@ class Served:
     batches: list[list[dict]]
     resolver: Resolver
     k: tuple[int, ...] | None  # None: the walk the tree publishes
+    owners: dict[str, set[str]]  # the zones of each tool (tool_zones): route recall
 
 
 def run_pass(n: int, args, trees: list[Served]) -> None:
     """Pass *n*: each query of the batch resolved on every tree in turn (the reference's first), so
     that a change of the machine's speed during the pass weighs on both trees alike."""
-    figures = [Figures() for _ in trees]
+    figures = [Figures(t.owners) for t in trees]
     for i in range(max(len(t.batches[n]) for t in trees)):
         for tree, fig in zip(trees, figures):
             if i < len(tree.batches[n]):
@@ -178,7 +198,7 @@ def main() -> int:
                   flush=True)
             trees.append(Served(name, proc, batches(queries, args), Resolver(root=root, cache=False, timeout=5, beam=beam,
                                                                                pages=pages),
-                                None if k == "published" else tuple(int(x) for x in k.split(","))))
+                                None if k == "published" else tuple(int(x) for x in k.split(",")), tool_zones(zones)))
         time.sleep(args.settle)
         for n in range(args.passes):
             run_pass(n, args, trees)
