@@ -17,8 +17,11 @@ when it reads a snapshot back for a file with no map). A map is named by a diges
 code, the limits, the file's path and its stamp (modification time, size, inode: what the server
 takes for a new version of a file when it reloads one). A lazy server whose leaf is not loaded
 answers from its map when there is one; anything the map does not answer (a tool's own name, SOA,
-a signed tree, an answer that needs the full path) loads the zone as before. Only leaves ranked by
-BM25 alone have maps (no children, no vectors, no model to embed intents with, no signer).
+a signed tree, an answer that needs the full path) loads the zone as before. Leaves ranked by BM25,
+or by BM25 and vectors (``hybrid``), have maps; not a zone with children, an LLM-ranked or a signed
+one. A hybrid leaf's map also holds its vectors (the unit rows its scorer compares intents with, as
+float32, aligned, read where they lie): an intent that comes with its vector is answered from it;
+one without, which the zone would embed itself, loads the zone.
 
 A map is code to :mod:`pickle` as a snapshot is (its header and pieces): it is read under the same
 rules (:func:`tooldns.serving.loader.open_trusted`).
