@@ -156,9 +156,9 @@ def test_a_hybrid_leafs_map_answers_intents_with_vectors_as_the_zone_and_decline
     assert answered > 300 and embedded > 300
 
 
-def test_only_leaves_ranked_by_bm25_alone_have_maps(built, tmp_path):
-    """A zone with children has no map; nor has a leaf whose scorer is an LLM's (its index is not
-    even pickled)."""
+def test_a_zone_with_children_has_no_map(built, tmp_path):
+    """A zone with children has no map (nor has a leaf whose scorer is an LLM's: its index is not even
+    pickled)."""
     snapshots = tmp_path / "snapshots"
     snapshots.mkdir(mode=0o700)
     root = built[0] / "root.yaml"
@@ -167,23 +167,28 @@ def test_only_leaves_ranked_by_bm25_alone_have_maps(built, tmp_path):
     assert keep_map(snapshots, str(root), (0, 0, 0), ZoneLimits(), index) is False
 
 
-def test_a_map_let_go_is_freed_without_the_cycle_collector(built, tmp_path):
+@pytest.mark.parametrize("tree", ["built", "hybrid"])
+def test_a_map_let_go_is_freed_without_the_cycle_collector(tree, request, tmp_path):
     """A mapped leaf that answered, once nothing refers to it, is freed by its count of references (its
-    mapping with it): a lazy server lets maps go all the time, and cycles would wait for the collector."""
+    mapping with it, and a hybrid leaf's rows read where they lie): a lazy server lets maps go all the
+    time, and cycles would wait for the collector."""
     import gc
     import weakref
 
+    from tooldns.embedding.registry import make_embedder
     from tooldns.serving.mapped import MappedResolver
 
     snapshots = tmp_path / "snapshots"
     snapshots.mkdir(mode=0o700)
-    zone, _, where = _indexed(_leaves(built[0])[0], snapshots)
+    zone, _, where = _indexed(_leaves(request.getfixturevalue(tree)[0])[0], snapshots)
+    embedder = make_embedder("hash") if tree == "hybrid" else None
     enabled = gc.isenabled()
     gc.disable()
     try:
         leaf = LeafMap.open(where, open_trusted)
         resolver = MappedResolver(leaf, INTENT_OPTION_CODE, {"queries": 0, "trimmed": 0}, lambda: None)
-        assert sum(resolver.fast_answer(query, True) is not None for query in _queries(zone.origin)[:30]) >= 10
+        queries = _queries(zone.origin, embedder)[:30]
+        assert sum(resolver.fast_answer(query, True) is not None for query in queries) >= 10
         gone = weakref.ref(leaf)
         del leaf, resolver
         assert gone() is None

@@ -28,7 +28,7 @@ def test_rows_encode_and_read_back_as_one_at_a_time(monkeypatch):
     rows = _unit(50, 24)
     rows[3] = 0.0  # a zero row: scale 1.0, codes 0
     rows[4] = np.float32(0.5) * np.sign(rows[4])  # every component a tie for the largest
-    rows[5, :] = [127 / 254 * (i % 3) for i in range(24)]  # components half way between two codes
+    rows[5, :] = [0.5 * (i % 3) for i in range(24)]  # 0, 0.5 and 1: the middle ones near half a code
     encoded, carried = carried_rows("all-MiniLM-L6-v2", rows)
     want_encoded, want_rows = _one_at_a_time("all-MiniLM-L6-v2", rows)
     assert encoded == want_encoded

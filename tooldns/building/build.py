@@ -253,8 +253,9 @@ class _Layout:
     def leaves_first(self) -> list[tuple[int, Category, str]]:
         """(place in :attr:`order`, category, origin) of every zone, the leaves first: a build writes them
         so, and their maps are made while it makes the parents' summaries (their
-        children's centroids: a minute for a million tools' root)."""
-        return sorted(((n, cat, o) for n, (cat, o, _) in enumerate(self.order)), key=lambda e: bool(e[1].children))
+        children's centroids: minutes for a million tools' root)."""
+        zones = [(n, cat, origin) for n, (cat, origin, _) in enumerate(self.order)]
+        return sorted(zones, key=lambda zone: bool(zone[1].children))
 
 
 def _title(cat: Category) -> str:

@@ -286,7 +286,8 @@ class LeafMap:
         read where they lie."""
         if model is not None:
             self.model, self.dim = model, dim
-        matrix = np.frombuffer(self.data, dtype=np.float32, count=count * dim, offset=self.base + rows).reshape(count, dim)
+        matrix = np.frombuffer(self.data, dtype=np.float32, count=count * dim, offset=self.base + rows)
+        matrix = matrix.reshape(count, dim)
         documents = np.frombuffer(self.data, dtype=np.intp, count=count, offset=self.base + owners)
         return HybridScorer.over(lexical, matrix, documents, alpha=alpha, model=model, dim=dim,
                                  centre=None if centre is None else np.frombuffer(centre, dtype=np.float32))
