@@ -475,10 +475,13 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
         return stamp, str(saved), True, True
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
-    pickled = _pickled(zone)
-    if pickled is None:
+    index = fast_index(zone)
+    index.published_rr()  # made here, not by the serving process when the parent first asks
+    try:
+        blob = pickle_in_pieces(zone, index)
+    except (TypeError, AttributeError, pickle.PicklingError):  # an llm scorer's client and its thread
+        index.close()
         return None
-    index, blob = pickled
     if saved is not None and _write_snapshot(saved, blob):
         keep_map(snapshots, path, stamp, limits, index)
         return stamp, str(saved), True, False
@@ -486,19 +489,6 @@ def prepare(path: str, limits: ZoneLimits, snapshots: str | None,
     with os.fdopen(fd, "wb") as fh:
         fh.write(blob)
     return stamp, spooled, False, False
-
-
-def _pickled(zone: Zone) -> tuple[ZoneIndex, bytes] | None:
-    """*zone*'s index, with the summary it publishes made (here, not by the serving process when the
-    parent first asks), and both pickled in pieces (:func:`pickle_in_pieces`); None, the index closed,
-    when they cannot be pickled (an llm scorer's client and its thread)."""
-    index = fast_index(zone)
-    index.published_rr()
-    try:
-        return index, pickle_in_pieces(zone, index)
-    except (TypeError, AttributeError, pickle.PicklingError):
-        index.close()
-        return None
 
 
 #: how much less a loading process is given the processor than its server (``nice``) where it cannot
