@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from tooldns.building import quantized
 from tooldns.building.build import Embedded, centre_of
-from tooldns.building.quantized import carried_rows, encode_rows, mean_row, unit_rows
+from tooldns.building.quantized import carried_rows, encode_rows, mean_row, read_back, unit_rows
 from tooldns.exceptions import VectorError
 from tooldns.protocol.vector import decode_vector, encode_vector
 from tooldns.scoring.hybrid import as_array
@@ -18,9 +18,13 @@ def _unit(n, dim, seed=0):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+def _one_at_a_time_rows(encoded):
+    return np.asarray([as_array(decode_vector(e)) for e in encoded], dtype=np.float32)
+
+
 def _one_at_a_time(model, rows):
     encoded = [encode_vector(model, row.tolist()) for row in rows]
-    return encoded, np.asarray([as_array(decode_vector(e)) for e in encoded], dtype=np.float32)
+    return encoded, _one_at_a_time_rows(encoded)
 
 
 def test_rows_encode_and_read_back_as_one_at_a_time(monkeypatch):
@@ -64,6 +68,13 @@ def test_wide_rows_take_their_norm_as_as_array_does():
     assert carried.tobytes() == _one_at_a_time("m", rows)[1].tobytes()
     codes = np.frombuffer(b"".join(encoded), dtype=np.int8).reshape(5, -1)[:, -rows.shape[1]:]
     assert unit_rows(codes).tobytes() == carried.tobytes()
+
+
+def test_vectors_read_back_as_as_array_reads_each():
+    encoded = encode_rows("m", _unit(40, 24, seed=7))
+    assert read_back(encoded).tobytes() == _one_at_a_time_rows(encoded).tobytes()
+    with pytest.raises(VectorError):
+        read_back([encoded[0], encoded[1][:-1]])  # a vector decode_vector refuses: refused alike
 
 
 def test_mean_row_sums_as_numpy_sums_a_whole_matrix(monkeypatch):

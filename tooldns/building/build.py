@@ -41,7 +41,6 @@ from ..protocol.plan import WalkPlan
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.bm25 import MAX_FACET_TOOLS, CorpusStats, facets_of
-from ..scoring.hybrid import as_array
 from ..scoring.tokenize import tokenize
 from ..serving.index import own_tools_terms
 from ..serving.loader import SNAPSHOT_DIR
@@ -50,7 +49,7 @@ from ..zone.zonefile import write_atomically, write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
 from .examples import MAP_PREFIX, add_examples, fit_map, read_examples, save_map
 from .maps import KEPT_SCORERS, LeafMaps
-from .quantized import carried_rows, mean_row
+from .quantized import carried_rows, mean_row, read_back
 from .state import SELF, BuildState, ChildTerms, Totals, ZoneEntry, tool_digest
 from .trees import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
 
@@ -554,9 +553,7 @@ class Embedded:
     def carrying(cls, encoded: list[bytes]) -> "Embedded":
         """The vectors zone files carry (*encoded*, one model), taken as they are: what ``tooldns embed``
         makes a delegation's centroids of."""
-        import numpy as np
-
-        rows = np.asarray([as_array(decode_vector(e)) for e in encoded], dtype=np.float32)
+        rows = read_back(encoded)
         out = cls(decode_vector(encoded[0]).model, rows, [""] * len(encoded))  # digests are not needed here
         out._encoded, out._carried = list(encoded), rows
         return out
@@ -609,12 +606,9 @@ def default_embed() -> str | None:
 def centre_of(vectors: list[bytes]) -> bytes:
     """The zones' ``vector_centre``: the mean of tool vectors (each as zone files carry it), in the vector
     option's encoding; b"" without any. ``tooldns build`` and ``tooldns embed`` alike."""
-    import numpy as np
-
     if not vectors:
         return b""
-    rows = np.asarray([as_array(decode_vector(v)) for v in vectors], dtype=np.float32)
-    return encode_vector(decode_vector(vectors[0]).model, mean_row(rows).tolist())
+    return encode_vector(decode_vector(vectors[0]).model, mean_row(read_back(vectors)).tolist())
 
 
 def build(services: list[str], out: str, *, taxonomy: str | None = None, builder: TreeBuilder | None = None,

@@ -10,6 +10,7 @@ functions they stand for (tests compare them):
 * :func:`encode_rows`: ``encode_vector(model, row)`` of every row;
 * :func:`unit_rows`: ``as_array(decode_vector(...))`` of every row of int8 codes;
 * :func:`carried_rows`: both, the bytes and the rows read back from them;
+* :func:`read_back`: the rows of vectors already encoded (a tree's zone files, ``tooldns embed``);
 * :func:`mean_row`: the mean of unit rows in float64, summed in the order numpy sums a whole
   matrix's columns (row after row), without making that float64 matrix.
 
@@ -19,9 +20,11 @@ functions they stand for (tests compare them):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from ..protocol.vector import encode_vector
+from ..protocol.vector import decode_vector, encode_vector
 
 #: rows quantised, or summed, at once (bounds the float64 copies: 64 MB for 256 dimensions)
 CHUNK = 32768
@@ -78,6 +81,15 @@ def unit_rows(codes: np.ndarray) -> np.ndarray:
     else:
         norms = np.sqrt(np.einsum("ij,ij->i", q, q))
     return q / np.where(norms > 0, norms, np.float32(1))[:, None]
+
+
+def read_back(vectors: Sequence[bytes]) -> np.ndarray:
+    """Encoded *vectors* (one model and size), each checked as :func:`~tooldns.protocol.vector.decode_vector`
+    checks it, as :func:`unit_rows` reads them back: ``as_array(decode_vector(v))`` of each, as rows."""
+    codes = [decode_vector(v).codes for v in vectors]
+    if not codes:
+        return np.zeros((0, 0), dtype=np.float32)
+    return unit_rows(np.frombuffer(b"".join(codes), dtype=np.int8).reshape(len(codes), -1))
 
 
 def carried_rows(model: str, rows: np.ndarray) -> tuple[list[bytes], np.ndarray]:
