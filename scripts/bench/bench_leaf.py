@@ -19,7 +19,6 @@ The files are read from the page cache (the first pass over the leaves, making t
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import random
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import dns.edns  # noqa: E402
 
 from resolver_client.message import make_query, opt_record  # noqa: E402
-from tooldns.embedding.registry import make_embedder  # noqa: E402
+from tooldns.embedding.registry import shared_embedder  # noqa: E402
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent  # noqa: E402
 from tooldns.protocol.vector import VECTOR_OPTION_CODE, encode_vector  # noqa: E402
 from tooldns.serving.fast.path import FastPath  # noqa: E402
@@ -49,11 +48,6 @@ STEPS = ("read and hash the file", "read the snapshot", "unpickle it", "first an
          "open the map", "its first answer", "its next answers")
 
 
-@functools.cache
-def _embedder(spec: str):
-    return make_embedder(spec)
-
-
 def _queries(origin: str, intents: list[str], spec: str | None = None) -> list[bytes]:
     """Intent searches of *origin*; with the embedder *spec* (a hybrid leaf's), each with its intent's
     vector, as a resolver with the tree's model sends them (a map answers only those)."""
@@ -61,7 +55,7 @@ def _queries(origin: str, intents: list[str], spec: str | None = None) -> list[b
         intent = dns.edns.GenericOption(INTENT_OPTION_CODE, encode_intent(q, 6))
         if spec is None:
             return [intent]
-        embedder = _embedder(spec)
+        embedder = shared_embedder(spec)
         return [dns.edns.GenericOption(VECTOR_OPTION_CODE, encode_vector(embedder.model, embedder.embed_query(q))),
                 intent]
 

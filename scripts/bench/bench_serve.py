@@ -50,6 +50,7 @@ from benchlib import DATA, distinct_intents, start_servers, stop_servers  # noqa
 from resolver_client import Resolver  # noqa: E402
 from resolver_client.cli import walk_beam  # noqa: E402
 from resolver_client.walk import AUTO_BEAM  # noqa: E402
+from tooldns.building.update import _owner_parts  # noqa: E402
 
 
 def rss_mib(pid: int) -> int:
@@ -69,11 +70,11 @@ def rss_text(pid: int) -> str:
 
 def tool_zones(zones: str) -> dict[str, set[str]]:
     """The zones holding each catalog tool of the tree built in *zones* (its ``catalog-map.json``: a tool's
-    owner names, ``<label>._<service>._tcp.<zone>``); empty for a tree without one."""
+    owner names, read as ``tooldns build --update`` reads them); empty for a tree without one."""
     path = Path(zones) / "catalog-map.json"
     if not path.is_file():
         return {}
-    return {tool: {owner.split("._tcp.", 1)[1].lower() for owner in owners if "._tcp." in owner}
+    return {tool: {_owner_parts(owner)[0].lower() for owner in owners}
             for tool, owners in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
