@@ -29,13 +29,13 @@ INTENTS = ["rain forecast for tomorrow", "stock dividend and currency exchange",
            "directions to an address", "wind and humidity", "album chart", "portfolio quote"]
 
 
-def built_on_one_address(tmp: Path, **tree_options) -> tuple[Path, str]:
-    """A BM25 tree of the 120 synthetic tools built in *tmp*/zones, every zone's name server on one
-    address: the directory and the address."""
+def built_on_one_address(tmp: Path, embed: str | None = None, **tree_options) -> tuple[Path, str]:
+    """A BM25 tree of the 120 synthetic tools built in *tmp*/zones (with *embed*, a hybrid one of that
+    embedder's vectors), every zone's name server on one address: the directory and the address."""
     catalog = tmp / "services.json"
     catalog.write_text(json.dumps(synthetic_catalog()))
     address = f"{fresh_subnet()}.1"
-    build([str(catalog)], str(tmp / "zones"), subnet=address, tree_options=tree_options)
+    build([str(catalog)], str(tmp / "zones"), subnet=address, embed=embed, tree_options=tree_options)
     return tmp / "zones", address
 
 

@@ -27,7 +27,7 @@ from tooldns.serving.tree import TreeThread
 from tooldns.zone.limits import ZoneLimits
 from tooldns.zone.zonefile import load_zone, read_zone_file, stat_stamp, zone_files
 
-from conftest import REPLY_TIMEOUT, free_port, fresh_subnet, wait_until
+from conftest import REPLY_TIMEOUT, free_port, wait_until
 from test_lazy import INTENTS, built_on_one_address
 from test_summaries import AIRSHIP
 
@@ -42,17 +42,8 @@ def built(tmp_path_factory):
 def hybrid(tmp_path_factory):
     """The same tools in a hybrid tree (vectors of the ``hash`` embedder, which its zones embed intents
     with), on one address."""
-    import json
-
-    from test_build import synthetic_catalog
-    from tooldns.building.build import build
-
-    tmp = tmp_path_factory.mktemp("mapped-hybrid")
-    (tmp / "services.json").write_text(json.dumps(synthetic_catalog()))
-    address = f"{fresh_subnet()}.1"
-    build([str(tmp / "services.json")], str(tmp / "zones"), subnet=address, embed="hash",
-          tree_options={"max_leaf": 12, "max_children": 16})
-    return tmp / "zones", address
+    return built_on_one_address(tmp_path_factory.mktemp("mapped-hybrid"), embed="hash", max_leaf=12,
+                                max_children=16)
 
 
 def _copied(built, tmp_path) -> Path:
