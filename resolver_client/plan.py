@@ -39,6 +39,7 @@ import dns.rdataclass
 import dns.rdatatype
 
 from tooldns.protocol import NameError_, PlanError, names
+from tooldns.protocol.fusion import DEFAULT_WEIGHT
 from tooldns.protocol.plan import WalkPlan, decode_plan_rrset, plan_name
 from tooldns.protocol.hygiene import printable
 
@@ -232,8 +233,9 @@ class Chosen:
     """The settings of one walk and where each came from (:data:`CALLER`, :data:`PUBLISHED`,
     :data:`BUILT_IN`): K per depth, tools asked of each leaf and of the best path's leaf (None: the
     walk's own default), the beam (:data:`~resolver_client.walk.AUTO_BEAM`: the walk's default), and the
-    published model to embed the intent with when the caller gave no embedder (None: none), and the
-    follow-up pages a resolution may ask (0: none)."""
+    published model to embed the intent with when the caller gave no embedder (None: none), the
+    follow-up pages a resolution may ask (0: none), and BM25's share when hybrid leaves' tools are
+    fused (:mod:`tooldns.protocol.fusion`)."""
 
     k: int | tuple[int, ...]
     leaf_k: int | None
@@ -242,6 +244,7 @@ class Chosen:
     model: str | None
     sources: dict[str, str] = field(default_factory=dict)
     pages: int = 0
+    fusion: float = DEFAULT_WEIGHT
 
     @property
     def settings_from(self) -> str:
@@ -253,11 +256,12 @@ class Chosen:
 
 def choose(mode: ModeSettings, plan: WalkPlan | None, *, k=None, leaf_k: int | None = None,
            best_leaf_k: int | None = None, beam: int | str | None = AUTO_BEAM, embedder=None,
-           pages: int | None = None) -> Chosen:
+           pages: int | None = None, fusion: float | None = None) -> Chosen:
     """Each setting of a walk in search mode *mode*: the caller's (*k*, *leaf_k*, *best_leaf_k*, a
-    *beam* other than AUTO_BEAM, an *embedder*, *pages*), else *plan*'s (the published walk: K, leaf
-    K, best leaf K, beam and pages in the default mode only, its model in every mode), else the
-    mode's own (no pages)."""
+    *beam* other than AUTO_BEAM, an *embedder*, *pages*, *fusion*), else *plan*'s (the published walk:
+    K, leaf K, best leaf K, beam and pages in the default mode only; its model and fusion, which are
+    of the tree's vectors, in every mode), else the mode's own (no pages; the fusion
+    :data:`~tooldns.protocol.fusion.DEFAULT_WEIGHT`)."""
     follows = plan is not None and mode.name == DEFAULT_MODE
     sources: dict[str, str] = {}
 
@@ -279,4 +283,7 @@ def choose(mode: ModeSettings, plan: WalkPlan | None, *, k=None, leaf_k: int | N
     chosen_pages = pick("pages", pages is not None, pages, plan and plan.pages, 0)
     model = plan.model if plan is not None and embedder is None else None
     sources["model"] = CALLER if embedder is not None else PUBLISHED if model else BUILT_IN
-    return Chosen(chosen_k, chosen_leaf_k, chosen_best, chosen_beam, model, sources, chosen_pages)
+    published_fusion = plan.fusion if plan is not None else None
+    sources["fusion"] = CALLER if fusion is not None else PUBLISHED if published_fusion is not None else BUILT_IN
+    chosen_fusion = next(f for f in (fusion, published_fusion, DEFAULT_WEIGHT) if f is not None)
+    return Chosen(chosen_k, chosen_leaf_k, chosen_best, chosen_beam, model, sources, chosen_pages, chosen_fusion)

@@ -30,7 +30,6 @@ import weakref
 from collections import deque
 import selectors
 
-from tooldns.protocol.fusion import DEFAULT_WEIGHT
 from tooldns.protocol.intent import INTENT_OPTION_CODE
 from tooldns.protocol.vector import encode_vector
 from tooldns.protocol.names import ANY_SERVICE
@@ -163,7 +162,7 @@ class _InFlight:
 class _BaseResolver:
     def __init__(self, root=DEFAULT_ROOT, *, root_zone: str = "tools.", timeout: float = 1.0,
                  cache: ReplyCache | bool = True, max_depth: int = 8, max_queries: int = 256,
-                 intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float = DEFAULT_WEIGHT,
+                 intent_code: int = INTENT_OPTION_CODE, embedder=None, fusion: float | None = None,
                  validate: bool = False, trust_anchor: TrustAnchor | str | None = None, require_secure: bool = False,
                  details: bool = False, fit: bool = True, best_leaf_k: int | None = None,
                  beam: int | str | None = AUTO_BEAM, lifetime: float | None = None,
@@ -185,6 +184,8 @@ class _BaseResolver:
         #: an embedder (:mod:`tooldns.embedding`): the intent is embedded once per resolution and its
         #: vector sent with every query, for zones that score vectors; None: no vector is sent
         self.embedder = embedder
+        #: BM25's share when hybrid leaves' tools are fused (:mod:`tooldns.protocol.fusion`); None: the
+        #: published walk's, else DEFAULT_WEIGHT
         self.fusion = fusion
         #: DNSSEC (docs/dnssec.md): validate every reply from *trust_anchor* (a TrustAnchor or the path of
         #: a file of the root zone's DNSKEY or DS lines) down; *require_secure*: return secure tools only
@@ -288,7 +289,7 @@ class _BaseResolver:
                     trust=list(trust) if trust is not None else None,
                     exclude=list(exclude) if exclude else None,
                     max_depth=self.max_depth, max_queries=self.max_queries, intent_code=self.intent_code,
-                    vector=vector, fusion=self.fusion, brief=not self.details, fit=self.fit,
+                    vector=vector, fusion=chosen.fusion, brief=not self.details, fit=self.fit,
                     require_secure=self.require_secure,
                     validator=Validator(self.trust_anchor) if self.trust_anchor is not None else None)
         walk.stats.embed_ms = ms
@@ -314,7 +315,7 @@ class _BaseResolver:
         else the mode's (:func:`.plan.choose`); *fetch*: the exchange that learned it for this resolution."""
         settings = settings_for(mode)
         chosen = choose(settings, published.plan, k=k, leaf_k=leaf_k, best_leaf_k=self.best_leaf_k, beam=self.beam,
-                        embedder=self.embedder, pages=self.pages)
+                        embedder=self.embedder, pages=self.pages, fusion=self.fusion)
         embedder, note = (self.embedder, "") if chosen.model is None else self._model_embedder(chosen.model)
         walk = self._walks(intent, chosen, service, trust, exclude, split, embedder)
         walks = getattr(walk, "walks", [walk])
@@ -342,7 +343,8 @@ class _BaseResolver:
         stats.settings_from, stats.sources = chosen.settings_from, dict(chosen.sources)
         ks = tuple(whole.k) if isinstance(whole.k, (tuple, list)) else (whole.k,)
         stats.settings = {"k": list(ks), "leaf_k": whole.leaf_k, "best_leaf_k": whole.best_leaf_k, "beam": whole.beam,
-                          "pages": whole.pages, "model": embedder.model if embedder is not None else chosen.model or ""}
+                          "pages": whole.pages, "model": embedder.model if embedder is not None else chosen.model or "",
+                          "fusion": whole.fusion}
         stats.embed_note = stats.embed_note or (f"published model {note}; no vector sent" if note else "")
 
     def _hedge_settled(self, q: Query, answered: bool, waited: float) -> None:

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tooldns.building.synth import MAX_INTENT, distinct_intents  # noqa: E402,F401  (the scripts' names for them)
+from tooldns.protocol.fusion import DEFAULT_WEIGHT  # noqa: E402
 from tooldns.serving.spawn import start_servers, stop_servers  # noqa: E402,F401
 #: the ToolRet benchmark's folder (README there), as the tests find it: TOOLDNS_DATA, or ../shared/data/toolret
 DATA = Path(os.environ.get("TOOLDNS_DATA", ROOT.parent / "shared" / "data" / "toolret"))
@@ -28,6 +29,9 @@ class CachedEmbedder:
         self.inner, self.directory = embedder, Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.model, self.dim, self.remote = embedder.model, embedder.dim, getattr(embedder, "remote", False)
+        # how a build uses the model: clustered on its vectors or not, and its share in the fusion
+        self.clusters_tree = getattr(embedder, "clusters_tree", True)
+        self.fusion = getattr(embedder, "fusion", DEFAULT_WEIGHT)
 
     def _path(self, side: str, text: str) -> Path:
         import hashlib

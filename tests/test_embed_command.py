@@ -187,6 +187,30 @@ def test_another_model_replaces_every_vector(tree, capsys):
     assert found == {"hash-16"}
 
 
+def test_the_fusion_follows_the_model_the_vectors_are_of(tree):
+    """Embedded with a model whose cosines deserve less of the fused score, the hybrid zones rank tools
+    with its share of BM25 and the root's walk names it; embedded again with the default model, the
+    zones read as a build leaves them (no ``alpha``) and the walk names the default."""
+    from tooldns.embedding.hashing import HashEmbedder
+    from tooldns.protocol.fusion import DEFAULT_WEIGHT
+
+    class LeaningOnWords(HashEmbedder):
+        fusion = 0.7
+
+    before = zones(tree)
+    assert all("alpha" not in z.settings.scorer_options for z in before.values())
+    embed_tree(tree, LeaningOnWords(64))
+    after = zones(tree)
+    assert after["tools."].walk.fusion == 0.7
+    assert all(z.settings.scorer_options["alpha"] == 0.7 for z in after.values())
+    assert [z.settings.child_scorer_options for z in after.values()] == \
+        [z.settings.child_scorer_options for z in before.values()]
+    embed_tree(tree, make_embedder("hash"))
+    again = zones(tree)
+    assert again["tools."].walk.fusion == DEFAULT_WEIGHT
+    assert all("alpha" not in z.settings.scorer_options for z in again.values())
+
+
 def test_bad_model_and_bad_tree_are_errors(tree, tmp_path, capsys):
     assert tooldns_main(["embed", str(tree), "--model", "nonsense"]) == 1
     assert "unknown embedder 'nonsense'" in capsys.readouterr().err

@@ -15,6 +15,7 @@ import pytest
 from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
 
 from resolver_client import Resolver, Walk
+from tooldns.embedding.hashing import HashEmbedder
 from tooldns.embedding.registry import make_embedder
 from tooldns.exceptions import ScorerError
 from tooldns.protocol.ede import EDE_OPTION_CODE, decode_ede
@@ -433,6 +434,48 @@ def test_a_built_tree_publishes_its_walk_and_a_resolver_told_nothing_walks_it(hy
     asked = [h.k for h in res.trace if h.k]
     assert asked and asked[0] == HYBRID_WALK["k"][0]  # the root was asked for the published K
     assert res.tools and res.tools[0].id.startswith("music_") and res.tools[0].cosine is not None
+
+
+class _LeaningOnWords(HashEmbedder):
+    """A model whose cosines deserve less of the fused score than the default gives them."""
+
+    fusion = 0.7
+
+
+@pytest.mark.integration
+def test_a_tree_publishes_the_fusion_its_model_suits_and_the_client_fuses_with_it(tmp_path):
+    """The model's share of BM25 (Embedder.fusion) is what the built zones rank tools with and what the
+    root's walk names; a resolver told nothing fuses the leaves' tools with it, one given a weight with
+    that one."""
+    from tooldns.building.build import build
+    from test_build import synthetic_catalog
+
+    catalog = tmp_path / "services.json"
+    catalog.write_text(json.dumps(synthetic_catalog()))
+    subnet = fresh_subnet()
+    build([catalog], tmp_path / "z", builder=None, embed=_LeaningOnWords(64),
+          tree_options=dict(max_children=4, max_leaf=10), subnet=".".join(subnet.split(".")[:2]))
+    zones = [load_zone(p) for p in (tmp_path / "z").glob("*.yaml")]
+    root = next(z for z in zones if z.origin == "tools.")
+    assert root.walk.fusion == 0.7 and root.walk.model == "hash-64"
+    assert all(z.settings.scorer_options["alpha"] == 0.7 and z.settings.child_scorer_options["alpha"] != 0.7
+               for z in zones)
+    leaf = next(z for z in zones if z.tools and not z.children)
+    assert {c.scorer.alpha for c in ZoneIndex(leaf).tool_candidates.values()} == {0.7}
+    tree = start_tree(tmp_path / "z")
+    try:
+        intent = "song lyrics for an artist album"
+        with Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False) as told_nothing, \
+                Resolver(root=tree.root(), timeout=REPLY_TIMEOUT, cache=False, fusion=0.2) as told:
+            published, own = told_nothing.resolve(intent), told.resolve(intent)
+    finally:
+        tree.stop()
+    assert published.stats.settings["fusion"] == 0.7 and published.stats.sources["fusion"] == "published"
+    assert own.stats.settings["fusion"] == 0.2 and own.stats.sources["fusion"] == "caller"
+    for res, weight in ((published, 0.7), (own, 0.2)):
+        assert res.tools and all(t.cosine is not None for t in res.tools)
+        fused = fuse([t.bm25 for t in res.tools], [t.cosine for t in res.tools], weight)
+        assert [t.score for t in res.tools] == pytest.approx(fused)
 
 
 def test_built_hybrid_tree_answers_a_query_without_a_vector(hybrid_tree):

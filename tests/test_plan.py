@@ -28,7 +28,8 @@ def test_golden_strings():
 
 @pytest.mark.parametrize("plan", [FULL, WalkPlan(k=(5, 3, 2)), WalkPlan(k=(255,) * 8, leaf_k=1, best_leaf_k=255,
                                                                         beam=MAX_BEAM, model="m"),
-                                  WalkPlan(k=1, model="x" * 64)])
+                                  WalkPlan(k=1, model="x" * 64), WalkPlan(k=6, fusion=0.6), WalkPlan(k=6, fusion=0),
+                                  WalkPlan(k=6, fusion=1.0), WalkPlan(k=6, fusion=0.125)])
 def test_round_trip(plan):
     assert decode_plan(encode_plan(plan)) == plan
 
@@ -66,6 +67,11 @@ def test_unknown_keys_are_skipped_and_order_does_not_matter():
     ([b"tooldns-walk=1", b"k=6", "model=modèle".encode()], "has U+00E8"),
     ([b"tooldns-walk=1", b"k=6", b"model=\xff"], "has U+FFFD"),
     ([b"tooldns-walk=1", b"k=6", b"model=" + b"m" * 65], "model name is 65 bytes; it must be 1 to 64"),
+    ([b"tooldns-walk=1", b"k=6", b"fusion=1.5"], "fusion='1.5' is not a share from 0 to 1"),
+    ([b"tooldns-walk=1", b"k=6", b"fusion=0.6125"], "fusion='0.6125'"),
+    ([b"tooldns-walk=1", b"k=6", b"fusion=.6"], "fusion='.6'"),
+    ([b"tooldns-walk=1", b"k=6", b"fusion=-0"], "fusion='-0'"),
+    ([b"tooldns-walk=1", b"k=6", b"fusion=1e-1"], "fusion='1e-1'"),
     # a repeated key continues the value (docs/protocol.md, TXT strings): k=6 then k=3 reads k=63
     ([b"tooldns-walk=1", b"k=6", b"leaf-k=2", b"leaf-k=56"], "leaf-k='256'"),
 ])
@@ -83,10 +89,20 @@ def test_malformed_known_values_are_errors_saying_what_is_wrong(strings, fragmen
     (dict(k=3, best_leaf_k=256), "best_leaf_k must be"), (dict(k=3, beam=0), "beam must be"),
     (dict(k=3, beam=True), "beam must be"), (dict(k=3, model=""), "model name is 0 bytes"),
     (dict(k=3, model="a b"), r"U\+0020"), (dict(k=3, model=5), "model must be text"),
+    (dict(k=3, fusion=1.01), "fusion must be"), (dict(k=3, fusion=-0.5), "fusion must be"),
+    (dict(k=3, fusion=0.0005), "fusion must be"), (dict(k=3, fusion=True), "fusion must be"),
+    (dict(k=3, fusion="0.6"), "fusion must be"),
 ])
 def test_a_plan_out_of_range_cannot_be_made(kwargs, fragment):
     with pytest.raises(PlanError, match=fragment):
         WalkPlan(**kwargs)
+
+
+def test_a_fusion_is_written_as_short_as_it_reads():
+    assert encode_plan(WalkPlan(k=6, fusion=0.6))[-1] == b"fusion=0.6"
+    assert encode_plan(WalkPlan(k=6, fusion=1.0))[-1] == b"fusion=1"
+    assert encode_plan(WalkPlan(k=6, fusion=0.125, model="m"))[-2:] == [b"model=m", b"fusion=0.125"]
+    assert decode_plan([b"tooldns-walk=1", b"k=6", b"fusion=1.000"]).fusion == 1.0
 
 
 def test_an_rrset_holds_one_walk_among_other_txt_records():

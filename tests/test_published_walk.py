@@ -28,6 +28,7 @@ from hypothesis import given, strategies as st
 from tooldns.dnssec.keys import load_keys
 from tooldns.dnssec.manage import keygen_tree
 from tooldns.embedding.hashing import HashEmbedder
+from tooldns.protocol.fusion import DEFAULT_WEIGHT
 from tooldns.protocol.intent import INTENT_OPTION_CODE
 from tooldns.protocol.plan import WalkPlan
 from tooldns.serving.tree import TreeThread
@@ -156,18 +157,19 @@ def test_a_fetch_past_its_lifetime_says_so():
 
 # -- precedence --
 
-FULL = WalkPlan(k=(6,), leaf_k=6, best_leaf_k=10, beam=6, model="multilingual-e5-small", pages=2)
+FULL = WalkPlan(k=(6,), leaf_k=6, best_leaf_k=10, beam=6, model="multilingual-e5-small", pages=2, fusion=0.7)
 
 
 def test_the_published_walk_stands_where_the_caller_gave_nothing():
     mode = settings_for(GET_IMPORTANT)
     chosen = choose(mode, FULL)
-    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.model, chosen.pages) == \
-        (6, 6, 10, 6, FULL.model, 2)
+    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.model, chosen.pages, chosen.fusion) == \
+        (6, 6, 10, 6, FULL.model, 2, 0.7)
     assert set(chosen.sources.values()) == {PUBLISHED} and chosen.settings_from == PUBLISHED
     assert choose(mode, WalkPlan(k=(5, 3, 2))).k == (5, 3, 2)
     none = choose(mode, None)
-    assert (none.k, none.leaf_k, none.best_leaf_k, none.beam, none.model) == (3, None, None, AUTO_BEAM, None)
+    assert (none.k, none.leaf_k, none.best_leaf_k, none.beam, none.model, none.fusion) == \
+        (3, None, None, AUTO_BEAM, None, DEFAULT_WEIGHT)
     assert set(none.sources.values()) == {BUILT_IN} and none.settings_from == BUILT_IN
     # what the published walk leaves out is the mode's
     partial = choose(mode, WalkPlan(k=4))
@@ -177,21 +179,23 @@ def test_the_published_walk_stands_where_the_caller_gave_nothing():
 
 def test_what_the_caller_gives_wins():
     mode = settings_for(GET_IMPORTANT)
-    chosen = choose(mode, FULL, k=(5, 2), leaf_k=3, best_leaf_k=4, beam=None, embedder=HashEmbedder(), pages=0)
-    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.model, chosen.pages) == \
-        ((5, 2), 3, 4, None, None, 0)
+    chosen = choose(mode, FULL, k=(5, 2), leaf_k=3, best_leaf_k=4, beam=None, embedder=HashEmbedder(), pages=0,
+                    fusion=0.2)
+    assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.model, chosen.pages, chosen.fusion) == \
+        ((5, 2), 3, 4, None, None, 0, 0.2)
     assert set(chosen.sources.values()) == {CALLER} and chosen.settings_from == CALLER
     some = choose(mode, FULL, k=2)
     assert some.k == 2 and some.leaf_k == 6 and some.sources["k"] == CALLER and some.settings_from == PUBLISHED
 
 
 @pytest.mark.parametrize("name", [GET_ONE, GET_ALL])
-def test_other_modes_keep_their_own_walk_and_take_only_the_model(name):
+def test_other_modes_keep_their_own_walk_and_take_only_the_model_and_fusion(name):
     mode = settings_for(name)
     chosen = choose(mode, FULL)
     assert (chosen.k, chosen.leaf_k, chosen.best_leaf_k, chosen.beam, chosen.pages) == \
         (mode.k, mode.leaf_k, None, AUTO_BEAM, 0)
     assert chosen.model == FULL.model and chosen.sources["model"] == PUBLISHED and chosen.sources["k"] == BUILT_IN
+    assert chosen.fusion == FULL.fusion and chosen.sources["fusion"] == PUBLISHED
 
 
 # -- real trees on loopback --
@@ -224,7 +228,8 @@ def test_the_published_walk_is_what_the_servers_are_asked(narrow):
     assert len(first.trace[0].referrals) <= 2 and first.tools
     s = first.stats
     assert s.settings_from == PUBLISHED and set(s.sources.values()) == {PUBLISHED, BUILT_IN}
-    assert s.settings == {"k": [2, 1], "leaf_k": 2, "best_leaf_k": 5, "beam": 3, "pages": 0, "model": ""}
+    assert s.settings == {"k": [2, 1], "leaf_k": 2, "best_leaf_k": 5, "beam": 3, "pages": 0, "model": "",
+                          "fusion": DEFAULT_WEIGHT}
     assert s.sources["model"] == BUILT_IN and s.embedded_by == "none" and not first.errors
     assert s.plan_queries == 1 and s.queries == 1 + len(first.trace)  # the plan query is counted
     assert second.stats.plan_queries == 0 and _ks(second) == _ks(first)  # kept for the record's TTL
@@ -239,7 +244,7 @@ def test_explicit_options_win_and_other_modes_keep_their_own(narrow):
         one = r.resolve(INTENT, mode=GET_ONE)  # not the published best leaf K of 5: get_one's own
     assert _root_k(res) == 3 and all(h.k in (3, 1, 4) for h in res.trace)
     assert res.stats.sources == {"k": CALLER, "leaf_k": CALLER, "best_leaf_k": CALLER, "beam": CALLER,
-                                 "pages": CALLER, "model": BUILT_IN}
+                                 "pages": CALLER, "model": BUILT_IN, "fusion": BUILT_IN}
     assert res.stats.settings_from == CALLER and res.stats.settings["beam"] is None
     assert {h.k for h in one.trace} == {1} and len(one.tools) == 1 and one.stats.sources["k"] == BUILT_IN
     with Resolver(root=narrow.root(), timeout=REPLY_TIMEOUT, cache=False, published_walk=False) as off:
@@ -349,7 +354,7 @@ def test_the_cli_and_its_trace_and_json_say_where_the_settings_came_from(narrow,
     out = capsys.readouterr().out
     assert out.startswith(";; walk settings from published; 1 queries for it: k=2,1 (published) leaf-k=2 "
                           "(published) best-leaf-k=5 (published) beam=3 (published) pages=0 (built-in) "
-                          "model=none (built-in); "
+                          "model=none (built-in) fusion=0.4 (built-in); "
                           "intent embedded by none\n"), out
     assert resolve_main([INTENT, *at, "--json", "--k", "3"]) == 0
     stats = json.loads(capsys.readouterr().out)["stats"]

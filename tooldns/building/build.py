@@ -37,6 +37,7 @@ from urllib.parse import urlparse
 from ..embedding.registry import DEFAULT_SPEC, installed, make_embedder, spec_for_model
 from ..exceptions import BuildError, EmbeddingError
 from ..protocol import names
+from ..protocol.fusion import DEFAULT_WEIGHT
 from ..protocol.plan import WalkPlan
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import decode_vector, encode_vector
@@ -61,7 +62,7 @@ DEFAULT_PRUNE_RATIO = 0.25
 DEFAULT_TOOL_K1 = 1.5
 #: BM25's share when a hybrid zone ranks its children (its best facet against its centroids' best
 #: cosine): chosen by cross-validation on ToolRet's dev queries with multilingual-e5-small (root route
-#: recall at K = 6, docs/building.md); tools keep the client's weight, 0.4
+#: recall at K = 6, docs/building.md); tools keep the client's weight (:attr:`Embedder.fusion`)
 CHILD_ALPHA = 0.6
 #: the walk a built tree publishes in its root zone (``walk:``, served at ``_walk.<origin>``): what
 #: resolvers do when told nothing. Chosen by cross-validation on ToolRet's dev queries (docs/building.md):
@@ -402,6 +403,8 @@ def _tree_settings(scorer: str, options: dict, child_k1: float, child_b: float, 
                    embedded: "Embedded | None", outdir: Path) -> Settings:
     """The settings of every zone of a built tree (before :func:`_settings` adapts a zone's child k1)."""
     child_options = {"k1": child_k1, "b": child_b, **({"alpha": CHILD_ALPHA} if scorer == "hybrid" else {})}
+    if embedded and scorer == "hybrid" and embedded.fusion != DEFAULT_WEIGHT:
+        options = {"alpha": embedded.fusion, **options}  # tools ranked as the client fuses them (published_walk)
     return Settings(scorer=scorer, scorer_options=options, child_scorer_options=child_options, prune_ratio=prune_ratio,
                     **(_vector_settings(embedded, outdir) if embedded and scorer == "hybrid" else {}))
 
@@ -420,10 +423,11 @@ def _vector_settings(embedded: "Embedded", outdir: Path) -> dict:
 def published_walk(scorer: str, embedded: "Embedded | None") -> WalkPlan | None:
     """The walk a built tree's root publishes: :data:`HYBRID_WALK` (with the vectors' model, which
     resolvers embed intents with when they can), :data:`EXAMPLES_WALK` when the vectors carry a map
-    learned from example intents, or :data:`BM25_WALK`; none for LLM-scored zones."""
+    learned from example intents, or :data:`BM25_WALK`; none for LLM-scored zones. A hybrid walk names
+    BM25's share in the client's fusion that suits the model (:attr:`Embedder.fusion`)."""
     if scorer == "hybrid" and embedded is not None:
         walk = EXAMPLES_WALK if embedded.vector_map is not None else HYBRID_WALK
-        return WalkPlan(**walk, model=embedded.model)
+        return WalkPlan(**walk, model=embedded.model, fusion=embedded.fusion)
     return WalkPlan(**BM25_WALK) if scorer in ("bm25", "hybrid") else None
 
 
@@ -494,12 +498,16 @@ class Embedded:
     CENTROIDS = DELEGATION_CENTROIDS
 
     def __init__(self, model: str, vectors, digests: list[str], covered: list[bool] | None = None, *,
-                 spec: str = "", vector_map=None, clusters_tree: bool = True) -> None:
+                 spec: str = "", vector_map=None, clusters_tree: bool = True,
+                 fusion: float = DEFAULT_WEIGHT) -> None:
         import numpy as np
 
         self.model, self.digests = model, digests
         #: whether the tree is clustered on these vectors (:attr:`Embedder.clusters_tree`); else on words
         self.clusters_tree = clusters_tree
+        #: BM25's share in the client's fusion that suits the model (:attr:`Embedder.fusion`): the tree's
+        #: zones rank tools with it and its walk names it
+        self.fusion = fusion
         #: the embedder spec the vectors were made with (zones embed intents that come without one with it)
         self.spec = spec
         #: the map of the embedding space learned from example intents and baked into the vectors, or None
@@ -528,7 +536,8 @@ class Embedded:
         if vmap is not None:
             vectors = vmap.apply(vectors)
         return cls(embedder.model, vectors, [t.text_digest() for t in tools], covered, spec=spec, vector_map=vmap,
-                   clusters_tree=getattr(embedder, "clusters_tree", True))
+                   clusters_tree=getattr(embedder, "clusters_tree", True),
+                   fusion=getattr(embedder, "fusion", DEFAULT_WEIGHT))
 
     @property
     def clusters(self):

@@ -42,6 +42,7 @@ from ..embedding.local import model_covers as local_model_covers
 from ..embedding.registry import DEFAULT_SPEC, spec_for_model
 from ..embedding.vectormap import VectorMap
 from ..exceptions import EmbeddingError, ZoneFileError
+from ..protocol.fusion import DEFAULT_WEIGHT
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.hybrid import HybridScorer
 from ..zone.model import Delegation, Tool, Zone
@@ -421,14 +422,27 @@ def embed_tree(directory: str | os.PathLike, embedder: Embedder, centroids: int 
                                                             for d in zone.children),
                                        vector_centre=centre,
                                        settings=dataclasses.replace(zone.settings, vector_map=digest),
-                                       # the walk it publishes names the model resolvers embed intents with
-                                       walk=dataclasses.replace(zone.walk, model=vectors.model) if zone.walk else None)
+                                       # the walk it publishes names the model resolvers embed intents with,
+                                       # and BM25's share in their fusion that suits it
+                                       walk=dataclasses.replace(zone.walk, model=vectors.model,
+                                                                fusion=embedder.fusion) if zone.walk else None)
             zone = _switch(zone, scorer, report) if scorer else zone
+            if zone.settings.scorer == HYBRID:
+                zone = dataclasses.replace(zone, settings=_fused_with(zone.settings, embedder.fusion))
         if zone != originals[f.zone.origin]:
             changed.append((f, zone))
     _write(changed)
     report.zones_changed = [str(f.path) for f, _ in changed]
     return report
+
+
+def _fused_with(settings, fusion: float):
+    """A hybrid zone's *settings* ranking tools with BM25's share *fusion*, as the client fuses them
+    (``alpha``; left out when it is the default, as a build leaves it out)."""
+    options = {k: v for k, v in settings.scorer_options.items() if k != "alpha"}
+    if fusion != DEFAULT_WEIGHT:
+        options["alpha"] = fusion
+    return dataclasses.replace(settings, scorer_options=options)
 
 
 def _forget_vectors(zone: Zone) -> Zone:

@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from typing import Sequence
 
 from ..exceptions import EmbeddingError
+from ..protocol.fusion import DEFAULT_WEIGHT
 
 
 def unit_vector(vector: Sequence[float]) -> list[float]:
@@ -56,6 +57,9 @@ class Embedder(ABC):
     #: whether a tree is clustered on its vectors (``tooldns build``); False: on the tools' words, as a
     #: BM25 tree is, the zones still ranking with the vectors (a static model's, docs/building.md)
     clusters_tree: bool = True
+    #: BM25's share when the client fuses this model's cosines with BM25 (:mod:`tooldns.protocol.fusion`):
+    #: what a tree of its vectors publishes (``fusion=`` in its walk) and its zones rank tools with
+    fusion: float = DEFAULT_WEIGHT
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

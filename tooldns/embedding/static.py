@@ -184,6 +184,9 @@ class StaticEmbedder(LocalEmbedder):
     #: a vector per token routes worse than words: a tree of them is clustered on the tools' words
     #: (measured on ToolRet, 100,000 and 1,000,000 tools: docs/building.md)
     clusters_tree = False
+    #: a vector per token ranks worse than a transformer's: BM25 keeps the larger share of the fused
+    #: score, 0.6 (chosen by each half of ToolRet's English dev queries; docs/embedding.md)
+    fusion = 0.6
 
     def __init__(self, path: str | os.PathLike | None = None) -> None:
         StaticModel = _static_model_class()

@@ -20,7 +20,10 @@ Keys (``docs/protocol.md``, section 6b):
 * ``model``: the embedding model whose vectors the zones score, named as the vector option names
   it (printable ASCII without spaces, 1 to 64 bytes, :mod:`.vector`);
 * ``pages``: follow-up queries a resolution may ask of leaves whose tools all made its result, each
-  for the tools ranked after those (the page option, :mod:`.page`; 1 to :data:`MAX_PAGES`).
+  for the tools ranked after those (the page option, :mod:`.page`; 1 to :data:`MAX_PAGES`);
+* ``fusion``: BM25's share when the client fuses the tools of hybrid leaves
+  (:mod:`tooldns.protocol.fusion`), the rest the cosine's: a decimal from 0 to 1 with at most three
+  places (``fusion=0.6``); what suits the ``model``'s vectors.
 
 Numbers are decimal, without sign or leading zero. Decoding tolerates what it does not know and is
 strict about what it does: a key it does not know is skipped (a later version may add some), but a
@@ -30,8 +33,8 @@ built-in settings and says why.
 
     >>> encode_plan(WalkPlan(k=(5, 3, 2), leaf_k=6))
     [b'tooldns-walk=1', b'k=5,3,2', b'leaf-k=6']
-    >>> decode_plan([b'tooldns-walk=1', b'k=6', b'colour=blue'])
-    WalkPlan(k=(6,), leaf_k=None, best_leaf_k=None, beam=None, model=None, pages=None)
+    >>> decode_plan([b'tooldns-walk=1', b'k=6', b'colour=blue', b'fusion=0.6'])
+    WalkPlan(k=(6,), leaf_k=None, best_leaf_k=None, beam=None, model=None, pages=None, fusion=0.6)
     >>> plan_name("tools.")
     '_walk.tools.'
 """
@@ -63,14 +66,17 @@ MAX_BEAM = 65535
 MAX_PAGES = 64
 
 _NUMBER = re.compile(r"[1-9][0-9]{0,5}\Z", re.ASCII)
+#: a share as ``fusion=`` writes it: 0 or 1, or a decimal between with at most three places
+_SHARE = re.compile(r"(0(\.[0-9]{1,3})?|1(\.0{1,3})?)\Z", re.ASCII)
 
 
 @dataclass(frozen=True)
 class WalkPlan:
     """A walk a zone recommends: K per depth (an int is taken as one depth), and optionally the
     tools asked of each leaf, of the best path's leaf, the beam and the embedding model; None where
-    the zone says nothing; and the follow-up pages a resolution may ask (:mod:`.page`).
-    :class:`PlanError` when a value is out of range."""
+    the zone says nothing; the follow-up pages a resolution may ask (:mod:`.page`); and BM25's
+    share in the client's fusion of hybrid leaves' tools. :class:`PlanError` when a value is out of
+    range."""
 
     k: tuple[int, ...]
     leaf_k: int | None = None
@@ -78,6 +84,7 @@ class WalkPlan:
     beam: int | None = None
     model: str | None = None
     pages: int | None = None
+    fusion: float | None = None
 
     def __post_init__(self) -> None:
         ks = self.k
@@ -87,7 +94,8 @@ class WalkPlan:
             ks = tuple(ks)
         object.__setattr__(self, "k", ks)
         problem = (k_problem(ks) or count_problem(self.leaf_k, "leaf_k") or count_problem(self.best_leaf_k, "best_leaf_k")
-                   or beam_problem(self.beam) or model_problem(self.model) or pages_problem(self.pages))
+                   or beam_problem(self.beam) or model_problem(self.model) or pages_problem(self.pages)
+                   or fusion_problem(self.fusion))
         if problem:
             raise PlanError(problem)
 
@@ -129,6 +137,22 @@ def pages_problem(value) -> str | None:
     return f"pages must be a whole number from 1 to {MAX_PAGES}, got {value!r}"[:120]
 
 
+def fusion_problem(value) -> str | None:
+    """What is wrong with *value* as BM25's share in the client's fusion (None: not given), or None:
+    a number from 0 to 1 in steps of a thousandth (what ``fusion=`` can write)."""
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1 \
+            or abs(value * 1000 - round(value * 1000)) > 1e-6:
+        return f"fusion must be a number from 0 to 1 with at most three decimal places, got {value!r}"[:120]
+    return None
+
+
+def _share(value: float) -> str:
+    """*value* (a valid fusion) as ``fusion=`` writes it: ``0.6``, ``1``, ``0.125``."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
 def model_problem(model) -> str | None:
     """What is wrong with *model* as an embedding model's name (None: not given), or None: the
     vector option's rule, printable ASCII without spaces, 1 to 64 bytes."""
@@ -156,6 +180,8 @@ def _pairs(plan: WalkPlan) -> list[tuple[str, object]]:
                        ("model", plan.model), ("pages", plan.pages)):
         if value is not None:
             pairs.append((key, value))
+    if plan.fusion is not None:
+        pairs.append(("fusion", _share(plan.fusion)))
     return pairs
 
 
@@ -185,6 +211,16 @@ def _number(pairs: dict[str, str], key: str, most: int) -> int | None:
     return int(value)
 
 
+def _fusion(pairs: dict[str, str]) -> float | None:
+    value = pairs.get("fusion")
+    if value is None:
+        return None
+    if not _SHARE.match(value):
+        raise PlanError(f"published walk: fusion={_shown(value)} is not a share from 0 to 1 "
+                        "(a decimal with at most three places)")
+    return float(value)
+
+
 def decode_plan(strings: Sequence[bytes]) -> WalkPlan:
     """The walk in one TXT record's *strings*; :class:`PlanError` saying what is wrong."""
     pairs = decode_pairs(strings)
@@ -204,7 +240,8 @@ def decode_plan(strings: Sequence[bytes]) -> WalkPlan:
     if problem:
         raise PlanError(f"published walk: {problem}")
     return WalkPlan(k=ks, leaf_k=_number(pairs, "leaf-k", MAX_K), best_leaf_k=_number(pairs, "best-leaf-k", MAX_K),
-                    beam=_number(pairs, "beam", MAX_BEAM), model=model, pages=_number(pairs, "pages", MAX_PAGES))
+                    beam=_number(pairs, "beam", MAX_BEAM), model=model, pages=_number(pairs, "pages", MAX_PAGES),
+                    fusion=_fusion(pairs))
 
 
 def decode_plan_rrset(records: Sequence[Sequence[bytes]]) -> WalkPlan:

@@ -55,7 +55,7 @@ from typing import Any
 import yaml
 
 from ..protocol import names
-from ..protocol.plan import MAX_BEAM, MAX_DEPTHS, MAX_K, MAX_PAGES, WalkPlan, model_problem
+from ..protocol.plan import MAX_BEAM, MAX_DEPTHS, MAX_K, MAX_PAGES, WalkPlan, fusion_problem, model_problem
 from ..protocol.vector import MAX_DIM, MAX_MODEL, decode_vector
 from ..scoring.bm25 import CorpusStats
 from ..exceptions import NameError_, PlanError, VectorError, ZoneFileError
@@ -499,7 +499,7 @@ class _Checker:
 
 ZONE_KEYS_REQUIRED = {"origin", "soa", "nameservers"}
 ZONE_KEYS_OPTIONAL = {"ttl", "summary", "settings", "walk", "children", "tools", "corpus_stats", "vector_centre"}
-WALK_KEYS_OPTIONAL = {"leaf_k", "best_leaf_k", "beam", "model", "pages"}
+WALK_KEYS_OPTIONAL = {"leaf_k", "best_leaf_k", "beam", "model", "pages", "fusion"}
 TOOL_KEYS_REQUIRED = {"label", "name", "service", "target", "port", "description"}
 TOOL_KEYS_OPTIONAL = {"transport", "priority", "weight", "endpoint", "parameters", "id", "vector", "vector_of",
                       "examples"}
@@ -761,7 +761,8 @@ def _examples(c: _Checker, m: _Map, what: str) -> tuple[str, ...]:
 def _walk(c: _Checker, top: _Map) -> WalkPlan | None:
     """The ``walk:`` the zone publishes at ``_walk.<origin>`` (:mod:`tooldns.protocol.plan`): K per depth
     (a number, or a list of one per depth, the last repeating) and optionally ``leaf_k``,
-    ``best_leaf_k``, ``beam``, ``model`` and ``pages``; None when the zone has none (or after an error)."""
+    ``best_leaf_k``, ``beam``, ``model``, ``pages`` and ``fusion``; None when the zone has none (or after
+    an error)."""
     if "walk" not in top:
         return None
     m = c.mapping(top["walk"], c.lineof(top, "walk"), "walk", {"k"}, WALK_KEYS_OPTIONAL)
@@ -779,10 +780,14 @@ def _walk(c: _Checker, top: _Map) -> WalkPlan | None:
         if problem:  # the vector option's rule: the model is named as the vectors name it
             c.err(c.lineof(m, "model"), f"walk {problem}")
             model = None
+    fusion = m.get("fusion")
+    if fusion_problem(fusion):  # BM25's share in the client's fusion, as the record can write it
+        c.err(c.lineof(m, "fusion"), f"walk {fusion_problem(fusion)}")
+        fusion = None
     if ks is None:
         return None
     try:
-        return WalkPlan(ks, leaf_k, best_leaf_k, beam, model, pages)
+        return WalkPlan(ks, leaf_k, best_leaf_k, beam, model, pages, fusion)
     except PlanError as exc:  # each value was checked at its line above: not expected
         c.err(c.lineof(top, "walk"), f"walk: {exc}")
         return None
@@ -1145,7 +1150,7 @@ def _dump_settings(settings: Settings) -> dict[str, Any]:
 def _dump_walk(walk: WalkPlan) -> dict[str, Any]:
     """A walk as ``walk:`` reads it: one K as a number, several as a list; only the settings given."""
     out: dict[str, Any] = {"k": walk.k[0] if len(walk.k) == 1 else list(walk.k)}
-    for key in ("leaf_k", "best_leaf_k", "beam", "model", "pages"):
+    for key in ("leaf_k", "best_leaf_k", "beam", "model", "pages", "fusion"):
         if getattr(walk, key) is not None:
             out[key] = getattr(walk, key)
     return out
