@@ -184,9 +184,7 @@ class _BaseResolver:
         #: an embedder (:mod:`tooldns.embedding`): the intent is embedded once per resolution and its
         #: vector sent with every query, for zones that score vectors; None: no vector is sent
         self.embedder = embedder
-        #: BM25's share when hybrid leaves' tools are fused (:mod:`tooldns.protocol.fusion`); None: the
-        #: published walk's, else DEFAULT_WEIGHT
-        self.fusion = fusion
+        self.fusion = fusion  #: BM25's share in the fusion of hybrid leaves' tools; None: the published walk's
         #: DNSSEC (docs/dnssec.md): validate every reply from *trust_anchor* (a TrustAnchor or the path of
         #: a file of the root zone's DNSKEY or DS lines) down; *require_secure*: return secure tools only
         if validate and trust_anchor is None:
