@@ -1,6 +1,7 @@
 """Nothing on the event loop but answering: reloads, rebuilds and lazy loads run in threads, and what
 they build replaces what is served in one step; a child cannot rebuild its parent at will; only regular
-files are read as zone files.
+files are read as zone files; an intent to embed is embedded in the thread pool, the queries that bring
+a vector answered on the loop meanwhile.
 
 Each test holds the slow work in progress (a threading.Event the test releases) and checks, on real
 sockets, that a query about another zone is answered meanwhile: no timed assertion, only events,
@@ -22,11 +23,14 @@ from dnslib import EDNS0, QTYPE, RCODE, DNSRecord, EDNSOption
 
 from conftest import REPLY_TIMEOUT, WAIT_TIMEOUT, free_port, start_tree, wait_until
 from test_lazy import built  # noqa: F401  (the fixture: a built tree of about 20 zones on one address)
+from tooldns.embedding.hashing import HashEmbedder
 from tooldns.exceptions import ZoneFileError
 from tooldns.protocol.intent import INTENT_OPTION_CODE, encode_intent
+from tooldns.protocol.vector import VECTOR_OPTION_CODE
 from tooldns.serving import lazy as lazy_module
 from tooldns.serving import store as store_module
 from tooldns.serving.lazy import Unloadable
+from tooldns.serving.offloop import WouldWait, may_wait, on_the_loop
 from tooldns.serving.server import DNSServer
 from tooldns.serving.summaries import SummaryKeeper
 from tooldns.serving.tree import TreeThread
@@ -445,3 +449,75 @@ def test_replaced_indexes_waiting_for_a_check_are_bounded():
     for _ in range(RETIRED_KEPT + 2):
         store._swap(store._new_index(store.file_zone))
     assert len(store._retired) == RETIRED_KEPT and first() is None
+
+
+class _HeldEmbedder(HashEmbedder):
+    """The hash model, whose intents wait until the test releases them; it counts the calls held and
+    names the threads they ran in."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.release, self.held, self.threads = threading.Event(), 0, set()
+        self._lock = threading.Lock()
+
+    def embed_queries(self, texts):
+        with self._lock:
+            self.held += 1
+            self.threads.add(threading.current_thread().name)
+        self.release.wait(WAIT_TIMEOUT)
+        return super().embed_queries(texts)
+
+
+def _hybrid_query(intent: str, vector: bytes | None = None) -> bytes:
+    q = DNSRecord.question("_any._tcp._history.weather.tools.", "SRV")
+    q.header.rd = 0
+    opts = [EDNSOption(INTENT_OPTION_CODE, encode_intent(intent, 3))]
+    q.add_ar(EDNS0(udp_len=1232, opts=opts + ([EDNSOption(VECTOR_OPTION_CODE, vector)] if vector else [])))
+    return bytes(q.pack())
+
+
+@pytest.mark.integration
+def test_while_intents_wait_to_be_embedded_a_query_with_a_vector_is_answered(tmp_path, monkeypatch):
+    """A hybrid zone that embeds the intents coming without a vector: while its model holds as many of
+    them as the server has threads, a query bringing its own vector is answered, on the event loop.
+    Before, every query to such a zone went through the thread pool and waited behind them."""
+    from test_fast_reply import _ask, _serving
+    from test_hybrid import hybrid_history, intent_vector
+    from tooldns.embedding import registry
+
+    held = _HeldEmbedder()
+    monkeypatch.setitem(registry._shared, "hash:64", held)
+    resolver = hybrid_history(tmp_path, embed_intents="hash:64")
+    intents = [f"rain gauge readings of station {n}" for n in range(8)]  # as many as the pool's threads
+    with _serving(resolver) as port:
+        waiting = [threading.Thread(target=lambda i=i: replies.append(_ask(port, _hybrid_query(i), True)))
+                   for i in intents]
+        replies: list[bytes] = []
+        for thread in waiting:
+            thread.start()
+        try:
+            assert wait_until(lambda: held.held == len(intents))
+            brought = DNSRecord.parse(_ask(port, _hybrid_query(intents[0], intent_vector(intents[0])), True))
+            assert brought.header.rcode == RCODE.NOERROR and brought.ar and not replies
+            assert held.held == len(intents)  # the vector was used: nothing more was embedded
+        finally:
+            held.release.set()
+            for thread in waiting:
+                thread.join(WAIT_TIMEOUT)
+    assert len(replies) == len(intents) and all(DNSRecord.parse(r).header.rcode == RCODE.NOERROR for r in replies)
+    assert held.threads and all(name.startswith("tooldns-scorer") for name in held.threads)
+
+
+def test_on_the_loop_an_intent_to_embed_is_left_to_the_pool_and_one_embedded_already_is_used(tmp_path):
+    from test_hybrid import hybrid_history
+
+    index = hybrid_history(tmp_path, embed_intents="hash:64").source.index
+    with on_the_loop():
+        assert not may_wait()
+        with pytest.raises(WouldWait):
+            index.intent_vector("rain gauge readings", None)
+    assert may_wait()
+    vector, ignored, failed = index.intent_vector("rain gauge readings", None)  # off the loop: embedded
+    assert vector is not None and not ignored and not failed
+    with on_the_loop():
+        assert index.intent_vector("rain gauge readings", None)[0] == vector  # embedded already: no wait

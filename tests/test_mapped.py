@@ -120,11 +120,13 @@ def test_a_leaf_map_answers_byte_for_byte_as_the_zone_it_maps(built, tmp_path):
     assert answered > 500 and declined > 20
 
 
-def test_a_hybrid_leafs_map_answers_intents_with_vectors_as_the_zone_and_declines_those_without(hybrid, tmp_path):
+def test_a_hybrid_leafs_map_answers_intents_with_or_without_vectors_as_the_zone(hybrid, tmp_path):
     """A hybrid leaf's map holds its vectors as well as its terms: a query that brings the intent's
-    vector is answered byte for byte as by the zone (the fused scores and their parts); one without
-    is declined (the zone embeds the intent itself, which a map cannot), and the zone loaded answers it."""
+    vector is answered byte for byte as by the zone (the fused scores and their parts), and so is one
+    without (dig's), the intent embedded as the zone embeds it; on the event loop, an intent not
+    embedded yet is left to the server's pool (WouldWait), one embedded already answered there."""
     from tooldns.embedding.registry import make_embedder
+    from tooldns.serving.offloop import WouldWait, on_the_loop
 
     embedder = make_embedder("hash")
     snapshots = tmp_path / "snapshots"
@@ -134,16 +136,26 @@ def test_a_hybrid_leafs_map_answers_intents_with_vectors_as_the_zone_and_decline
         zone, index, where = _indexed(path, snapshots)
         assert zone.settings.scorer == "hybrid" and mappable(index) and where.is_file(), path
         leaf = LeafMap.open(where, open_trusted)
-        assert (leaf.model, leaf.dim, leaf.embeds) == (index.model, index.dim, True)
+        assert (leaf.model, leaf.dim, leaf.embeds) == (index.model, index.dim, zone.settings.embed_intents) != \
+            (None, 0, "")
         whole = FastPath(StaticSource(index), INTENT_OPTION_CODE, {"queries": 0, "trimmed": 0})
         mapped = MappedFastPath(leaf, INTENT_OPTION_CODE, {"queries": 0, "trimmed": 0})
         for query in _queries(zone.origin, embedder):
             expected = whole.answer(query, True)
             assert mapped.answer(query, True) == expected, (path, query)
             answered += expected is not None and b"cos=" in expected
+        unseen = [make_query(f"_any._tcp.{zone.origin}", opt_record([dns.edns.GenericOption(
+            INTENT_OPTION_CODE, encode_intent(f"{zone.origin} never asked {n}", 3))])) for n in range(2)]
+        with on_the_loop(), pytest.raises(WouldWait):  # the embedder is not made yet
+            mapped.answer(unseen[0], True)
+        assert mapped.answer(unseen[0], True) == whole.answer(unseen[0], True) is not None  # off the loop
+        with on_the_loop(), pytest.raises(WouldWait):  # made, but this intent is not embedded yet
+            mapped.answer(unseen[1], True)
         for query in _queries(zone.origin)[:-2]:  # intents without their vector
-            assert mapped.answer(query, True) is None
-            embedded += whole.answer(query, True) is not None
+            expected = whole.answer(query, True)
+            with on_the_loop():  # the zone embedded it a moment ago: answered where the loop asks
+                assert mapped.answer(query, True) == expected, (path, query)
+            embedded += expected is not None and b"cos=" in expected
     assert answered > 300 and embedded > 300
 
 
@@ -231,8 +243,8 @@ def test_a_built_tree_answers_its_first_walks_from_leaf_maps_written_at_build(bu
 def test_a_hybrid_trees_first_walks_are_answered_from_leaf_maps_written_at_build(hybrid):
     """``tooldns build`` of a hybrid tree keeps a map of every leaf, its vectors in it: served lazily, the
     first walks of a resolver that sends its intents' vectors reach leaves never loaded, answered from
-    their maps as by the tree loaded whole; a query without a vector (dig's) has the leaf loaded, which
-    embeds the intent itself."""
+    their maps as by the tree loaded whole; so is a query without a vector (dig's), its intent embedded
+    in the server's pool, and the leaf is still not loaded."""
     zones_dir, address = hybrid
     leaves = _leaves(zones_dir)
     assert leaves and len(list((zones_dir / ".snapshots").glob("*.map"))) == len(leaves)
@@ -248,11 +260,10 @@ def test_a_hybrid_trees_first_walks_are_answered_from_leaf_maps_written_at_build
             INTENT_OPTION_CODE, encode_intent(INTENTS[0], 3))]))
         host, port = lazy.root()
 
-        def answered() -> bool:
-            reply = DNSRecord.parse(DNSRecord.parse(query).send(host, port, timeout=REPLY_TIMEOUT))
-            return reply.header.rcode == RCODE.NOERROR and bool(reply.rr)
-
-        assert wait_until(answered) and origin in zones.loaded
+        counted = zones.mapped_stats["queries"]
+        reply = DNSRecord.parse(DNSRecord.parse(query).send(host, port, timeout=REPLY_TIMEOUT))
+        assert reply.header.rcode == RCODE.NOERROR and reply.rr and b"cos=" in bytes(reply.pack())
+        assert zones.mapped_stats["queries"] == counted + 1 and zones.loads == 0 and origin not in zones.loaded
 
 
 @pytest.mark.integration

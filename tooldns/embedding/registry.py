@@ -172,13 +172,20 @@ class IntentEmbeddings:
         self._within = Within(8) if embedder.remote else None
         self._down_until = 0.0
 
+    def cached(self, text: str) -> list[float] | None:
+        """The unit vector of *text* when it is in the cache (counted a hit), else None: nothing waits."""
+        cached = self._cache.get(text)
+        if cached is None:
+            return None
+        with self._lock:
+            self.hits += 1
+        return list(cached)
+
     def vector(self, text: str) -> list[float]:
         """The unit vector of *text*, from the cache or embedded now (EmbeddingError on failure)."""
-        cached = self._cache.get(text)
+        cached = self.cached(text)
         if cached is not None:
-            with self._lock:
-                self.hits += 1
-            return list(cached)
+            return cached
         if time.monotonic() < self._down_until:
             raise Paused(f"{self.embedder.model} failed less than {self.pause:g} s ago; not asked")
         try:

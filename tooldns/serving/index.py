@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from dnslib import AAAA, NS, QTYPE, RR, SOA, SRV, TXT, A, DNSLabel
 
 from ..compiled import TURN_EVERY, turn
-from ..embedding.registry import Paused, shared_intent_embeddings
+from ..embedding.registry import IntentEmbeddings, Paused, shared_intent_embeddings
 from ..protocol import names
 from ..protocol.plan import encode_plan, plan_name
 from ..protocol.summary import encode_summary, summary_name
@@ -29,6 +29,7 @@ from ..scoring.registry import make_scorer
 from ..scoring.scorer import Scorer
 from ..scoring.tokenize import Tokenized, tokenize
 from ..zone.model import Delegation, Tool, Zone
+from .offloop import WouldWait, may_wait
 from .summaries import publish
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,26 @@ class _Self:
 
 
 SELF = _Self()
+
+
+def embedded_intent(origin: str, own: IntentEmbeddings | None, text: str,
+                    ignored: bool) -> tuple[Vector | None, bool, bool]:
+    """:meth:`ZoneIndex.intent_vector` of zone *origin* for an intent that came without a usable vector
+    (*ignored*: one came, of another model): *text* embedded with *own* (None: the zone embeds none),
+    if its model covers the intent's language; on the event loop only an intent embedded already, else
+    :class:`~.offloop.WouldWait`. A failure: BM25 alone, flagged."""
+    if own is None or not own.embedder.covers(text):
+        return None, ignored, False
+    values = own.cached(text)
+    if values is None and not may_wait():  # on the event loop: the server asks again in its pool
+        raise WouldWait(f"{origin}: an intent to embed")
+    try:
+        return quantize(own.embedder.model, values if values is not None else own.vector(text)), ignored, False
+    except Paused:  # said when it failed: BM25 alone until the pause ends, one log line for them all
+        return None, ignored, True
+    except Exception as exc:  # EmbeddingError, or a vector quantize refuses: BM25 alone, flagged
+        log.warning("%s: cannot embed an intent (%s); BM25 alone answers", origin, exc)
+        return None, ignored, True
 
 
 @dataclass
@@ -189,8 +210,9 @@ class ZoneIndex:
                                   if zone.settings.embed_intents else None)
         #: replies depend only on the query bytes and this index (so the server may cache them)
         self.cacheable = all(s.cacheable for s in scorers)
-        #: a scorer, or embedding an intent, may take a while: the server answers this zone off its event loop
-        self.blocking = any(s.blocking for s in scorers) or self.intent_embeddings is not None
+        #: a scorer may take a while on every query: the server answers this zone off its event loop
+        #: (an intent to embed is moved off it query by query, :meth:`intent_vector`)
+        self.blocking = any(s.blocking for s in scorers)
 
     def __getstate__(self) -> dict:
         """What :mod:`pickle` keeps of an index (a zone loaded in another process, :mod:`.loader`): the
@@ -315,21 +337,12 @@ class ZoneIndex:
 
         A sent vector of this zone's model and size is used as it is; otherwise the zone embeds the
         intent itself when its settings say so (with the one model and cache its process shares),
-        if the model covers the intent's language.
+        if the model covers the intent's language: on the event loop only an intent embedded already,
+        else :class:`~.offloop.WouldWait`.
         """
         if sent is not None and (sent.model, sent.dim) == (self.model, self.dim):
             return sent, False, False
-        ignored = sent is not None
-        own = self.intent_embeddings
-        if own is None or not own.embedder.covers(text):
-            return None, ignored, False
-        try:
-            return quantize(own.embedder.model, own.vector(text)), ignored, False
-        except Paused:  # said when it failed: BM25 alone until the pause ends, one log line for them all
-            return None, ignored, True
-        except Exception as exc:  # EmbeddingError, or a vector quantize refuses: BM25 alone, flagged
-            log.warning("%s: cannot embed an intent (%s); BM25 alone answers", self.origin, exc)
-            return None, ignored, True
+        return embedded_intent(self.origin, self.intent_embeddings, text, sent is not None)
 
     def rrsets(self, name: str) -> dict[int, list[RR]] | None:
         """The records of *name* (lower-case, absolute) by type, None when it holds none; a tool's

@@ -20,8 +20,9 @@ answers from its map when there is one; anything the map does not answer (a tool
 a signed tree, an answer that needs the full path) loads the zone as before. Leaves ranked by BM25,
 or by BM25 and vectors (``hybrid``), have maps; not a zone with children, an LLM-ranked or a signed
 one. A hybrid leaf's map also holds its vectors (the unit rows its scorer compares intents with, as
-float32, aligned, read where they lie): an intent that comes with its vector is answered from it;
-one without, which the zone would embed itself, loads the zone.
+float32, aligned, read where they lie): an intent that comes with its vector is answered from it,
+and so is one without, embedded as the zone would embed it (the process's one embedder of the zone's
+``embed_intents``), in the server's thread pool (:mod:`.offloop`).
 
 A map is code to :mod:`pickle` as a snapshot is (its header and pieces): it is read under the same
 rules (:func:`tooldns.serving.loader.open_trusted`).
@@ -45,17 +46,21 @@ from dnslib.server import BaseResolver
 
 import numpy as np
 
+from ..embedding.registry import shared_intent_embeddings
 from ..protocol.budget import Budget, Store
 from ..scoring.bm25 import BM25, BM25Scorer, packed_posting, posting_bytes
 from ..scoring.hybrid import HybridScorer
 from .fast.pack import PackedZone
-from .fast.path import Declined, FastPath, writers
-from .index import Candidates, ZoneIndex
+from .fast.path import FastPath, writers
+from .index import Candidates, ZoneIndex, embedded_intent
 from .lookup import Kind, Ranked
+from .offloop import WouldWait, may_wait
 from .resolver import StaticSource
 
 #: the first octets of a leaf map, and its layout's version
 MAGIC = b"TDNSMAP2"
+#: a map's intent embeddings, before a query first needs them
+_UNMADE = object()
 #: a hybrid leaf's rows (float32) start at a multiple of this many bytes of the file
 ALIGN = 64
 _LENGTH = struct.Struct("<I")
@@ -121,7 +126,7 @@ def map_bytes(index: ZoneIndex) -> bytes | None:
         body += piece
     head = pickle.dumps({"origin": index.origin, "search_settings": index.search_settings,
                          "routes": index.packed_routes, "sections": sections, "pieces": table,
-                         "tools": len(pieces), "embeds": bool(index.zone.settings.embed_intents)},
+                         "tools": len(pieces), "embeds": index.zone.settings.embed_intents},
                         protocol=pickle.HIGHEST_PROTOCOL)
     head += bytes(-(len(MAGIC) + _LENGTH.size + len(head)) % ALIGN)  # the body aligned (unpickling ignores these)
     return MAGIC + _LENGTH.pack(len(head)) + head + bytes(body)
@@ -267,10 +272,11 @@ class LeafMap:
         self.search_settings = head["search_settings"]
         self.packed_routes = head["routes"]
         self.pieces = _Pieces(data, self.base, head["pieces"], head["tools"])
-        #: the model of the leaf's vectors (None: BM25 alone), and whether the zone embeds intents that come
-        #: without a usable vector (which a map cannot: the zone itself answers those, :meth:`intent_vector`)
+        #: the model of the leaf's vectors (None: BM25 alone), and the embedder spec with which the zone
+        #: embeds intents that come without a usable vector ("": none; :meth:`intent_vector`)
         self.model, self.dim, self.embeds = None, 0, head["embeds"]
         self.intent_embeddings = True if self.embeds else None  # what lookup asks before intent_vector
+        self._own = _UNMADE if self.embeds else None  # the process's embeddings of that spec, once needed
         self.tool_candidates = {}
         for keys, n, positions, table, mask, rows in head["sections"]:
             candidates = Candidates.__new__(Candidates)  # its entries are not walked for SELF: a leaf has none
@@ -293,14 +299,17 @@ class LeafMap:
                                  centre=None if centre is None else np.frombuffer(centre, dtype=np.float32))
 
     def intent_vector(self, text: str, sent):
-        """The vector to rank *text* with, as the zone's own index gives it (:meth:`ZoneIndex.intent_vector`)
-        when the query sent a usable one, or the zone embeds none; otherwise :class:`~.fast.path.Declined`:
-        the zone itself, loaded, embeds the intent."""
+        """The vector to rank *text* with, as the zone's own index gives it (:meth:`ZoneIndex.intent_vector`):
+        the one the query sent when usable, else the intent embedded with the process's shared
+        embedder of the zone's spec, made when first needed; either off the event loop
+        (:class:`~.offloop.WouldWait`) unless done already."""
         if sent is not None and (sent.model, sent.dim) == (self.model, self.dim):
             return sent, False, False
-        if self.embeds:
-            raise Declined(f"{self.origin}: an intent to embed")
-        return None, sent is not None, False
+        if self._own is _UNMADE:
+            if not may_wait():  # making the model may take seconds
+                raise WouldWait(f"{self.origin}: an embedder to make")
+            self._own = shared_intent_embeddings(self.embeds)
+        return embedded_intent(self.origin, self._own, text, sent is not None)
 
     @classmethod
     def open(cls, path: str | os.PathLike, opener: Callable) -> "LeafMap | None":

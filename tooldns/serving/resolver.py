@@ -35,6 +35,7 @@ from ..protocol.intent import INTENT_OPTION_CODE, Intent, decode_intent
 from ..protocol.vector import VECTOR_OPTION_CODE, decode_vector
 from .fast import FastPath
 from .lookup import Kind, Result, fits_trimmed, lookup, trimmed
+from .offloop import WouldWait
 from .options import decoded, option_data, with_flags
 from .reply import BADVERS, error_reply, notify_reply, reply_for, request_opt
 from .server import Served, Serving
@@ -140,6 +141,9 @@ class ZoneResolver(Served):
         self.stats["queries"] += 1
         try:
             return self._resolve(request, handler)
+        except WouldWait:  # answered again off the event loop, and counted then
+            self.stats["queries"] -= 1
+            raise
         except Exception:  # the safety net: never leave a client waiting
             log.exception("internal error answering %s", request.q.qname if request.questions else "?")
             self.stats["servfail"] += 1

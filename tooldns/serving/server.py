@@ -25,7 +25,9 @@ this class of machine answers about twice the queries of dnslib's threaded serve
   queries from packed bytes when the zone's scorer is deterministic; it is emptied whenever what
   is served reloads (:class:`Serving`).
 * Zones whose scorer may block (the LLM scorer waits up to its budget for a model) are answered
-  from a small thread pool, so one slow model call never stalls the other queries.
+  from a small thread pool, so one slow model call never stalls the other queries; so is a query
+  that would wait to be answered (an intent a hybrid zone must embed, :mod:`.offloop`), the others
+  to that zone (a vector sent with the intent) on the event loop.
 * What is served may not be ready for a query (a lazy zone not loaded yet): it raises
   :class:`NotReady` with a future, and the server answers that query once the future is done, in
   the meantime answering the others; nothing on the event loop waits.
@@ -55,6 +57,7 @@ from dnslib.server import BaseResolver
 
 from ..compiled import unwatch, watch
 from ..zone.model import RateLimit
+from .offloop import WouldWait, on_the_loop
 from .ratelimit import SEND, SLIP, RateLimiter, kind_of, slip_reply
 from .reply import error_reply
 from .sockbuf import DEFAULT_RCVBUF, raise_rcvbuf, udp_drops
@@ -98,8 +101,8 @@ class Serving:
 
     #: replies depend only on the query's bytes and what is served: the packet cache may keep them
     cacheable: bool
-    #: answering may take a while (a scorer waits for a model, an intent is embedded): queries are
-    #: answered in a thread pool, off the event loop
+    #: answering may take a while on every query (a scorer waits for a model): queries are answered
+    #: in a thread pool, off the event loop (one that would wait otherwise says so, :mod:`.offloop`)
     blocking: bool
     #: the response rate limiting setting (the zone file's ``rate_limit``), before the server's overrides
     rate_limit: RateLimit
@@ -233,14 +236,25 @@ class DNSServer:
             self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tooldns-scorer")
         return await asyncio.get_running_loop().run_in_executor(self._pool, self.handle, data, udp, client)
 
-    async def _handle_async(self, data: bytes, udp: bool, client) -> bytes | None:
-        """:meth:`handle`, in the thread pool when the zone's scorer may block, and again once what it
-        needs is ready (:class:`NotReady`)."""
+    def _handle_on_loop(self, data: bytes, udp: bool, client) -> bytes | None:
+        """:meth:`handle` on the event loop, where nothing may wait: :class:`~.offloop.WouldWait` for
+        a query that would (an intent to embed), which the pool then answers."""
+        with on_the_loop():
+            return self.handle(data, udp, client)
+
+    async def _handle_async(self, data: bytes, udp: bool, client, waits: bool = False) -> bytes | None:
+        """:meth:`handle`, in the thread pool when the zone's scorer may block or the query would wait
+        (*waits*, or :class:`~.offloop.WouldWait` on the loop), and again once what it needs is ready
+        (:class:`NotReady`)."""
         for _ in range(READY_TRIES):
             try:
-                if self._may_block():
+                if waits or self._may_block():
                     return await self._handle_in_pool(data, udp, client)
-                return self.handle(data, udp, client)
+                try:
+                    return self._handle_on_loop(data, udp, client)
+                except WouldWait:
+                    waits = True
+                    return await self._handle_in_pool(data, udp, client)
             except NotReady as wait:
                 await self._ready(wait)
         return self._servfail(data, "the zone asked about could not be made ready; try again")
@@ -448,9 +462,12 @@ class DNSServer:
                     asyncio.ensure_future(self._answer_later(data, addr))
                     return
                 try:
-                    wire = server.limit(server.handle(data, True, addr), addr)
+                    wire = server.limit(server._handle_on_loop(data, True, addr), addr)
                 except NotReady:  # answered once ready; the loop goes on answering the others
                     asyncio.ensure_future(self._answer_later(data, addr))
+                    return
+                except WouldWait:  # answered in the pool
+                    asyncio.ensure_future(self._answer_later(data, addr, waits=True))
                     return
                 except Exception:  # never let one packet stop the socket
                     log.exception("error handling UDP packet from %s", addr)
@@ -458,9 +475,9 @@ class DNSServer:
                 if wire is not None:
                     self.transport.sendto(wire, addr)
 
-            async def _answer_later(self, data, addr):
+            async def _answer_later(self, data, addr, waits=False):
                 try:
-                    wire = server.limit(await server._handle_async(data, True, addr), addr)
+                    wire = server.limit(await server._handle_async(data, True, addr, waits), addr)
                 except Exception:
                     log.exception("error handling UDP packet from %s", addr)
                     return

@@ -26,6 +26,7 @@ from ...exceptions import IntentError
 from ...protocol.vector import VECTOR_OPTION_CODE, decode_vector
 from ..index import ZoneIndex
 from ..lookup import Kind, Ranked, ranked
+from ..offloop import WouldWait
 from ..options import FLAG_OPTION_CODES, decoded, with_flags
 from ..wire import MAX_MESSAGE, most_that_fit
 from .pack import PackedZone
@@ -42,11 +43,6 @@ except ImportError:  # from source: the Python references the twins are tested a
 COMPILED = writers is not None
 
 log = logging.getLogger(__name__)
-
-
-class Declined(Exception):
-    """Raised by what a query is ranked with when it cannot rank this one (a leaf's map asked to embed
-    an intent, :mod:`tooldns.serving.mapped`): the fast path declines, and the full path answers."""
 
 
 class FastPath:
@@ -97,8 +93,10 @@ class FastPath:
                 if fitted is not None:
                     wire = fitted
                     self.stats["trimmed"] += 1
-        except (IntentError, Declined):
-            return None  # a FORMERR, with the text the full path gives it; or what only the full path ranks
+        except IntentError:
+            return None  # a FORMERR, with the text the full path gives it
+        except WouldWait:  # the server answers it off its event loop
+            raise
         except Exception:
             log.exception("fast path failed on a query to %s; the full path answers it", index.origin)
             return None
