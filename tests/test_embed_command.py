@@ -295,3 +295,25 @@ def test_centroids_of_tools_that_share_vectors_are_of_the_distinct_ones():
     rows = [[1.0, 0, 0, 0]] * 3 + [[0, 1.0, 0, 0], [0, 0, 1.0, 0]]
     built = Embedded("m", rows, [""] * 5).centroids(list(range(5)), 4)
     assert len(built) == 3 and built == centroids_of([encode_vector("m", r) for r in rows], 4)
+
+
+def test_a_builds_leaf_centroids_made_beside_the_maps_are_those_it_would_make_itself(tmp_path, monkeypatch):
+    """``tooldns build`` has the processes that make the leaves' maps make each leaf's centroids too (a
+    million-tool root's took the writing process three minutes): every zone file is the same, byte for
+    byte, as when the writing process makes them all."""
+    from tooldns.building.build import build
+    from tooldns.building.maps import LeafMaps
+    from test_build import synthetic_catalog
+
+    (tmp_path / "services.json").write_text(json.dumps(synthetic_catalog()))
+    options = dict(embed="hash", tree_options=dict(max_children=4, max_leaf=10))
+    asked = []
+    made = LeafMaps.centroids
+    monkeypatch.setattr(LeafMaps, "centroids", lambda self, path: asked.append(made(self, path)) or asked[-1])
+    build([tmp_path / "services.json"], tmp_path / "beside", **options)
+    monkeypatch.setattr(LeafMaps, "centroids", lambda self, path: None)  # the writing process makes them
+    build([tmp_path / "services.json"], tmp_path / "here", **options)
+    assert len(asked) >= 4 and all(asked)
+    beside, here = sorted((tmp_path / "beside").glob("*.yaml")), sorted((tmp_path / "here").glob("*.yaml"))
+    assert [p.name for p in beside] == [p.name for p in here]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(beside, here))

@@ -95,3 +95,22 @@ def test_a_builds_centre_is_the_centre_embed_makes_from_its_files(monkeypatch):
     encoded, _ = embedded.carried()
     assert embedded.centre() == centre_of([e for e, ok in zip(encoded, covered) if ok])
     assert Embedded("m", rows, [""] * 700, [False] * 700).centre() == b""
+
+
+def test_centroids_of_encoded_vectors_are_the_builds_of_its_rows():
+    """A delegation's centroids made from the vectors zone files carry (the leaf-map processes of a build,
+    ``tooldns embed``) are those the build makes of its rows: the covered tools' distinct vectors, more of
+    them than centroids, some shared."""
+    from tooldns.building.build import Embedded
+    from tooldns.building.quantized import centroids_of
+
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(200, 48)).astype(np.float32)
+    rows[100:120] = rows[0]  # twenty tools of one text
+    covered = [i % 7 != 0 for i in range(200)]
+    embedded = Embedded("m", rows, [""] * 200, covered)
+    members = list(range(0, 200, 2))
+    encoded = [embedded.tool_fields(i)["vector"] for i in members if covered[i]]
+    made = embedded.centroids(members)
+    assert len(made) == Embedded.CENTROIDS and centroids_of(encoded, Embedded.CENTROIDS) == made
+    assert centroids_of([], 4) == () and embedded.centroids([0, 7, 14]) == ()

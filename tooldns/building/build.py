@@ -50,7 +50,7 @@ from ..zone.zonefile import write_atomically, write_zone
 from .catalog import Catalog, CatalogTool, load_catalogs
 from .examples import MAP_PREFIX, add_examples, fit_map, read_examples, save_map
 from .maps import KEPT_SCORERS, LeafMaps
-from .quantized import carried_rows, mean_row, read_back
+from .quantized import carried_rows, mean_row, read_back, row_centroids
 from .state import SELF, BuildState, ChildTerms, Totals, ZoneEntry, tool_digest
 from .trees import A2XTreeBuilder, AutoTreeBuilder, Category, TreeBuilder, slug, unique_label
 
@@ -284,24 +284,37 @@ def facet_terms(token_lists) -> tuple[tuple[tuple[str, int], ...], ...]:
     return tuple(tuple(counts.items()) for counts in facets_of(list(token_lists)))
 
 
-def _delegation(child: Category, layout: _Layout, tool_tokens: list[list[str]], embedded: "Embedded | None") -> Delegation:
+def _delegation(child: Category, layout: _Layout, tool_tokens: list[list[str]], embedded: "Embedded | None",
+                made: tuple[bytes, ...] | None = None) -> Delegation:
     """The delegation to *child*: its summary counts the terms of every tool beneath it (and, for a
-    child of few tools, groups them into facets)."""
+    child of few tools, groups them into facets); its centroids *made* already, or made here."""
     members = sorted(child.all_tools())  # catalog order
     facets = facet_terms([tool_tokens[i] for i in members]) if len(members) <= MAX_FACET_TOOLS else ()
+    if made is None:
+        made = embedded.centroids(members) if embedded else ()
     return Delegation(child.label, layout.origin_of[id(child)], child.kind,
                       Summary(_title(child), tuple(child.keywords), serial=SERIAL,
                               corpus_terms=tuple(corpus_counts(tool_tokens[i] for i in members).items()),
                               facets=facets),
-                      layout.nameservers(child), leaf=not child.children,
-                      vectors=embedded.centroids(members) if embedded else ())
+                      layout.nameservers(child), leaf=not child.children, vectors=made)
+
+
+def _made_beside(maps: LeafMaps, outdir: Path, state: BuildState, layout: _Layout, embedded: "Embedded | None"):
+    """The centroids of a leaf child of a zone being written, made by the processes that made the leaf's
+    map (:meth:`LeafMaps.centroids`), by child; None (made here): a zone with children, or none made."""
+    def made(child: Category) -> tuple[bytes, ...] | None:
+        if embedded is None or child.children:
+            return None
+        return maps.centroids(outdir / state.zones[layout.origin_of[id(child)]].file)
+    return made
 
 
 def _zone(cat: Category, zone_origin: str, layout: _Layout, tools: tuple[Tool, ...], tool_tokens: list[list[str]],
-          settings: Settings, stats: CorpusStats | None, embedded: "Embedded | None", centre: bytes = b"") -> Zone:
+          settings: Settings, stats: CorpusStats | None, embedded: "Embedded | None", centre: bytes = b"",
+          made=lambda child: None) -> Zone:
     """The zone of one category: its tools, and a delegation to each child whose summary counts the
-    terms of every tool beneath it."""
-    children = tuple(_delegation(child, layout, tool_tokens, embedded) for child in cat.children)
+    terms of every tool beneath it (with the centroids *made* gives for a child, when not None)."""
+    children = tuple(_delegation(child, layout, tool_tokens, embedded, made(child)) for child in cat.children)
     return Zone(origin=zone_origin, soa=SOA(f"ns1.{zone_origin}", f"hostmaster.{zone_origin}", serial=SERIAL),
                 nameservers=layout.nameservers(cat), summary=Summary(_title(cat) or zone_origin),
                 children=children, tools=tools, settings=settings, corpus_stats=stats, vector_centre=centre)
@@ -347,7 +360,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     state = _new_state(outdir, catalog, layout, tool_tokens, stats, settings, subnet, service, max_leaf, max_children)
     # the leaves get their maps as they are written, in processes beside this one
     with LeafMaps(outdir / SNAPSHOT_DIR, scorer in KEPT_SCORERS, progress=progress) as maps:
-        shown = time.monotonic()
+        shown, made = time.monotonic(), _made_beside(maps, outdir, state, layout, embedded)
         for n, (rank, cat, zone_origin) in enumerate(layout.leaves_first(), 1):
             indices = sorted(set(cat.tools))
             labels = _tool_labels(catalog, indices, set(), label_warnings)
@@ -356,14 +369,14 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
             for tool in tools:
                 mapping[tool.id].append((rank, tool.owner(zone_origin)))
             zone = _zone(cat, zone_origin, layout, tools, tool_tokens, _settings(cat, settings, child_k1, child_b),
-                         _zone_stats(stats, indices, tool_tokens) if tools else None, embedded, centre)
+                         _zone_stats(stats, indices, tool_tokens) if tools else None, embedded, centre, made)
             if cat is root:  # what resolvers do when told nothing
                 zone = dataclasses.replace(zone, walk=published_walk(scorer, embedded))
             write_zone(zone, outdir / state.zones[zone_origin].file, header)  # root.yaml, else <origin>yaml
             if zone.children:
                 state.write_terms(outdir, zone_origin, _child_terms(zone))
-            else:
-                maps.add(outdir / state.zones[zone_origin].file)
+            else:  # its map, and the centroids of its vectors its parent's delegation carries
+                maps.add(outdir / state.zones[zone_origin].file, Embedded.CENTROIDS if embedded else 0)
             if time.monotonic() - shown >= 2.0 or n == len(layout.order):
                 shown = time.monotonic()
                 progress(f"wrote {n}/{len(layout.order)} zones")
@@ -558,15 +571,6 @@ class Embedded:
             return {}
         return {"vector": self.carried()[0][i], "vector_of": self.digests[i]}  # encoded once, for centroids too
 
-    @classmethod
-    def carrying(cls, encoded: list[bytes]) -> "Embedded":
-        """The vectors zone files carry (*encoded*, one model), taken as they are: what ``tooldns embed``
-        makes a delegation's centroids of."""
-        rows = read_back(encoded)
-        out = cls(decode_vector(encoded[0]).model, rows, [""] * len(encoded))  # digests are not needed here
-        out._encoded, out._carried = list(encoded), rows
-        return out
-
     def carried(self):
         """Every tool's vector as its zone file carries it, quantised (:func:`encode_vector`), and read
         back: (the encoded bytes, the rows)."""
@@ -586,23 +590,12 @@ class Embedded:
 
     def centroids(self, indices: list[int], n: int = CENTROIDS) -> tuple[bytes, ...]:
         """At most *n* unit vectors standing for the tools *indices* (k-means centres)."""
-        import numpy as np
-
         indices = [i for i in indices if self.covered[i]]
-        if not indices:
-            return ()
         # of the distinct vectors the zone files carry, in the order of their bytes, as `tooldns embed`
-        # makes them again from the files (centroids_of): the same centroids, byte for byte, so that an
-        # embed after a build rewrites nothing
+        # makes them again from the files (quantized.centroids_of): the same centroids, byte for byte, so
+        # that an embed after a build rewrites nothing
         encoded, rows = self.carried()
-        x = rows[[i for _, i in sorted({encoded[i]: i for i in indices}.items())]]
-        if len(x) > n:  # tools of the same text share a vector: k-means of fewer rows than n would fail
-            from sklearn.cluster import KMeans
-
-            labels = KMeans(n_clusters=n, random_state=0, n_init=3, max_iter=100).fit_predict(x)
-            x = np.array([x[labels == c].mean(axis=0) for c in range(n) if (labels == c).any()])
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        return tuple(encode_vector(self.model, row.tolist()) for row in x)
+        return row_centroids(self.model, rows[[i for _, i in sorted({encoded[i]: i for i in indices}.items())]], n)
 
 
 def default_embed() -> str | None:

@@ -48,6 +48,7 @@ from ..scoring.hybrid import HybridScorer
 from ..zone.model import Delegation, Tool, Zone
 from ..zone.zonefile import dump_zone, header_of, load_zone, parse_zone, write_atomically, zone_files
 from .build import Embedded, centre_of
+from .quantized import centroids_of
 from .examples import load_map, map_path
 
 HYBRID = "hybrid"
@@ -312,14 +313,6 @@ def _embed_tools(zone: Zone, vectors: _Vectors, report: EmbedReport) -> Zone:
         report.tools_not_covered += not tool.vector
         tools.append(tool)
     return dataclasses.replace(zone, tools=tuple(tools))
-
-
-def centroids_of(vectors: list[bytes], n: int) -> tuple[bytes, ...]:
-    """At most *n* centroids of encoded *vectors* (one model), as ``tooldns build`` makes them."""
-    if not vectors:
-        return ()
-    vectors = sorted(set(vectors))  # distinct, in the order of their bytes: as Embedded.centroids reads the build's
-    return Embedded.carrying(vectors).centroids(list(range(len(vectors))), n)
 
 
 def _delegation(d: Delegation, zone: Zone, by_origin: dict[str, Zone], vectors: _Vectors, n: int,

@@ -6,7 +6,9 @@ BM25 tools, and 150 ms to 2 s for a hybrid leaf (its vectors clustered for the s
 reads). A hybrid leaf's map holds its vectors too, and answers every intent that comes with its
 vector; the server's loading process keeps maps as it loads leaves. :class:`LeafMaps` makes them as
 ``tooldns build`` writes the leaves, in processes of their own beside the writing one, so that a tree
-is served from them from its first query (``tooldns build --update``: the leaves it rewrote or added).
+is served from them from its first query (``tooldns build --update``: the leaves it rewrote or added);
+for a hybrid tree, the same processes make each leaf's centroids that its parent's delegation carries
+(a million-tool root's 2,233 took three minutes of the writing process after its last leaf).
 Each process reads the zone file as a server reads it, indexes it and keeps its map in the tree's
 ``.snapshots/`` under the name a server looks for (the code, the default limits, the file's path and
 stamp): a server run with other limits, other code, or after the file is edited finds none there and
@@ -27,6 +29,7 @@ from multiprocessing import get_context
 from ..serving.loader import fast_index, keep_map
 from ..zone.limits import ZoneLimits
 from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp
+from .quantized import centroids_of
 
 #: the scorers whose leaves get a map; an llm scorer's index is not kept
 KEPT_SCORERS = ("bm25", "hybrid")
@@ -34,17 +37,22 @@ KEPT_SCORERS = ("bm25", "hybrid")
 PROGRESS_EVERY = 2.0
 
 
-def map_file(path: str, snapshots: str) -> bool:
+def map_file(path: str, snapshots: str, centroids: int = 0) -> tuple[bool, tuple[bytes, ...] | None]:
     """The leaf map of the zone file at *path* kept in *snapshots*, as a server's loading process keeps
-    it; False for a zone that has none (children; a scorer whose index cannot be kept) or one that
-    cannot be written."""
+    it (False for a zone that has none: children, a scorer whose index cannot be kept, or one that
+    cannot be written); and with *centroids*, at most that many centroids of the leaf's tool vectors,
+    as its parent's delegation carries them (:func:`~.quantized.centroids_of`, the bytes ``tooldns build``
+    makes in its own process), else None."""
     limits = ZoneLimits()
     data, st = read_zone_file(path, limits)
     check_utf8(data, path)
     zone = parse_zone(data, path, limits)
+    made = None
+    if centroids and not zone.children:
+        made = centroids_of([t.vector for t in zone.tools if t.vector], centroids)
     if zone.children or zone.settings.scorer not in KEPT_SCORERS:  # none to make: not indexed for nothing
-        return False
-    return keep_map(snapshots, path, stat_stamp(st), limits, fast_index(zone))
+        return False, made
+    return keep_map(snapshots, path, stat_stamp(st), limits, fast_index(zone)), made
 
 
 class LeafMaps:
@@ -58,12 +66,24 @@ class LeafMaps:
         self._pool = (ProcessPoolExecutor(processes or os.cpu_count() or 1, mp_context=get_context("forkserver"))
                       if wanted else None)
         self._futures: list[Future] = []
+        self._by_path: dict[str, Future] = {}
         self.made = self.failed = 0
 
-    def add(self, path: str | os.PathLike) -> None:
-        """Make the map of the leaf written at *path*, if maps are wanted."""
+    def add(self, path: str | os.PathLike, centroids: int = 0) -> None:
+        """Make the map of the leaf written at *path*, if maps are wanted, and with *centroids* the
+        centroids of its tool vectors (:meth:`centroids`)."""
         if self._pool is not None:
-            self._futures.append(self._pool.submit(map_file, str(path), self.snapshots))
+            future = self._pool.submit(map_file, str(path), self.snapshots, centroids)
+            self._futures.append(future)
+            self._by_path[str(path)] = future
+
+    def centroids(self, path: str | os.PathLike) -> tuple[bytes, ...] | None:
+        """The centroids of the leaf at *path* made beside its map (waiting for them), or None: not
+        asked, no maps wanted, or their making failed (the caller then makes them itself)."""
+        future = self._by_path.get(str(path))
+        if future is None or future.exception() is not None:
+            return None
+        return future.result()[1]
 
     def warnings(self) -> list[str]:
         """What a build report says of the maps: the leaves left without one."""
@@ -87,7 +107,7 @@ class LeafMaps:
         while pending:
             done, pending = wait(pending, timeout=PROGRESS_EVERY)
             for future in done:
-                made = future.exception() is None and future.result()
+                made = future.exception() is None and future.result()[0]
                 self.made += bool(made)
                 self.failed += future.exception() is not None
             self.progress(f"leaf maps: {len(self._futures) - len(pending)}/{len(self._futures)} "

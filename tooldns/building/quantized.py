@@ -12,7 +12,9 @@ functions they stand for (tests compare them):
 * :func:`carried_rows`: both, the bytes and the rows read back from them;
 * :func:`read_back`: the rows of vectors already encoded (a tree's zone files, ``tooldns embed``);
 * :func:`mean_row`: the mean of unit rows in float64, summed in the order numpy sums a whole
-  matrix's columns (row after row), without making that float64 matrix.
+  matrix's columns (row after row), without making that float64 matrix;
+* :func:`row_centroids` and :func:`centroids_of`: a delegation's k-means centroids of distinct rows, encoded (``tooldns build``,
+  the processes making leaf maps beside it, and ``tooldns embed`` alike).
 
     >>> encode_rows("m", np.array([[1.0, -0.5, 0.0]], dtype=np.float32))[0].hex()
     '00016d00033c0102047fc000'
@@ -117,3 +119,27 @@ def mean_row(rows: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     if total is None:
         raise ValueError("no rows to take the mean of")
     return total / count
+
+
+def row_centroids(model: str, rows: np.ndarray, n: int) -> tuple[bytes, ...]:
+    """At most *n* unit vectors standing for *rows* (distinct rows read back, in the order of their
+    encoded bytes), encoded: k-means centres when there are more rows than *n*, else the rows."""
+    if not len(rows):
+        return ()
+    x = rows
+    if len(x) > n:  # tools of the same text share a vector: k-means of fewer rows than n would fail
+        from sklearn.cluster import KMeans
+
+        labels = KMeans(n_clusters=n, random_state=0, n_init=3, max_iter=100).fit_predict(x)
+        x = np.array([x[labels == c].mean(axis=0) for c in range(n) if (labels == c).any()])
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return tuple(encode_vector(model, row.tolist()) for row in x)
+
+
+def centroids_of(vectors: Sequence[bytes], n: int) -> tuple[bytes, ...]:
+    """At most *n* centroids of encoded *vectors* (one model), as ``tooldns build`` makes them: of the
+    distinct ones, in the order of their bytes, read back."""
+    if not vectors:
+        return ()
+    distinct = sorted(set(vectors))
+    return row_centroids(decode_vector(distinct[0]).model, read_back(distinct), n)
