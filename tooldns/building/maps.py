@@ -55,6 +55,15 @@ def map_file(path: str, snapshots: str, centroids: int = 0) -> tuple[bool, tuple
     return keep_map(snapshots, path, stat_stamp(st), limits, fast_index(zone)), made
 
 
+def _one_thread() -> None:
+    """A map process's numeric libraries use one thread: the processes are as many as the cores, and
+    k-means's OpenMP threads, as many again in each, spun waiting for each other (a million-tool build's
+    leaf centroids took four times the processor time they take alone)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
+
+
 class LeafMaps:
     """Leaf maps (:func:`map_file`) made in *processes* processes (the machine's cores by
     default) as files are :meth:`add`-ed, when *wanted* (a tree of BM25 or hybrid zones); the context
@@ -63,8 +72,8 @@ class LeafMaps:
     def __init__(self, snapshots: str | os.PathLike, wanted: bool = True, processes: int | None = None,
                  progress=lambda s: None) -> None:
         self.snapshots, self.progress = str(snapshots), progress
-        self._pool = (ProcessPoolExecutor(processes or os.cpu_count() or 1, mp_context=get_context("forkserver"))
-                      if wanted else None)
+        self._pool = (ProcessPoolExecutor(processes or os.cpu_count() or 1, mp_context=get_context("forkserver"),
+                                          initializer=_one_thread) if wanted else None)
         self._futures: list[Future] = []
         self._by_path: dict[str, Future] = {}
         self.made = self.failed = 0
