@@ -56,6 +56,15 @@ MAX_WALKS = 8
 MAX_SECONDS = 86400.0
 
 
+def share(value: float | None) -> float | None:
+    """*value* as BM25's share in the fusion of hybrid leaves' tools (None: the published walk's);
+    ResolverError unless a number from 0 to 1."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not 0 <= value <= 1):
+        raise ResolverError(f"fusion is BM25's share of the fused score: a number from 0 to 1, not {value!r}")
+    return value
+
+
 def seconds(value, what: str) -> float:
     """*value* as a number of seconds above 0 and at most :data:`MAX_SECONDS`; ResolverError otherwise
     (``nan`` never times out: a walk would spin on its next wait of nothing)."""
@@ -184,7 +193,7 @@ class _BaseResolver:
         #: an embedder (:mod:`tooldns.embedding`): the intent is embedded once per resolution and its
         #: vector sent with every query, for zones that score vectors; None: no vector is sent
         self.embedder = embedder
-        self.fusion = fusion  #: BM25's share in the fusion of hybrid leaves' tools; None: the published walk's
+        self.fusion = share(fusion)  #: BM25's share in the fusion of hybrid leaves' tools; None: the published walk's
         #: DNSSEC (docs/dnssec.md): validate every reply from *trust_anchor* (a TrustAnchor or the path of
         #: a file of the root zone's DNSKEY or DS lines) down; *require_secure*: return secure tools only
         if validate and trust_anchor is None:

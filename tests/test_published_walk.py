@@ -177,6 +177,14 @@ def test_the_published_walk_stands_where_the_caller_gave_nothing():
         None, AUTO_BEAM, BUILT_IN, BUILT_IN)
 
 
+@pytest.mark.parametrize("weight", [1.5, -0.1, "0.6", True, float("nan")])
+def test_a_fusion_weight_out_of_range_is_refused(weight):
+    from resolver_client import ResolverError
+
+    with pytest.raises(ResolverError, match="fusion is BM25's share"):
+        Resolver(root="127.0.0.1:53", fusion=weight)
+
+
 def test_what_the_caller_gives_wins():
     mode = settings_for(GET_IMPORTANT)
     chosen = choose(mode, FULL, k=(5, 2), leaf_k=3, best_leaf_k=4, beam=None, embedder=HashEmbedder(), pages=0,
