@@ -74,22 +74,19 @@ class LeafMaps:
         self.snapshots, self.progress = str(snapshots), progress
         self._pool = (ProcessPoolExecutor(processes or os.cpu_count() or 1, mp_context=get_context("forkserver"),
                                           initializer=_one_thread) if wanted else None)
-        self._futures: list[Future] = []
-        self._by_path: dict[str, Future] = {}
+        self._futures: dict[str, Future] = {}  # by the path of the leaf, in the order added
         self.made = self.failed = 0
 
     def add(self, path: str | os.PathLike, centroids: int = 0) -> None:
         """Make the map of the leaf written at *path*, if maps are wanted, and with *centroids* the
         centroids of its tool vectors (:meth:`centroids`)."""
-        if self._pool is not None:
-            future = self._pool.submit(map_file, str(path), self.snapshots, centroids)
-            self._futures.append(future)
-            self._by_path[str(path)] = future
+        if self._pool is not None and str(path) not in self._futures:  # a file added again: its one map
+            self._futures[str(path)] = self._pool.submit(map_file, str(path), self.snapshots, centroids)
 
     def centroids(self, path: str | os.PathLike) -> tuple[bytes, ...] | None:
         """The centroids of the leaf at *path* made beside its map (waiting for them), or None: not
         asked, no maps wanted, or their making failed (the caller then makes them itself)."""
-        future = self._by_path.get(str(path))
+        future = self._futures.get(str(path))
         if future is None or future.exception() is not None:
             return None
         return future.result()[1]
@@ -112,7 +109,7 @@ class LeafMaps:
             self._pool.shutdown(wait=exc[0] is None, cancel_futures=True)
 
     def _wait(self) -> None:
-        pending = set(self._futures)
+        pending = set(self._futures.values())
         while pending:
             done, pending = wait(pending, timeout=PROGRESS_EVERY)
             for future in done:

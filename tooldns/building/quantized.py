@@ -13,8 +13,8 @@ functions they stand for (tests compare them):
 * :func:`read_back`: the rows of vectors already encoded (a tree's zone files, ``tooldns embed``);
 * :func:`mean_row`: the mean of unit rows in float64, summed in the order numpy sums a whole
   matrix's columns (row after row), without making that float64 matrix;
-* :func:`row_centroids` and :func:`centroids_of`: a delegation's k-means centroids of distinct rows, encoded (``tooldns build``,
-  the processes making leaf maps beside it, and ``tooldns embed`` alike).
+* :func:`row_centroids` and :func:`centroids_of`: a delegation's k-means centroids of distinct rows,
+  encoded (``tooldns build``, the processes making leaf maps beside it, and ``tooldns embed`` alike).
 
     >>> encode_rows("m", np.array([[1.0, -0.5, 0.0]], dtype=np.float32))[0].hex()
     '00016d00033c0102047fc000'

@@ -781,8 +781,9 @@ def _walk(c: _Checker, top: _Map) -> WalkPlan | None:
             c.err(c.lineof(m, "model"), f"walk {problem}")
             model = None
     fusion = m.get("fusion")
-    if fusion_problem(fusion):  # BM25's share in the client's fusion, as the record can write it
-        c.err(c.lineof(m, "fusion"), f"walk {fusion_problem(fusion)}")
+    problem = fusion_problem(fusion)
+    if problem:  # BM25's share in the client's fusion, as the record can write it
+        c.err(c.lineof(m, "fusion"), f"walk {problem}")
         fusion = None
     if ks is None:
         return None
