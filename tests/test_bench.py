@@ -82,7 +82,7 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
                        "--half", "odd")
     assert hybrid["scorer"] == "hybrid" and hybrid["embed"] == "hash" and hybrid["half"] == "odd"
     assert hybrid["queries"] == 3 and hybrid["failures"] == 0
-    for name in ("flat_bm25", "flat_dense", "flat_hybrid"):
+    for name in ("flat_bm25", "flat_dense", "flat_hybrid", "flat_zone"):
         assert all(0 <= hybrid[name][m] <= 1 for m in ("hr@10", "recall@10")), name
     assert 0 <= hybrid["route_recall"] <= 1 and isinstance(hybrid["drop_depth"], dict)
     assert all(int(depth) >= 0 and count > 0 for depth, count in hybrid["drop_depth"].items())
@@ -91,14 +91,45 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     by_correct = hybrid["recall_by_correct"]
     assert set(by_correct) == {"1", "2", "3+"} and sum(g["n"] for g in by_correct.values()) == hybrid["queries"]
     for group in by_correct.values():
-        assert set(group) == {"n", "dns", "flat_bm25", "flat_dense", "flat_hybrid"}
+        assert set(group) == {"n", "dns", "flat_bm25", "flat_dense", "flat_hybrid", "flat_zone"}
         assert all(v is None if group["n"] == 0 else 0 <= v <= 1 for k, v in group.items() if k != "n")
     assert hybrid["by_examples"] is None  # no example intents: no split
-    assert set(hybrid["versus_flat"]) == {"flat_bm25", "flat_dense", "flat_hybrid"}
+    assert set(hybrid["versus_flat"]) == {"flat_bm25", "flat_dense", "flat_hybrid", "flat_zone"}
     assert all(sum(c.values()) == 3 for c in hybrid["versus_flat"].values())
     assert hybrid["versus_flat_p"] == {name: pytest.approx(mcnemar_exact(c["dns_only"], c["flat_only"]))
                                        for name, c in hybrid["versus_flat"].items()}
-    assert "flat hybrid" in (tmp_path / "h.md").read_text()
+    assert "flat hybrid" in (tmp_path / "h.md").read_text() and "flat hybrid, fused as zones fuse" in (tmp_path / "h.md").read_text()
+
+
+def test_flat_search_with_the_zones_scorer_fuses_every_tool_as_the_resolver_fuses(tmp_path):
+    """The baseline that measures what routing loses ranks every tool of the catalog by the formula the
+    resolver fuses leaves with: BM25 over its largest, beside the cosine less the intent's cosine with
+    the catalog's centre, over its largest, at the given BM25 share."""
+    import numpy as np
+
+    sys.path.insert(0, str(BENCH))
+    from bench_retrieval import flat_index, zone_scorer
+    from tooldns.building.catalog import load_catalogs
+    from tooldns.embedding.registry import make_embedder
+    from tooldns.protocol.fusion import fuse
+    from tooldns.protocol.vector import quantize
+
+    (tmp_path / "s.json").write_text(json.dumps(synthetic_catalog(12)))
+    tools, index, ids = flat_index(load_catalogs([str(tmp_path / "s.json")]))
+    embedder = make_embedder("hash")
+    docs = np.asarray(embedder.embed([t.embedding_text() for t in tools]), dtype=np.float32)
+    zone = zone_scorer(index, docs, np.ones(len(tools), dtype=bool), embedder.model, 0.7)
+    unit = docs / np.linalg.norm(docs, axis=1, keepdims=True)
+    for intent in ("song lyrics of an artist", "stock dividend and quote", "rain tomorrow"):
+        vector = quantize(embedder.model, embedder.embed_queries([intent])[0])
+        q = np.frombuffer(vector.codes, dtype=np.int8).astype(np.float64)
+        q /= np.linalg.norm(q)
+        cosines = unit @ q - unit.mean(axis=0) @ q
+        wanted = fuse(list(index.score_array(intent)), cosines.tolist(), 0.7)
+        ranked = zone.rank(intent, len(ids), vector).items
+        assert sorted(i for i, _ in ranked) == list(range(len(ids)))
+        assert [score for _, score in ranked] == pytest.approx([wanted[i] for i, _ in ranked], abs=0.005)
+        assert ranked[0][1] == pytest.approx(max(wanted), abs=0.005)
 
 
 @pytest.mark.integration

@@ -8,7 +8,9 @@ every query resolved over UDP by ``Resolver()`` told nothing, so that it walks a
 published walk says and embeds the intent with the model the walk names; the merged ranking is
 scored against the queries' correct tools. In the same run, flat search over the whole catalog: BM25
 with the same tokenizer and, with an embedder, flat dense (cosine) and flat hybrid (BM25 fused with
-the cosine, min-max per query, ``--fusion``) of the same model.
+the cosine, min-max per query, ``--fusion``) of the same model, and flat search with the tree's own
+scorer: one hybrid zone holding every tool (``flat_zone``: the centred cosine, each part over its
+largest), so that the tree's loss against it is what routing loses.
 
 Each option changes one thing: ``--no-embed`` (BM25 zones), ``--embed MODEL`` (another embedder),
 ``--scorer``, ``--k`` / ``--leaf-k`` / ``--best-leaf-k`` (this walk instead of the published one),
@@ -65,17 +67,22 @@ from resolver_client.modes import MODES, check_mode  # noqa: E402
 from resolver_client.cli import walk_beam  # noqa: E402
 from tooldns.building.build import DEFAULT_PRUNE_RATIO, BuildReport, build, default_embed, zone_tool  # noqa: E402
 from tooldns.building.catalog import load_catalogs  # noqa: E402
+from tooldns.building.quantized import carried_rows, mean_row  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
 from tooldns.exceptions import EmbeddingError  # noqa: E402
 from tooldns.protocol.fusion import DEFAULT_WEIGHT, fuse_min_max  # noqa: E402
+from tooldns.protocol.vector import decode_vector, encode_vector, quantize  # noqa: E402
 from tooldns.scoring.bm25 import BM25  # noqa: E402
+from tooldns.scoring.hybrid import HybridScorer, as_values  # noqa: E402
 from tooldns.serving.tree import load_tree  # noqa: E402
 
 HEADLINE_METRICS = ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10")
 #: the LLM scorer's counters in a zone server's ``stats.tooldns.`` reply (prefixed ``scorer_``)
 LLM_COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "fallbacks")
-#: flat baselines over the whole catalog: BM25 always, dense and hybrid with an embedder
-FLAT_NAMES = {"bm25": "flat BM25", "dense": "flat dense", "hybrid": "flat hybrid"}
+#: flat baselines over the whole catalog: BM25 always, dense and hybrid (min-max, and as zones fuse) with
+#: an embedder
+FLAT_NAMES = {"bm25": "flat BM25", "dense": "flat dense", "hybrid": "flat hybrid",
+              "zone": "flat hybrid, fused as zones fuse"}
 #: groups of queries by their number of correct tools
 CORRECT_GROUPS = ("1", "2", "3+")
 
@@ -541,9 +548,11 @@ def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows
     """Flat dense: the cosine of the query's and each tool's vector (the text the builder embeds), the
     model alone. Flat hybrid: the same BM25 fused with the cosine over every tool, each min-max
     normalised per query (as issue 8 defines it; the resolver divides each part by its largest over
-    the leaves' tools instead, :mod:`tooldns.protocol.fusion`); as in the tree, a query the model does not cover (:meth:`Embedder.covers`) is
-    ranked by BM25 alone, and a tool it does not cover by its scaled BM25 alone, as a hybrid zone
-    ranks a tool without a vector."""
+    the leaves' tools instead, :mod:`tooldns.protocol.fusion`); as in the tree, a query the model does
+    not cover (:meth:`Embedder.covers`) is ranked by BM25 alone, and a tool it does not cover by its
+    scaled BM25 alone, as a hybrid zone ranks a tool without a vector. Flat zone: every tool ranked by
+    the scorer of one hybrid zone holding them all (:func:`zone_scorer`), the intent's vector
+    quantised as the resolver sends it."""
     import numpy as np
 
     print(f"flat baselines: embedding {len(tools)} tools and {len(queries)} queries with {embedder.model}",
@@ -552,9 +561,12 @@ def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows
     docs = np.asarray(embedder.embed(texts), dtype=np.float32)
     uncovered = np.array([not embedder.covers(text) for text in texts])
     intents = np.asarray(embedder.embed_queries([q["query"] for q in queries]), dtype=np.float32)
-    rows: dict[str, list[dict]] = {"dense": [], "hybrid": []}
-    for q, good, cosines, lexical in zip(queries, correct, intents @ docs.T, bm25_rows):
+    zone = zone_scorer(index, docs, ~uncovered, embedder.model, weight)
+    rows: dict[str, list[dict]] = {"dense": [], "hybrid": [], "zone": []}
+    for q, good, intent, cosines, lexical in zip(queries, correct, intents, intents @ docs.T, bm25_rows):
         rows["dense"].append(metrics(top_ids(cosines.tolist(), ids, top), good))
+        vector = quantize(embedder.model, intent.tolist()) if embedder.covers(q["query"]) else None
+        rows["zone"].append(metrics([ids[i] for i, _ in zone.rank(q["query"], top, vector).items], good))
         if not embedder.covers(q["query"]):
             rows["hybrid"].append(lexical)
             continue
@@ -567,6 +579,20 @@ def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows
             fused = [a if u else f for f, a, u in zip(fused, alone, uncovered)]
         rows["hybrid"].append(metrics(top_ids(fused, ids, top), good))
     return rows
+
+
+def zone_scorer(index: BM25, docs, covered, model: str, weight: float) -> HybridScorer:
+    """The scorer of one hybrid zone holding every tool of the catalog: *index* its BM25, the rows of
+    *docs* that *covered* keeps its vectors as zone files carry them (int8, read back), their mean its
+    centre, *weight* its BM25 share. Flat search with it is flat search with the tree's own scorer
+    (fused as zones and the resolver fuse, :mod:`tooldns.protocol.fusion`), so that the tree's loss
+    against it is what routing loses, apart from how the scores are fused."""
+    import numpy as np
+
+    _, rows = carried_rows(model, docs[covered])
+    centre = encode_vector(model, mean_row(rows).tolist()) if len(rows) else b""
+    return HybridScorer.over(index, rows, np.flatnonzero(covered), alpha=weight, model=model, dim=docs.shape[1],
+                             centre=as_values(decode_vector(centre)) if centre else None)
 
 
 def by_examples(run: Run) -> dict[str, dict] | None:
