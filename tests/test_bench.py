@@ -99,6 +99,12 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert hybrid["versus_flat_p"] == {name: pytest.approx(mcnemar_exact(c["dns_only"], c["flat_only"]))
                                        for name, c in hybrid["versus_flat"].items()}
     assert "flat hybrid" in (tmp_path / "h.md").read_text() and "flat hybrid, fused as zones fuse" in (tmp_path / "h.md").read_text()
+    # flat search alone (a catalog too large for a tree in the same run): the same figures, no tree
+    flat = run_bench(tmp_path, "f.json", "--flat-only", "--embed", "hash", "--half", "odd")
+    assert flat["tools"] == len(tools) and flat["queries"] == 3 and "hr@10" not in flat
+    for name in ("flat_bm25", "flat_dense", "flat_hybrid", "flat_zone"):
+        for metric in ("hr@1", "hr@10", "recall@10", "mrr"):
+            assert flat[name]["all"][metric] == pytest.approx(hybrid[name][metric]), (name, metric)
 
 
 def test_flat_search_with_the_zones_scorer_fuses_every_tool_as_the_resolver_fuses(tmp_path):
@@ -130,6 +136,29 @@ def test_flat_search_with_the_zones_scorer_fuses_every_tool_as_the_resolver_fuse
         assert sorted(i for i, _ in ranked) == list(range(len(ids)))
         assert [score for _, score in ranked] == pytest.approx([wanted[i] for i, _ in ranked], abs=0.005)
         assert ranked[0][1] == pytest.approx(max(wanted), abs=0.005)
+
+
+def test_flat_hybrid_in_numpy_is_the_fusion_of_the_protocol_and_keeps_ties_in_catalog_order():
+    import numpy as np
+
+    sys.path.insert(0, str(BENCH))
+    from bench_retrieval import min_max_fused, top_ids
+    from tooldns.protocol.fusion import fuse_min_max
+
+    rng = np.random.default_rng(7)
+    lexical, cosines = rng.random(50) * 8, rng.random(50) * 2 - 1
+    lexical[:10] = 0.0
+    uncovered = np.zeros(50, dtype=bool)
+    assert min_max_fused(lexical, cosines, uncovered, 0.6).tolist() == pytest.approx(
+        fuse_min_max(lexical.tolist(), cosines.tolist(), 0.6))
+    uncovered[[3, 17]] = True  # no vector: its min-max BM25 alone, its cosine out of the scale
+    wanted = fuse_min_max(lexical.tolist(), np.where(uncovered, cosines[~uncovered].min(), cosines).tolist(), 0.6)
+    alone = fuse_min_max(lexical.tolist(), lexical.tolist(), 1.0)
+    fused = min_max_fused(lexical, cosines, uncovered, 0.6)
+    assert fused.tolist() == pytest.approx([a if u else w for w, a, u in zip(wanted, alone, uncovered)])
+    ids = [f"t{i}" for i in range(8)]
+    assert top_ids([1.0, 3.0, 3.0, 0.5, 3.0, 2.0, 3.0, 0.0], ids, 3) == ["t1", "t2", "t4"]
+    assert top_ids([1.0, 2.0], ids[:2], 5) == ["t1", "t0"]
 
 
 @pytest.mark.integration

