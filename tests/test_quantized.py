@@ -114,3 +114,21 @@ def test_centroids_of_encoded_vectors_are_the_builds_of_its_rows():
     made = embedded.centroids(members)
     assert len(made) == Embedded.CENTROIDS and centroids_of(encoded, Embedded.CENTROIDS) == made
     assert centroids_of([], 4) == () and embedded.centroids([0, 7, 14]) == ()
+
+
+def test_many_rows_are_clustered_on_a_sample_and_every_row_counts_in_its_centre(monkeypatch):
+    """Beyond KMEANS_SAMPLE rows, k-means is fitted on a fixed sample, then every row is assigned and
+    averaged: four far-apart groups still come back as their means, the same twice."""
+    from tooldns.scoring import hybrid
+
+    monkeypatch.setattr(hybrid, "KMEANS_SAMPLE", 300)
+    rng = np.random.default_rng(3)
+    means = np.eye(8, dtype=np.float32)[:4] * 10
+    x = np.vstack([m + rng.normal(0, 0.1, (250, 8)).astype(np.float32) for m in means])
+    centres = hybrid.kmeans_centres(x, 4)
+    assert np.array_equal(centres, hybrid.kmeans_centres(x, 4))
+    for i, m in enumerate(means):  # each group's mean over all of its 250 rows, not over the sample's few
+        nearest = centres[np.argmin(np.linalg.norm(centres - m, axis=1))]
+        assert np.allclose(nearest, x[i * 250:(i + 1) * 250].mean(axis=0), atol=1e-5)
+    small = hybrid.kmeans_centres(x[:200], 4)  # within the sample: every row fitted, as before
+    assert len(small) == 4

@@ -610,8 +610,8 @@ def zone_scorer(index: BM25, docs, covered, model: str, weight: float) -> Hybrid
     """The scorer of one hybrid zone holding every tool of the catalog: *index* its BM25, the rows of
     *docs* that *covered* keeps its vectors as zone files carry them (int8, read back), their mean its
     centre, *weight* its BM25 share. Flat search with it is flat search with the tree's own scorer
-    (fused as zones and the resolver fuse, :mod:`tooldns.protocol.fusion`), so that the tree's loss
-    against it is what routing loses, apart from how the scores are fused."""
+    (fused as zones and the resolver fuse, :mod:`tooldns.protocol.fusion`): the fusion the same, the
+    tree's loss against it is what routing loses."""
     import numpy as np
 
     _, rows = carried_rows(model, docs[covered])

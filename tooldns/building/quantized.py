@@ -128,10 +128,9 @@ def row_centroids(model: str, rows: np.ndarray, n: int) -> tuple[bytes, ...]:
         return ()
     x = rows
     if len(x) > n:  # tools of the same text share a vector: k-means of fewer rows than n would fail
-        from sklearn.cluster import KMeans
+        from ..scoring.hybrid import kmeans_centres
 
-        labels = KMeans(n_clusters=n, random_state=0, n_init=3, max_iter=100).fit_predict(x)
-        x = np.array([x[labels == c].mean(axis=0) for c in range(n) if (labels == c).any()])
+        x = kmeans_centres(x, n)
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     return tuple(encode_vector(model, row.tolist()) for row in x)
 

@@ -149,10 +149,9 @@ def centroids(vectors: list[bytes], n: int = CENTROIDS) -> tuple[bytes, ...]:
     model, dim = Counter((v.model, v.dim) for v in decoded).most_common(1)[0][0]
     x = np.array([as_array(v) for v in decoded if (v.model, v.dim) == (model, dim)])
     if len(x) > n:
-        from sklearn.cluster import KMeans
+        from ..scoring.hybrid import kmeans_centres
 
-        labels = KMeans(n_clusters=n, random_state=0, n_init=3, max_iter=100).fit_predict(x)
-        x = np.array([x[labels == c].mean(axis=0) for c in range(n) if (labels == c).any()])
+        x = kmeans_centres(x, n)
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     return tuple(encode_vector(model, row.tolist()) for row in x)
 
