@@ -76,7 +76,7 @@ def as_values(vector: Vector) -> np.ndarray:
     return np.frombuffer(vector.codes, dtype=np.int8).astype(np.float32) * np.float32(vector.scale)
 
 
-#: rows k-means is fitted on at most (:func:`kmeans_centres`): a sample of them beyond
+#: the most rows k-means is fitted on (:func:`kmeans_centres`); beyond, a fixed sample of them
 KMEANS_SAMPLE = 4096
 
 
