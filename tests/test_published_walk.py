@@ -104,6 +104,12 @@ def test_a_malformed_record_is_kept_but_not_used_and_says_why():
     assert "published walk at _walk.tools. not used" in result.error and "k='0'" in result.error
 
 
+def _stranger(q) -> bytes:
+    """A reply to *q* but for its ID, which differs whatever ID the query drew."""
+    wire = _reply(q)
+    return bytes([wire[0] ^ 0xFF]) + wire[1:]
+
+
 def test_timeouts_errors_and_strangers_move_on_and_tc_moves_to_tcp():
     fetch = PlanFetch("tools.", ROOT)
     [q] = fetch.start()
@@ -120,7 +126,7 @@ def test_timeouts_errors_and_strangers_move_on_and_tc_moves_to_tcp():
     assert fetch.take(again, None, TimeoutError("no reply")) == []
     assert "no root name server answered" in fetch.result().error and fetch.stats.timeouts == 2
     for bad in (lambda q: _reply(q, dns.rcode.SERVFAIL), lambda q: _reply(q, dns.rcode.REFUSED),
-                lambda q: b"\x00" + _reply(q)[1:], lambda q: b"not dns"):
+                _stranger, lambda q: b"not dns"):
         fetch = PlanFetch("tools.", ROOT)
         [q] = fetch.start()
         [again] = fetch.take(q, bad(q))
