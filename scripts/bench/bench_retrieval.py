@@ -884,11 +884,16 @@ def write_reports(run: Run, result: dict, markdown: str, out: Path) -> None:
         print("matplotlib is not installed: no plot (pip install -e '.[bench]')", file=sys.stderr)
 
 
+def fusion_weight(args, embedder) -> float:
+    """BM25's share in flat hybrid search: ``--fusion``, else the model's (:attr:`Embedder.fusion`)."""
+    return args.fusion if args.fusion is not None else getattr(embedder, "fusion", DEFAULT_WEIGHT)
+
+
 def flat_only(args, queries: list[dict], embedder) -> int:
     """``--flat-only``: the flat baselines of the catalog alone, each one's figures printed (and with
     ``--json``, written) with those of the even and odd halves of the queries (by their order)."""
     catalog = load_catalogs(args.services)
-    weight = args.fusion if args.fusion is not None else getattr(embedder, "fusion", DEFAULT_WEIGHT)
+    weight = fusion_weight(args, embedder)
     started = time.perf_counter()
     rows = flat_baselines(catalog, queries, args.top, embedder, weight)
     result = {"tools": len(catalog.tools), "queries": len(queries), "fusion": weight if embedder else None,
@@ -932,7 +937,7 @@ def main() -> int:
         known = {t.id for t in catalog.tools}
         missing = sum(1 for q in queries for c in q["correct_tools"] if c["id"] not in known)
         sweep, modes = sweep_k(args, zonedir, tree, ks, queries, len(catalog.tools), embedder)
-    args.fusion = args.fusion if args.fusion is not None else getattr(embedder, "fusion", DEFAULT_WEIGHT)
+    args.fusion = fusion_weight(args, embedder)
     flat_rows = flat_baselines(catalog, queries, args.top, embedder, args.fusion)
     run = Run(args, queries, len(catalog.tools), report, missing, head_k, sweep, flat_rows,
               seconds=time.perf_counter() - t_start, modes=modes, tree=tree)

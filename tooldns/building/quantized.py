@@ -123,16 +123,11 @@ def mean_row(rows: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
 
 def row_centroids(model: str, rows: np.ndarray, n: int) -> tuple[bytes, ...]:
     """At most *n* unit vectors standing for *rows* (distinct rows read back, in the order of their
-    encoded bytes), encoded: k-means centres when there are more rows than *n*, else the rows."""
-    if not len(rows):
-        return ()
-    x = rows
-    if len(x) > n:  # tools of the same text share a vector: k-means of fewer rows than n would fail
-        from ..scoring.hybrid import kmeans_centres
+    encoded bytes), encoded: k-means centres when there are more rows than *n*, else the rows
+    (:func:`~tooldns.scoring.hybrid.centroid_vectors`)."""
+    from ..scoring.hybrid import centroid_vectors
 
-        x = kmeans_centres(x, n)
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    return tuple(encode_vector(model, row.tolist()) for row in x)
+    return centroid_vectors(model, rows, n)
 
 
 def centroids_of(vectors: Sequence[bytes], n: int) -> tuple[bytes, ...]:

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..exceptions import ScorerError
 from ..protocol.fusion import DEFAULT_WEIGHT
-from ..protocol.vector import Vector, decode_vector
+from ..protocol.vector import Vector, decode_vector, encode_vector
 from .bm25 import BM25, CorpusStats, FacetRanker
 from .scorer import Ranking, Scorer
 
@@ -96,6 +96,20 @@ def kmeans_centres(x: np.ndarray, n: int) -> np.ndarray:
     else:
         labels = kmeans.fit_predict(x)
     return np.array([x[labels == c].mean(axis=0) for c in range(n) if (labels == c).any()])
+
+
+def centroid_vectors(model: str, x: np.ndarray, n: int) -> tuple[bytes, ...]:
+    """At most *n* unit vectors standing for the rows of *x*, encoded: k-means centres
+    (:func:`kmeans_centres`) when there are more rows than *n*, else the rows. A delegation's
+    centroids in ``tooldns build`` and ``tooldns embed``
+    (:func:`tooldns.building.quantized.row_centroids`) and those a zone publishes
+    (:func:`tooldns.serving.summaries.centroids`): one rule."""
+    if not len(x):
+        return ()
+    if len(x) > n:  # tools of the same text share a vector: k-means of fewer rows than n would fail
+        x = kmeans_centres(x, n)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return tuple(encode_vector(model, row.tolist()) for row in x)
 
 
 def _scaled(values: np.ndarray) -> np.ndarray:

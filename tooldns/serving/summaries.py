@@ -142,18 +142,11 @@ def centroids(vectors: list[bytes], n: int = CENTROIDS) -> tuple[bytes, ...]:
         return ()
     import numpy as np
 
-    from ..protocol.vector import encode_vector
-    from ..scoring.hybrid import as_array
+    from ..scoring.hybrid import as_array, centroid_vectors
 
     decoded = [decode_vector(v) for v in vectors]
     model, dim = Counter((v.model, v.dim) for v in decoded).most_common(1)[0][0]
-    x = np.array([as_array(v) for v in decoded if (v.model, v.dim) == (model, dim)])
-    if len(x) > n:
-        from ..scoring.hybrid import kmeans_centres
-
-        x = kmeans_centres(x, n)
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    return tuple(encode_vector(model, row.tolist()) for row in x)
+    return centroid_vectors(model, np.array([as_array(v) for v in decoded if (v.model, v.dim) == (model, dim)]), n)
 
 
 def learned_summary(published: PublishedSummary) -> Summary:
