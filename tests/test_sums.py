@@ -8,6 +8,7 @@ BM25 keeps numpy, and these tests say so by skipping.
 import random
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -136,3 +137,65 @@ def test_a_zone_ranks_alike_in_c_and_with_numpy(monkeypatch, facets):
     monkeypatch.setattr(bm25, "best_sums", None)
     slow = make_scorer("bm25", docs)
     assert [slow.rank(intent, k).items for intent in intents for k in (1, 7, 30)] == ranked
+
+
+@settings(max_examples=400, deadline=None)
+@given(postings())
+def test_all_sums_are_every_documents_sum_as_the_dict_adds_them(case):
+    """all_sums (what BM25.score_array gives the hybrid scorer, compiled) holds the same floats the dict
+    of few postings adds, in document order, 0 where no list touches; into a buffer already written to."""
+    n, lists = case
+    touched = BM25._touched(lists)
+    expected = [touched.get(i, 0.0) for i in range(n)]
+    out = np.full(n, 7.0)
+    assert sums.all_sums(lists, out) is out and out.tolist() == expected
+    assert sums.all_sums(lists, np.zeros(n)).tolist() == expected  # again, from the packed lists kept on them
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=30), st.data())
+def test_all_sums_gives_each_document_its_best_facet(facets_each, data):
+    owners = [doc for doc, count in enumerate(facets_each) for _ in range(count)]
+    lists = []
+    for _ in range(data.draw(st.integers(0, 6))):
+        docs = sorted(data.draw(st.sets(st.integers(0, len(owners) - 1), min_size=1, max_size=len(owners))))
+        lists.append([(d, data.draw(WEIGHTS)) for d in docs])
+    top = _by_owner(lists, owners)
+    got = sums.all_sums(lists, np.zeros(len(facets_each)), sums.owner_numbers(owners))
+    assert got.tolist() == [top.get(i, 0.0) for i in range(len(facets_each))]
+
+
+@pytest.mark.parametrize("args, error", [
+    (([[(5, 1.0)]], np.zeros(3)), IndexError),  # a document beyond the buffer
+    (([[(-1, 1.0)]], np.zeros(3)), IndexError),
+    (([[(0, "x")]], np.zeros(3)), TypeError),
+    (([[(0, 1.0)]], np.zeros(3, dtype=np.float32)), ValueError),  # not C doubles
+    (([[(0, 1.0)]], np.zeros(3), b"xx"), ValueError),  # owners of the wrong length
+    (([[(0, 1.0)]], np.zeros(3), [0, 1, 2]), ValueError),  # owners not numbered
+    (([[(0, 1.0)]], np.zeros(3), sums.owner_numbers([0, 0, 1])), ValueError),  # 2 documents, 3 scores
+    (([], np.zeros(2), b""), ValueError),  # documents without facets
+])
+def test_all_sums_refuses_what_it_cannot_read(args, error):
+    with pytest.raises(error):
+        sums.all_sums(*args)
+
+
+@pytest.mark.parametrize("facets", [True, False])
+def test_score_array_in_c_is_numpys(monkeypatch, facets):
+    """A zone of 200 children's score_array (the hybrid scorer's BM25 part), summed in C, holds the
+    floats the ways from source give (the dict, numpy's dense rows, the facets' ranking), many postings
+    or few."""
+    docs = _zone_docs(200, seed=3)
+    if not facets:
+        docs = [str(d) for d in docs]
+    rng = random.Random(4)
+    intents = [" ".join(["common", *rng.sample([f"w{i}" for i in range(60)], rng.randint(1, 8))]) for _ in range(100)]
+    intents += [f"w{i}" for i in range(60)] + ["", "nothing known"]
+    fast = make_scorer("bm25", docs)
+    ranker = fast.facets if facets else fast.index
+    got = [ranker.score_array(intent).tolist() for intent in intents]
+    monkeypatch.setattr(bm25, "all_sums", None)
+    monkeypatch.setattr(bm25, "best_sums", None)
+    slow = make_scorer("bm25", docs)
+    ranker = slow.facets if facets else slow.index
+    assert [ranker.score_array(intent).tolist() for intent in intents] == got

@@ -43,11 +43,11 @@ from .tokenize import Tokenized, as_ascii, ascii_words, tokenize, word_terms
 
 try:  # compiled: the scorer's twins in C, chosen here once: many postings summed and the best picked
     # in C loops (.sums), an index's words looked up from a query's octets (.wordtable)
-    from .sums import best_sums, owner_numbers
+    from .sums import all_sums, best_sums, owner_numbers
     from .wordtable import WordTable
 except ImportError:  # from source: numpy adds the postings (the same sums, the same order, the same
     # ties), and a dict holds the words and a set the dead ones
-    best_sums = owner_numbers = WordTable = None
+    all_sums = best_sums = owner_numbers = WordTable = None
 
 
 #: above this many postings for one query, :meth:`BM25.rank` adds them in C (:mod:`.sums`) or, running
@@ -469,11 +469,14 @@ class BM25:
 
     def score_array(self, query: str):
         """:meth:`scores` as a numpy array, the same sums added in the same order, from the posting
-        lists :meth:`rank` reads (the word cache's, when the index is asked often), added by numpy
-        when there are many: what the ``hybrid`` scorer fuses with cosines."""
+        lists :meth:`rank` reads (the word cache's, when the index is asked often), added in C when
+        compiled (:func:`~tooldns.scoring.sums.all_sums`), else by numpy when there are many: what the
+        ``hybrid`` scorer fuses with cosines."""
         import numpy as np
 
         lists = self._lists(query)
+        if all_sums is not None:  # compiled: C adds them, however many
+            return all_sums(lists, np.zeros(self.n))
         if sum(map(len, lists)) > MANY_POSTINGS:
             return self._scores_many(lists)
         out = np.zeros(self.n)
@@ -616,6 +619,8 @@ class FacetRanker:
         scorer fuses with cosines."""
         import numpy as np
 
+        if all_sums is not None:  # compiled: C adds the facets' postings and takes each document's best
+            return all_sums(self.index._lists(intent), np.zeros(self.n), self._numbers)
         scores = np.zeros(self.n)
         for i, score in self.rank(intent, self.n):
             scores[i] = score
