@@ -4,6 +4,7 @@ loads the zone; a map that is spoiled, foreign or of an older version of the fil
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from tooldns.serving.fast.path import FastPath
 from tooldns.serving.loader import _read_snapshot, _snapshot_name, keep_map, map_path, open_trusted, prepare, \
     unpickle_pieces
 from tooldns.serving.mapped import LeafMap, MappedFastPath, mappable
+from tooldns.serving.observe import ZoneOf, question_end
+from tooldns.serving.offloop import may_wait, on_the_loop
 from tooldns.serving.resolver import StaticSource
 from tooldns.serving.tree import TreeThread
 from tooldns.zone.limits import ZoneLimits
@@ -264,6 +267,45 @@ def test_a_hybrid_trees_first_walks_are_answered_from_leaf_maps_written_at_build
         reply = DNSRecord.parse(DNSRecord.parse(query).send(host, port, timeout=REPLY_TIMEOUT))
         assert reply.header.rcode == RCODE.NOERROR and reply.rr and b"cos=" in bytes(reply.pack())
         assert zones.mapped_stats["queries"] == counted + 1 and zones.loads == 0 and origin not in zones.loaded
+
+
+@pytest.mark.integration
+def test_maps_are_opened_off_the_event_loop_and_queries_logged_by_their_zone(built, tmp_path, monkeypatch, caplog):
+    """A leaf's map is a file to open and map: a lazy server opens it in its thread pool, never on the event
+    loop (where a slow disk would stall every query), and answers as the tree loaded whole; its query
+    log and its metrics name each query's zone without opening a map or loading a zone, and no observer fails."""
+    opened, original = [], LeafMap.open.__func__
+
+    def open_noting(cls, path, opener):
+        opened.append(may_wait())
+        return original(cls, path, opener)
+
+    monkeypatch.setattr(LeafMap, "open", classmethod(open_noting))
+    zones_dir, address = built
+    log = tmp_path / "queries.jsonl"
+    with TreeThread(zones_dir, free_port(address), listen=[address]) as whole, \
+            TreeThread(zones_dir, free_port(address), listen=[address], lazy=True, query_log=str(log),
+                       metrics=(address, 0)) as lazy:
+        for intent in INTENTS:
+            assert _tools(lazy.root(), intent) == _tools(whole.root(), intent)
+        zones = lazy.tree.lazy
+        assert zones.loads == 0 and len(zones.maps) >= 3
+        maps, served = set(zones.maps), set(zones.paths) | {s.index.origin for s in lazy.tree.stores}
+        # a query whose leaf is neither loaded nor mapped (its map let go, its answer cached, say) is
+        # named on the loop all the same, nothing opened
+        zone_of, leaf = ZoneOf(next(iter(lazy.tree.sockets.values())).resolver), next(iter(maps))
+        while zones.maps:
+            zones._unmap()
+        data = make_query(f"_any._tcp.{leaf}", opt_record([dns.edns.GenericOption(
+            INTENT_OPTION_CODE, encode_intent(INTENTS[0], 3))]))
+        count = len(opened)
+        with on_the_loop():
+            assert zone_of(data, question_end(data)) == leaf
+        assert len(opened) == count and not zones.maps and zones.loads == 0
+    assert len(opened) >= len(maps) and all(opened), "a map was opened on the event loop"
+    logged = {json.loads(line)["zone"] for line in log.read_text(encoding="utf-8").splitlines()}
+    assert maps <= logged <= served
+    assert not [r for r in caplog.records if "observer" in r.getMessage()]
 
 
 @pytest.mark.integration

@@ -38,6 +38,7 @@ from dnslib import CLASS, OPCODE, QTYPE, DNSRecord
 from ..exceptions import NameError_
 from ..protocol import names
 from .resolver import STATS_NAME, ZoneResolver
+from .offloop import WouldWait
 from .server import NotReady, Served, Serving
 
 log = logging.getLogger(__name__)
@@ -155,11 +156,7 @@ class MultiZoneResolver(Served):
         """The resolver of the zone that answers for *name* (lower-case, absolute): the deepest zone
         here that contains the zone a cursor name searches, or the name itself; else the topmost.
         :class:`~.server.NotReady` when that zone is a lazy one not loaded yet (its load is queued)."""
-        try:
-            cur = names.parse_cursor(name)
-        except NameError_:
-            cur = None
-        about = cur.zone if cur is not None and not cur.expanded else name
+        about = _searched(name)
         lazy = self.lazy
         while True:
             member = self.members.get(about)
@@ -169,6 +166,17 @@ class MultiZoneResolver(Served):
                 return member
             if about == ".":
                 return self.top
+            about = names.parent(about)
+
+    def zone_for(self, name: str) -> str:
+        """The origin of the zone :meth:`member_for` picks for *name*, found without loading a zone or
+        opening a map: what the query log and the metrics name a query by."""
+        about = _searched(name)
+        while True:
+            if about in self.members or (self.lazy is not None and about in self.lazy.paths):
+                return about
+            if about == ".":
+                return self.top.source.index.origin
             about = names.parent(about)
 
     def _member(self, request: DNSRecord) -> ZoneResolver | None:
@@ -191,7 +199,7 @@ class MultiZoneResolver(Served):
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         try:
             member = self._member(request)
-        except NotReady:  # the server answers once the zone is loaded
+        except (NotReady, WouldWait):  # the server answers once the zone is loaded, or in its pool
             raise
         except Exception:  # never let the choice cost the client its reply
             log.exception("choosing the zone for a query")
@@ -217,3 +225,13 @@ class MultiZoneResolver(Served):
                 out[key] = out.get(key, 0) + value
         out["zones"] = len(self.members) + (len(self.lazy.paths) if self.lazy is not None else 0)
         return out
+
+
+def _searched(name: str) -> str:
+    """The zone cursor name *name* searches, or *name* itself when it is no unexpanded cursor: where
+    :meth:`MultiZoneResolver.member_for` starts looking."""
+    try:
+        cur = names.parse_cursor(name)
+    except NameError_:
+        return name
+    return cur.zone if cur is not None and not cur.expanded else name

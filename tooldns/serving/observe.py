@@ -126,27 +126,28 @@ def results_of(wire: bytes) -> int:
 class ZoneOf:
     """Which zone of a server answers a query: the server's only zone, or on a server hosting several
     (:class:`tooldns.serving.multizone.MultiZoneResolver`) the zone its ``member_for`` picks for the
-    question's name, remembered per name (a server sees a few cursor names over and over). Queries
+    question's name, remembered per name (a server sees a few cursor names over and over); found
+    without loading a zone (:meth:`~tooldns.serving.multizone.MultiZoneResolver.zone_for`). Queries
     without a readable question name are the topmost zone's, which answers them (``zone_of.top``).
 
     Call it with the query bytes and :func:`question_end`."""
 
     def __init__(self, resolver) -> None:
         several = isinstance(resolver, MultiZoneResolver)
-        self._member_for = resolver.member_for if several else None
+        self._zone_for = resolver.zone_for if several else None
         top = resolver.top if several else resolver
         #: the zone that answers queries without a readable name (the only zone, or the topmost)
         self.top: str = top.source.index.origin  # a reload never changes a zone's origin
         self._memo: dict[bytes, str] = {}
 
     def __call__(self, data: bytes, end: int) -> str:
-        if self._member_for is None or not end:
+        if self._zone_for is None or not end:
             return self.top
         raw = data[12:end]
         zone = self._memo.get(raw)
         if zone is None:
             name = question_name(data)
-            zone = self._member_for(name).source.index.origin if name else self.top
+            zone = self._zone_for(name) if name else self.top
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
             self._memo[raw] = zone
