@@ -78,7 +78,6 @@ from .reply import error_reply
 from .resolver import ZoneResolver
 from .loader import Loaded, ZoneLoader, map_path, open_trusted
 from .mapped import LeafMap, MappedResolver
-from .offloop import WouldWait, may_wait
 from .server import NotReady
 from .store import ZoneStore, _stamp
 from .summaries import learned_summary, publish
@@ -367,10 +366,9 @@ class LazyZones:
 
     def lookup(self, origin: str) -> BaseResolver | None:
         """The resolver of zone *origin* when loaded (or known unloadable), None when no file here holds
-        it; otherwise its load is queued and :class:`NotReady` raised, with a future done once loaded,
-        or, on the event loop, :class:`~.offloop.WouldWait` for a leaf whose map may be opened. Takes
-        no lock and reads no file on the loop: it calls it for every query. Without :meth:`start`,
-        loads at once (:meth:`get`)."""
+        it; otherwise its load is queued and :class:`NotReady` raised, with a future done once loaded.
+        Takes no lock and reads no file but a leaf's map (:meth:`_mapped`): the event loop calls it for
+        every query. Without :meth:`start`, loads at once (:meth:`get`)."""
         resolver = self.loaded.get(origin)
         if resolver is not None:
             try:
@@ -413,13 +411,11 @@ class LazyZones:
     def _mapped(self, origin: str, path: str) -> MappedResolver | None:
         """Leaf *origin* answered from its map, when the loading process kept one for its file as it is
         now (unchanged since it was last seen: a changed one is loaded, so that its parent learns);
-        None otherwise. A stat and, when there is a map, an open and a mapping: never on the event loop
-        (:class:`~.offloop.WouldWait` there: a slow disk would stall every query), in the thread pool."""
+        None otherwise. A stat and, when there is a map, an open and a mapping: on the event loop (in the
+        thread pool they cost more than they save, 2026-12-06: docs/serving.md)."""
         loader = self.loader
         if loader is None or loader.snapshots is None or self.signing is not None or not self.max_maps:
             return None
-        if not may_wait():
-            raise WouldWait(f"{origin}: its leaf map to open")
         stamp = _stamp(path)
         if stamp is None or stamp != self.stamps.get(origin):
             return None

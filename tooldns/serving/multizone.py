@@ -38,7 +38,6 @@ from dnslib import CLASS, OPCODE, QTYPE, DNSRecord
 from ..exceptions import NameError_
 from ..protocol import names
 from .resolver import STATS_NAME, ZoneResolver
-from .offloop import WouldWait
 from .server import NotReady, Served, Serving
 
 log = logging.getLogger(__name__)
@@ -199,7 +198,7 @@ class MultiZoneResolver(Served):
     def resolve(self, request: DNSRecord, handler) -> DNSRecord:
         try:
             member = self._member(request)
-        except (NotReady, WouldWait):  # the server answers once the zone is loaded, or in its pool
+        except NotReady:  # the server answers once the zone is loaded
             raise
         except Exception:  # never let the choice cost the client its reply
             log.exception("choosing the zone for a query")
