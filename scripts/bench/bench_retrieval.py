@@ -64,7 +64,8 @@ from benchlib import CachedEmbedder, percentile, start_servers, stop_servers  # 
 from resolver_client import Resolver, ResolverError  # noqa: E402
 from resolver_client.modes import MODES, check_mode  # noqa: E402
 from resolver_client.cli import walk_beam  # noqa: E402
-from tooldns.building.build import DEFAULT_PRUNE_RATIO, BuildReport, build, default_embed, zone_tool  # noqa: E402
+from tooldns.building.build import (DEFAULT_PRUNE_RATIO, BuildReport, build, default_embed,  # noqa: E402
+                                    embed_in_chunks, zone_tool)
 from tooldns.building.catalog import load_catalogs  # noqa: E402
 from tooldns.building.quantized import carried_rows, mean_row  # noqa: E402
 from tooldns.embedding.registry import make_embedder  # noqa: E402
@@ -75,8 +76,6 @@ from tooldns.scoring.bm25 import BM25  # noqa: E402
 from tooldns.scoring.hybrid import HybridScorer, as_values  # noqa: E402
 from tooldns.serving.tree import load_tree  # noqa: E402
 
-#: tools embedded at a time by the flat baselines
-EMBED_CHUNK = 8192
 HEADLINE_METRICS = ("hr@1", "hr@5", "hr@10", "recall@5", "recall@10", "mrr", "ndcg@10")
 #: the LLM scorer's counters in a zone server's ``stats.tooldns.`` reply (prefixed ``scorer_``)
 LLM_COUNTERS = ("calls", "prompt_tokens", "completion_tokens", "fallbacks")
@@ -570,8 +569,7 @@ def flat_vectors(tools, ids: list[str], index: BM25, queries, correct, bm25_rows
     print(f"flat baselines: embedding {len(tools)} tools and {len(queries)} queries with {embedder.model}",
           file=sys.stderr)
     texts = [t.embedding_text() for t in tools]
-    docs = np.concatenate([np.asarray(embedder.embed(texts[i:i + EMBED_CHUNK]), dtype=np.float32)
-                           for i in range(0, len(texts), EMBED_CHUNK)])
+    docs = embed_in_chunks(embedder, texts, lambda text: print(f"flat baselines: {text}", file=sys.stderr))
     uncovered = np.array([not embedder.covers(text) for text in texts])
     intents = np.asarray(embedder.embed_queries([q["query"] for q in queries]), dtype=np.float32)
     zone = zone_scorer(index, docs, ~uncovered, embedder.model, weight)
