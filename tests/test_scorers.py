@@ -389,3 +389,17 @@ def test_hybrid_ranks_an_intent_without_a_vector_by_facets_as_bm25_does():
     docs = _faceted_docs(30, seed=5)
     for query in ("w1", "w2 w3 w4", "w9 w9", "nothing"):
         assert make_scorer("hybrid", docs).rank(query, 6).items == make_scorer("bm25", docs).rank(query, 6).items
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 3.0]) | st.floats(-5, 5), max_size=60), st.integers(0, 70))
+def test_best_k_is_a_stable_sort_of_every_score(scores, k):
+    """best_k (numpy sums' ranking, the hybrid scorer's) partitions before it sorts: the same (index,
+    score) pairs as sorting every score, best first, ties in index order, many ties or none."""
+    import numpy as np
+
+    from tooldns.scoring.bm25 import best_k
+
+    array = np.asarray(scores, dtype=np.float64)
+    expected = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+    assert best_k(array, k) == [(i, scores[i]) for i in expected]

@@ -72,7 +72,7 @@ from tooldns.embedding.registry import make_embedder  # noqa: E402
 from tooldns.exceptions import EmbeddingError  # noqa: E402
 from tooldns.protocol.fusion import DEFAULT_WEIGHT  # noqa: E402
 from tooldns.protocol.vector import decode_vector, encode_vector, quantize  # noqa: E402
-from tooldns.scoring.bm25 import BM25  # noqa: E402
+from tooldns.scoring.bm25 import BM25, best_k  # noqa: E402
 from tooldns.scoring.hybrid import HybridScorer, as_values  # noqa: E402
 from tooldns.serving.tree import load_tree  # noqa: E402
 
@@ -517,17 +517,11 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
 
 
 def top_ids(scores, ids: list[str], top: int) -> list[str]:
-    """The ids of the *top* best scores, best first; ties keep catalog order. A numpy array of a million
-    scores is partitioned, not sorted whole."""
+    """The ids of the *top* best scores, best first; ties keep catalog order (:func:`best_k`: a million
+    scores partitioned, not sorted whole)."""
     import numpy as np
 
-    scores = np.asarray(scores, dtype=np.float64)
-    if len(scores) > top > 0:
-        least = np.partition(scores, len(scores) - top)[len(scores) - top]  # the top-th best score
-        kept = np.flatnonzero(scores >= least)
-    else:
-        kept = np.arange(len(scores))
-    return [ids[i] for i in kept[np.lexsort((kept, -scores[kept]))][:top]]
+    return [ids[i] for i, _ in best_k(np.asarray(scores, dtype=np.float64), top)]
 
 
 def flat_index(catalog) -> tuple[list, BM25, list[str]]:

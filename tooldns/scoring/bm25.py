@@ -134,10 +134,16 @@ def best_of(scored: dict[int, float], k: int, n: int) -> list[tuple[int, float]]
 
 def best_k(scores, k: int) -> list[tuple[int, float]]:
     """The *k* best of *scores* (a numpy array, one per document) as (index, score), best first, ties
-    in index order: :func:`best_of` for scores numpy summed."""
+    in index order: :func:`best_of` for scores numpy summed, and the hybrid scorer's ranking. Fewer
+    than all are partitioned out first, not sorted whole (flat search of a million tools)."""
     import numpy as np  # only for large zones: the client's hashing embedder uses this module's tokenizer
 
-    order = np.argsort(-scores, kind="stable")[:k]
+    n = len(scores)
+    if 0 < k < n:
+        kept = np.flatnonzero(scores >= np.partition(scores, n - k)[n - k])  # the k-th best and above
+        order = kept[np.lexsort((kept, -scores[kept]))][:k]
+    else:
+        order = np.argsort(-scores, kind="stable")[:k]
     return list(zip(order.tolist(), scores[order].tolist()))
 
 

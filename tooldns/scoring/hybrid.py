@@ -40,7 +40,7 @@ import numpy as np
 from ..exceptions import ScorerError
 from ..protocol.fusion import DEFAULT_WEIGHT
 from ..protocol.vector import Vector, decode_vector, encode_vector
-from .bm25 import BM25, CorpusStats, FacetRanker
+from .bm25 import BM25, CorpusStats, FacetRanker, best_k
 from .scorer import Ranking, Scorer
 
 #: BM25's share of a fused score: the client's fusion weight, so that a leaf ranks its tools as the
@@ -192,8 +192,7 @@ class HybridScorer(Scorer):
         lexical = (self.facets if self.facets is not None else self.lexical).score_array(intent)
         if not fused:
             # BM25 alone, with its own scores: comparable across zones, as the bm25 scorer's are
-            order = np.argsort(-lexical, kind="stable")[:k]
-            return Ranking([(int(i), float(lexical[i])) for i in order], scorer=self.name)
+            return Ranking(best_k(lexical, k), scorer=self.name)
         best = lexical.max()
         fused = lexical / best if best > 0 else lexical.copy()
         q = as_array(vector)
@@ -203,6 +202,6 @@ class HybridScorer(Scorer):
             cosine[self._with_rows] -= float(self.centre @ q)
         hv = self.has_vector
         fused[hv] = self.alpha * fused[hv] + (1 - self.alpha) * _scaled(cosine[hv])
-        order = np.argsort(-fused, kind="stable")[:k]
-        parts = {int(i): (float(lexical[i]), float(cosine[i]) if hv[i] else None) for i in order}
-        return Ranking([(int(i), float(fused[i])) for i in order], scorer=self.name, parts=parts)
+        items = best_k(fused, k)
+        parts = {i: (float(lexical[i]), float(cosine[i]) if hv[i] else None) for i, _ in items}
+        return Ranking(items, scorer=self.name, parts=parts)
