@@ -55,7 +55,7 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
                {"id": "q4", "query": "rain and wind forecast",
                 "correct_tools": [{"id": "weather_0"}, {"id": "weather_1"}, {"id": "weather_3"}]}]
     (tmp_path / "q.json").write_text(json.dumps(queries))
-    result = run_bench(tmp_path, "r.json", "--no-embed", "--k", "2", "--ks", "1,2")
+    result = run_bench(tmp_path, "r.json", "--no-embed", "--k", "2", "--ks", "1,2", "--pages", "0")
     for key in ("hr@1", "hr@5", "hr@10", "recall@10", "mrr", "docs_scored_fraction", "p50_ms", "p99_ms",
                 "queries_per_resolution", "bytes_per_resolution", "route_recall", "drop_depth"):
         assert key in result, key
@@ -71,6 +71,8 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
     assert versus["both"] + versus["flat_only"] == round(result["flat_bm25"]["hr@10"] * 4)
     assert result["versus_flat_p"]["flat_bm25"] == pytest.approx(mcnemar_exact(versus["dns_only"], versus["flat_only"]))
     assert result["queries_per_resolution"] >= 1 and result["failures"] == 0
+    # --pages 0 walks without the follow-up page the tree publishes (the hybrid run below keeps it)
+    assert result["pages"] == 0 and result["walk"]["pages"] == 0
     report = (tmp_path / "r.md").read_text()
     assert report.startswith("# ToolDNS retrieval benchmark") and "Flat dense and flat hybrid: not run" in report
     assert "## Query by query against flat search" in report and "| flat BM25 | " in report and "McNemar p" in report
@@ -82,6 +84,7 @@ def test_bench_retrieval_on_a_small_catalog(tmp_path):
                        "--half", "odd")
     assert hybrid["scorer"] == "hybrid" and hybrid["embed"] == "hash" and hybrid["half"] == "odd"
     assert hybrid["queries"] == 3 and hybrid["failures"] == 0
+    assert hybrid["pages"] is None and hybrid["walk"]["pages"] == 1
     for name in ("flat_bm25", "flat_dense", "flat_hybrid", "flat_zone"):
         assert all(0 <= hybrid[name][m] <= 1 for m in ("hr@10", "recall@10")), name
     assert 0 <= hybrid["route_recall"] <= 1 and isinstance(hybrid["drop_depth"], dict)

@@ -13,7 +13,7 @@ scorer: one hybrid zone holding every tool (``flat_zone``: the centred cosine, e
 largest), so that the tree's loss against it is what routing loses.
 
 Each option changes one thing: ``--no-embed`` (BM25 zones), ``--embed MODEL`` (another embedder),
-``--scorer``, ``--k`` / ``--leaf-k`` / ``--best-leaf-k`` (this walk instead of the published one),
+``--scorer``, ``--k`` / ``--leaf-k`` / ``--best-leaf-k`` / ``--pages`` (this walk instead of the published one),
 ``--ks`` (a sweep over uniform K for the plot), ``--examples FILE`` with ``--examples-half`` (the
 build learns from the example intents of one half; ``--half`` scores the other). Routing is reported
 apart from ranking: ``route_recall`` is the share of queries for which a correct tool was among the
@@ -201,6 +201,9 @@ def parse_args() -> argparse.Namespace:
                    help="tools asked of each leaf (default: the tree's published walk's)")
     p.add_argument("--best-leaf-k", type=int, default=None,
                    help="tools asked of the leaf on the walk's best path (default: the published walk's, else --leaf-k)")
+    p.add_argument("--pages", type=int, default=None,
+                   help="follow-up pages a resolution may ask of leaves whose tools all made its result (default: "
+                        "the published walk's; 0 none)")
     p.add_argument("--beam", type=int, default=None, help="at most this many zones asked a depth (default the "
                    "resolver's: 6, or the root's K when larger, which a tree of two levels never meets)")
     p.add_argument("--no-beam", action="store_true", help="no beam: every child each referral ranks is asked")
@@ -505,7 +508,7 @@ def sweep_k(args: argparse.Namespace, zonedir: str, tree: Tree, ks: list, querie
         # told nothing, the resolver embeds intents with the model the tree's walk names, as a user's does
         vectors = None
         with Resolver(root=root, cache=False, timeout=timeout, embedder=vectors, fusion=args.fusion,
-                      fit=not args.no_fit, best_leaf_k=args.best_leaf_k,
+                      fit=not args.no_fit, best_leaf_k=args.best_leaf_k, pages=args.pages,
                       beam=walk_beam(args)) as resolver:
             resolver.resolve("warm up", k=1)  # so that no K pays for the first query's set-up (or model load)
             sweep = {k: measure_k(resolver, endpoints, queries, k, args.top, tree, n_tools, args.split, args.leaf_k)
@@ -672,7 +675,7 @@ def result_json(run: Run) -> dict:
         **{k: head[k] for k in HEADLINE_METRICS + copied},
         "scorer": args.scorer, "embed": args.embed, "fusion": args.fusion, "half": args.half,
         "k": k_text(run.head_k), "top": args.top, "leaf_k": args.leaf_k, "best_leaf_k": args.best_leaf_k,
-        "walk": head.get("walk", {}), "examples": args.examples, "examples_half": args.examples_half,
+        "pages": args.pages, "walk": head.get("walk", {}), "examples": args.examples, "examples_half": args.examples_half,
         "queries": len(run.queries),
         "failures": head["failures"], "correct_ids_not_in_catalog": run.missing,
         **{f"flat_{name}": {k: means[k] for k in HEADLINE_METRICS} for name, means in run.flat.items()},
@@ -696,7 +699,7 @@ def markdown_intro(run: Run) -> list[str]:
     scorer = args.scorer + (f" ({args.embed} vectors, fusion weight of BM25 {args.fusion})"
                             if args.scorer == "hybrid" else "")
     walk = run.head.get("walk", {})
-    said = ", ".join(f"{key} {walk[key]}" for key in ("k", "leaf_k", "best_leaf_k", "beam", "model")
+    said = ", ".join(f"{key} {walk[key]}" for key in ("k", "leaf_k", "best_leaf_k", "beam", "model", "pages")
                      if walk.get(key) is not None)
     return [
         "# ToolDNS retrieval benchmark",
