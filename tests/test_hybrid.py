@@ -511,8 +511,9 @@ def test_fusion_keeps_zero_as_the_floor_of_each_part():
 
 
 def test_a_build_embeds_in_chunks_and_says_how_long_the_rest_will_take():
-    """A large catalog is embedded a chunk at a time, the same vectors as in one call, and after each
-    chunk but the last the build says how far it is, what is left at the rate so far, and the way out."""
+    """A large catalog is embedded a chunk at a time, the same vectors as in one call, and after the
+    first chunk, then every few seconds (never after the last), the build says how far it is, what is
+    left at the rate so far, and the way out."""
     from tooldns.building.build import duration_text, embed_in_chunks
     from tooldns.embedding.hashing import HashEmbedder
 
@@ -520,10 +521,14 @@ def test_a_build_embeds_in_chunks_and_says_how_long_the_rest_will_take():
     texts = [f"tool number {i} does thing {i % 7}" for i in range(10)]
     said: list[str] = []
     whole = np.asarray(embedder.embed(texts), dtype=np.float32)
-    chunked = embed_in_chunks(embedder, texts, said.append, chunk=3)
+    chunked = embed_in_chunks(embedder, texts, said.append, chunk=3, every=0)
     assert chunked.dtype == np.float32 and np.array_equal(chunked, whole)
     assert [line.split(", about")[0] for line in said] == [f"embedded {n} of 10 tools" for n in (3, 6, 9)]
     assert all(" left at this rate" in line and "--no-embed" in line for line in said)
     assert np.array_equal(embed_in_chunks(embedder, texts, said.append, chunk=10), whole) and len(said) == 3
+    # a fast embedder is not a line a chunk: the first chunk's, then one every so many seconds
+    said.clear()
+    assert np.array_equal(embed_in_chunks(embedder, texts, said.append, chunk=1, every=3600), whole)
+    assert [line.split(", about")[0] for line in said] == ["embedded 1 of 10 tools"]
     assert embed_in_chunks(embedder, [], said.append).shape == (0, embedder.dim)
     assert [duration_text(40), duration_text(12 * 60), duration_text(7 * 3600 + 40 * 60)] == ["40 s", "12 min", "7 h 40 min"]

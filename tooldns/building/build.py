@@ -115,22 +115,30 @@ class BuildReport:
 EMBED_CHUNK = 4096
 
 
+#: seconds between two of the embedding's progress lines (a static model embeds a chunk in half a second)
+EMBED_PROGRESS_EVERY = 2.0
+
+
 def embed_in_chunks(embedder, texts: list[str], progress: Callable[[str], None],
-                    chunk: int = EMBED_CHUNK):
+                    chunk: int = EMBED_CHUNK, every: float = EMBED_PROGRESS_EVERY):
     """*embedder*'s vectors of *texts*, *chunk* at a time, as one float32 array (a row a text; as lists of
-    Python floats a million vectors would take gigabytes); after each chunk but the last, *progress*
-    hears how many are done and about how long the rest will take."""
+    Python floats a million vectors would take gigabytes); after the first chunk, then after a chunk at
+    most every *every* seconds, but never the last, *progress* hears how many are done and about how
+    long the rest will take."""
     import numpy as np
 
     parts = []
     done = 0
     t0 = time.monotonic()
+    said = None
     for start in range(0, len(texts), chunk):
         part = np.asarray(embedder.embed(texts[start:start + chunk]), dtype=np.float32)
         parts.append(part.reshape(len(part), -1))
         done += len(part)
-        if done < len(texts):
-            left = (len(texts) - done) * (time.monotonic() - t0) / done
+        now = time.monotonic()
+        if done < len(texts) and (said is None or now - said >= every):
+            said = now
+            left = (len(texts) - done) * (now - t0) / done
             progress(f"embedded {done:,} of {len(texts):,} tools, about {duration_text(left)} left at this rate "
                      f"(--no-embed builds BM25 zones without vectors)")
     return np.concatenate(parts) if parts else np.zeros((0, getattr(embedder, "dim", 0)), dtype=np.float32)
