@@ -181,6 +181,7 @@ def test_a_tree_with_examples_publishes_the_wider_walk_chosen_for_it(built, tmp_
     tmp, _ = built
     root = next(f.zone for f in read_tree(tmp / "z") if f.zone.origin == "tools.")
     assert root.walk is not None and root.walk.k == EXAMPLES_WALK["k"] and root.walk.model == "hash-64"
+    assert root.walk.pages == 1  # the follow-up page, as other trees publish it
     (tmp_path / "services.json").write_text(json.dumps(synthetic_catalog()))
     build([tmp_path / "services.json"], tmp_path / "z", embed="hash", tree_options=dict(max_children=4, max_leaf=10))
     plain = next(f.zone for f in read_tree(tmp_path / "z") if f.zone.origin == "tools.")
