@@ -310,3 +310,33 @@ def test_catalog_texts_beyond_what_a_zone_file_holds_are_cut_with_a_warning(tmp_
     catalog.write_text(json.dumps([{"id": "x" * 1025, "name": "Long", "description": "weather"}]))
     with pytest.raises(BuildError, match="an id of 1025 bytes; at most 1024"):
         load_catalogs([catalog])
+
+
+@pytest.mark.parametrize("embed", [None, "hash"])
+def test_the_zone_a_leafs_map_is_made_from_is_the_zone_its_file_reads_back(embed, tmp_path, monkeypatch):
+    """The processes making leaf maps are handed the zone the build wrote, not its file: that zone must
+    be the one a server reads back from the file, whatever the catalog's texts hold (white space a
+    zone file's reader strips, line breaks, Unicode separators, CJK)."""
+    from tooldns.building.maps import LeafMaps
+    from tooldns.zone.limits import ZoneLimits
+    from tooldns.zone.zonefile import parse_zone, read_zone_file
+
+    tools = synthetic_catalog(12)
+    for i, tool in enumerate(tools):
+        schema = tool["metadata"]["inputSchema"]
+        schema[" spaced name "] = {"type": " integer ", "description": ["ends in a break\n", " both ends \t",
+                                                                       "a\u2028separator", "多行\n描述\n\n"][i % 4]}
+        tool["metadata"]["url"] = [" https://api.example/x ", "\thttps://api.example/y\n", "", "ftp://x"][i % 4]
+        tool["examples"] = [f"  intent {i}  ", "第二个\n"]
+        tool["description"] += ["\n", " \u3000", "\r\n trailing", ""][i % 4]
+    (tmp_path / "services.json").write_text(json.dumps(tools, ensure_ascii=False))
+    handed, add = [], LeafMaps.add
+    monkeypatch.setattr(LeafMaps, "add", lambda self, path, centroids=0, zone=None:
+                        handed.append((path, zone)) or add(self, path, centroids, zone))
+    build([tmp_path / "services.json"], tmp_path / "z", embed=embed, tree_options=dict(max_children=4, max_leaf=10))
+    assert len(handed) >= 4 and all(zone is not None and zone.tools for _, zone in handed)
+    for path, zone in handed:
+        read = parse_zone(read_zone_file(str(path), ZoneLimits())[0], str(path))
+        assert read == zone, path
+        assert [t.parameters for t in read.tools] == [t.parameters for t in zone.tools]
+    assert len(list((tmp_path / "z" / ".snapshots").glob("*.map"))) == len(handed)

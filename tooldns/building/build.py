@@ -190,14 +190,16 @@ class Heartbeat:
 
 
 def zone_tool(tool: CatalogTool, label: str, service: str) -> Tool:
-    url = tool.url
+    url = tool.url.strip()  # as a zone file's reader strips an endpoint
     parsed = urlparse(url) if url else None
     if parsed and parsed.scheme in ("http", "https") and parsed.hostname:
         target, port = parsed.hostname.rstrip(".") + ".", parsed.port or (443 if parsed.scheme == "https" else 80)
     else:
         target, port = "localhost.", 0
     description = " ".join([*tool.names[1:], tool.description]).strip()
-    params = tuple(Parameter(n, t or "string", d, r) for n, t, d, r in tool.parameters)
+    # stripped as a zone file's reader strips them: the zone written is the zone read back (leaf maps are
+    # made from the zone held here, :class:`~.maps.LeafMaps`)
+    params = tuple(Parameter(n.strip(), t.strip() or "string", d.strip(), r) for n, t, d, r in tool.parameters)
     return Tool(label=label, name=tool.names[0], service=service, target=target, port=port, description=description,
                 endpoint=url, parameters=params, id=tool.id, examples=tuple(tool.examples))
 
@@ -386,7 +388,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
             if zone.children:
                 state.write_terms(outdir, zone_origin, _child_terms(zone))
             else:  # its map, and the centroids of its vectors its parent's delegation carries
-                maps.add(outdir / state.zones[zone_origin].file, Embedded.CENTROIDS if embedded else 0)
+                maps.add(outdir / state.zones[zone_origin].file, Embedded.CENTROIDS if embedded else 0, zone)
             if time.monotonic() - shown >= 2.0 or n == len(layout.order):
                 shown = time.monotonic()
                 progress(f"wrote {n}/{len(layout.order)} zones")

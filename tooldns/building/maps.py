@@ -9,10 +9,12 @@ vector; the server's loading process keeps maps as it loads leaves. :class:`Leaf
 is served from them from its first query (``tooldns build --update``: the leaves it rewrote or added);
 for a hybrid tree, the same processes make each leaf's centroids that its parent's delegation carries
 (a million-tool root's 2,233 took three minutes of the writing process after its last leaf).
-Each process reads the zone file as a server reads it, indexes it and keeps its map in the tree's
-``.snapshots/`` under the name a server looks for (the code, the default limits, the file's path and
-stamp): a server run with other limits, other code, or after the file is edited finds none there and
-loads the leaf as before.
+Each process indexes the zone the writing process wrote (handed over with the file's name: the zone a
+server reads back from that file, :func:`~.build.zone_tool`; reading the YAML back was two fifths of a
+map's making) and keeps its map in the tree's ``.snapshots/`` under the name a server looks for (the
+code, the default limits, the file's path and stamp): a server run with other limits, other code, or
+after the file is edited finds none there and loads the leaf as before. A file added without its zone
+is read as a server reads it.
 
     >>> with LeafMaps("built/.snapshots") as maps:
     ...     maps.add("built/weather.tools.yaml")
@@ -22,31 +24,42 @@ loads the leaf as before.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 
 from ..serving.loader import fast_index, keep_map
 from ..zone.limits import ZoneLimits
+from ..zone.model import Zone
 from ..zone.zonefile import check_utf8, parse_zone, read_zone_file, stat_stamp
 from .quantized import centroids_of
 
 #: the scorers whose leaves get a map; an llm scorer's index is not kept
 KEPT_SCORERS = ("bm25", "hybrid")
+#: leaves a map process may have waiting, each: the writing process waits beyond (a zone handed over is
+#: held until its map is made; a million-tool tree's leaves all waiting would be its every tool)
+AHEAD = 4
 #: seconds between two progress lines while the last maps are made
 PROGRESS_EVERY = 2.0
 
 
-def map_file(path: str, snapshots: str, centroids: int = 0) -> tuple[bool, tuple[bytes, ...] | None]:
+def map_file(path: str, snapshots: str, centroids: int = 0,
+             zone: Zone | None = None) -> tuple[bool, tuple[bytes, ...] | None]:
     """The leaf map of the zone file at *path* kept in *snapshots*, as a server's loading process keeps
     it (False for a zone that has none: children, a scorer whose index cannot be kept, or one that
     cannot be written); and with *centroids*, at most that many centroids of the leaf's tool vectors,
     as its parent's delegation carries them (:func:`~.quantized.centroids_of`, the bytes ``tooldns build``
-    makes in its own process), else None."""
+    makes in its own process), else None. *zone*, when given, is the zone the file holds (as its writer
+    held it), else the file is read."""
     limits = ZoneLimits()
-    data, st = read_zone_file(path, limits)
-    check_utf8(data, path)
-    zone = parse_zone(data, path, limits)
+    if zone is None:
+        data, st = read_zone_file(path, limits)
+        check_utf8(data, path)
+        zone = parse_zone(data, path, limits)
+    else:
+        st = os.stat(path)
+        zone = dataclasses.replace(zone, source=path)  # as the file's reader names it
     made = None
     if centroids and not zone.children:
         made = centroids_of([t.vector for t in zone.tools if t.vector], centroids)
@@ -72,16 +85,23 @@ class LeafMaps:
     def __init__(self, snapshots: str | os.PathLike, wanted: bool = True, processes: int | None = None,
                  progress=lambda s: None) -> None:
         self.snapshots, self.progress = str(snapshots), progress
-        self._pool = (ProcessPoolExecutor(processes or os.cpu_count() or 1, mp_context=get_context("forkserver"),
+        self._processes = processes or os.cpu_count() or 1
+        self._pool = (ProcessPoolExecutor(self._processes, mp_context=get_context("forkserver"),
                                           initializer=_one_thread) if wanted else None)
+        self._ahead: list[Future] = []  # the maps not made yet
         self._futures: dict[str, Future] = {}  # by the path of the leaf, in the order added
         self.made = self.failed = 0
 
-    def add(self, path: str | os.PathLike, centroids: int = 0) -> None:
-        """Make the map of the leaf written at *path*, if maps are wanted, and with *centroids* the
-        centroids of its tool vectors (:meth:`centroids`)."""
-        if self._pool is not None and str(path) not in self._futures:  # a file added again: its one map
-            self._futures[str(path)] = self._pool.submit(map_file, str(path), self.snapshots, centroids)
+    def add(self, path: str | os.PathLike, centroids: int = 0, zone: Zone | None = None) -> None:
+        """Make the map of the leaf written at *path* (from *zone*, the zone written there, when given),
+        if maps are wanted, and with *centroids* the centroids of its tool vectors (:meth:`centroids`)."""
+        if self._pool is None or str(path) in self._futures:  # a file added again: its one map
+            return
+        self._ahead = [f for f in self._ahead if not f.done()]
+        if len(self._ahead) >= AHEAD * self._processes:  # a zone waiting is held in memory: not the whole tree's
+            wait(self._ahead, return_when=FIRST_COMPLETED)
+        self._futures[str(path)] = future = self._pool.submit(map_file, str(path), self.snapshots, centroids, zone)
+        self._ahead.append(future)
 
     def centroids(self, path: str | os.PathLike) -> tuple[bytes, ...] | None:
         """The centroids of the leaf at *path* made beside its map (waiting for them), or None: not
