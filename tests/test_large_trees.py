@@ -104,6 +104,37 @@ def test_route_scores_are_bm25_of_the_groups_text():
         assert np.allclose(scores[row], [expected[c] for c in indices[row]])
 
 
+def test_chunks_in_threads_cover_every_row_once_in_order(monkeypatch):
+    """A split's chunks on a thread per core: every row in exactly one chunk, results in row order, on one
+    core or several; and route_scores gives the same in chunks of any size."""
+    import threading
+
+    from tooldns.building import trees
+
+    for cores in (1, 2, 5):
+        monkeypatch.setattr(trees.os, "cpu_count", lambda: cores)
+        seen, names = [], set()
+        got = trees.in_threads(lambda a, b: seen.append((a, b)) or names.add(threading.current_thread().name)
+                               or list(range(a, b)), 23, 4)
+        assert [r for part in got for r in part] == list(range(23)) and sorted(seen)[-1] == (20, 23)
+        if cores == 1:  # no pool: the caller's own thread
+            assert names == {threading.current_thread().name}
+        assert trees.in_threads(lambda a, b: a, 0, 4) == []
+    rng = np.random.default_rng(3)
+    x = sparse_counts(rng, 200, 40)
+    labels = rng.integers(0, 7, 200)
+    whole = route_scores(x, labels, 7, k1=10.0, b=0.75, chunk=200)
+    for chunk in (1, 13, 64):
+        parts = route_scores(x, labels, 7, k1=10.0, b=0.75, chunk=chunk)
+        assert np.array_equal(parts[0], whole[0]) and np.array_equal(parts[1], whole[1])
+
+
+def sparse_counts(rng, rows: int, terms: int):
+    from scipy import sparse
+
+    return sparse.csr_matrix(rng.poisson(0.3, (rows, terms)).astype(np.float64))
+
+
 def test_best_first_is_a_stable_sort_cut_to_m_ties_and_all():
     rng = np.random.default_rng(7)
     for trial in range(200):

@@ -165,8 +165,8 @@ def _idna_label(term: str) -> str:
     return label if len(label) <= 63 and re.fullmatch(r"[a-z0-9-]+", label) else ""
 
 
-#: members x groups scores held at once by :func:`route_scores` (dense float64: 40 MB, and as much again
-#: for their order): rows are scored in chunks of this many cells
+#: members x groups scores held at once by each of :func:`route_scores`'s threads (dense float64: 40 MB,
+#: and as much again for their order): rows are scored in chunks of this many cells
 ROUTE_CELLS = 5_000_000
 #: terms x groups up to which :func:`route_scores` may hold the groups' term weights dense (128 MB)
 DENSE_ROUTE_CELLS = 16_000_000
