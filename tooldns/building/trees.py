@@ -224,7 +224,8 @@ def in_threads(work: Callable[[int, int], object], n: int, chunk: int) -> list:
     every core where it used one (each row's result is the same whichever thread computes it)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    starts = range(0, n, max(1, chunk))
+    chunk = max(1, chunk)
+    starts = range(0, n, chunk)
     workers = min(len(starts), os.cpu_count() or 1)
     if workers <= 1:
         return [work(start, min(start + chunk, n)) for start in starts]
@@ -346,9 +347,9 @@ def _lloyd(x, k: int, rng, rounds: int, cosines: "_Cosines"):
     n = x.shape[0]
     centres = _seed_centres(x, k, rng, cosines)
     labels = np.full(n, -1)
-    share = -(-n // (os.cpu_count() or 1))  # each core its share of the rows
+    share = -(-n // (os.cpu_count() or 1))  # each core its share of the rows: fewer, larger products
     for _ in range(rounds):
-        new = np.concatenate(in_threads(lambda start, stop: _nearest(x[start:stop], centres), n, share))
+        new = _nearest(x, centres, share)
         if (new == labels).all():
             break
         labels = new
@@ -371,12 +372,20 @@ def _fit(x, centres, labels):
     return 2 * (x @ centres.T)[np.arange(x.shape[0]), labels] - (centres ** 2).sum(axis=1)[labels]
 
 
-def _nearest(x, centres):
-    """Each row's nearest centre (Euclidean: the largest 2 x.c - |c|^2), in one rows x centres array."""
-    scores = x @ centres.T
-    scores *= 2
-    scores -= (centres ** 2).sum(axis=1)
-    return scores.argmax(axis=1)
+def _nearest(x, centres, chunk: int | None = None):
+    """Each row's nearest centre (Euclidean: the largest 2 x.c - |c|^2), *chunk* rows at a time (default:
+    as many as keep :data:`ROUTE_CELLS` scores), the chunks on a thread per core (:func:`in_threads`)."""
+    import numpy as np
+
+    squares = (centres ** 2).sum(axis=1)  # once, not once a chunk
+
+    def nearest(start: int, stop: int):
+        scores = x[start:stop] @ centres.T
+        scores *= 2
+        scores -= squares
+        return scores.argmax(axis=1)
+
+    return np.concatenate(in_threads(nearest, x.shape[0], chunk or max(1, ROUTE_CELLS // len(centres))))
 
 
 #: rows of a node up to which k-means++ seeding reads each row's cosines from the node's whole Gram
@@ -426,11 +435,7 @@ def _seed_centres(x, k: int, rng, cosines: _Cosines):
 def nearest_centres(x, centres, cols, chunk: int | None = None):
     """Label of the nearest of *centres* (over the columns *cols*) for each row of *x*, *chunk* rows at
     a time (default: as many as keep :data:`ROUTE_CELLS` scores)."""
-    import numpy as np
-
-    chunk = chunk or max(1, ROUTE_CELLS // len(centres))
-    x = x[:, cols].tocsr()
-    return np.concatenate(in_threads(lambda start, stop: _nearest(x[start:stop], centres), x.shape[0], chunk))
+    return _nearest(x[:, cols].tocsr(), centres, chunk)
 
 
 def _compact(labels):
