@@ -236,25 +236,22 @@ def in_threads(work: Callable[[int, int], object], n: int, chunk: int) -> list:
 def best_first(s, m: int):
     """The columns of each row's *m* largest values of *s*, largest first, ties by column: exactly
     ``np.argsort(-s, kind="stable")[:, :m]``, at the cost of a partition where a row's m-th value is not
-    tied (a full sort of 700 groups a member was a fifth of a 100,000-tool build)."""
+    tied (a full sort of 700 groups a member was a fifth of a 100,000-tool build): each row's *m* picked,
+    then sorted by value and column; a row with a value outside them equal to its m-th sorted whole."""
     import numpy as np
 
     neg = -s
     if s.shape[1] <= m:
         return np.argsort(neg, axis=1, kind="stable")[:, :m]
-    kth = np.partition(neg, m - 1, axis=1)[:, m - 1:m]
-    mask = neg <= kth  # the m best, and any tied with the m-th
-    exact = mask.sum(axis=1) == m
-    order = np.empty((s.shape[0], m), dtype=np.intp)
-    rows = np.nonzero(exact)[0]
-    if rows.size:
-        cols = np.nonzero(mask[rows])[1].reshape(-1, m)  # each row's m columns, in column order
-        within = np.argsort(np.take_along_axis(neg[rows], cols, axis=1), axis=1, kind="stable")
-        order[rows] = np.take_along_axis(cols, within, axis=1)
-    tied = np.nonzero(~exact)[0]
+    top = np.argpartition(neg, m - 1, axis=1)[:, :m]
+    values = np.take_along_axis(neg, top, axis=1)
+    ranked = np.lexsort((top, values), axis=1)  # by value, then column
+    top = np.take_along_axis(top, ranked, axis=1)
+    last = np.take_along_axis(values, ranked[:, -1:], axis=1)
+    tied = np.flatnonzero(np.count_nonzero(neg <= last, axis=1) > m)
     if tied.size:  # a tie across the m-th place: the full sort decides it by column
-        order[tied] = np.argsort(neg[tied], axis=1, kind="stable")[:, :m]
-    return order
+        top[tied] = np.argsort(neg[tied], axis=1, kind="stable")[:, :m]
+    return top
 
 
 def capacity_assign(indices, scores, n_groups: int, capacity: int):
@@ -300,20 +297,9 @@ def nearest_of(x, centres, n: int = 8, chunk: int = NEAREST_CHUNK):
     orders, sims = [], []
     for start in range(0, len(x), chunk):
         products = x[start:start + chunk] @ centres.T
-        if n < products.shape[1]:
-            top = np.argpartition(-products, n - 1, axis=1)[:, :n]
-        else:
-            top = np.broadcast_to(np.arange(n), products.shape).copy()
-        values = np.take_along_axis(products, top, axis=1)
-        ranked = np.lexsort((top, -values), axis=1)
-        top, values = np.take_along_axis(top, ranked, axis=1), np.take_along_axis(values, ranked, axis=1)
-        # a value equal to the n-th best outside the n picked: that row as the stable sort takes it
-        last = values[:, -1:]
-        for row in np.flatnonzero((products == last).sum(axis=1) > (values == last).sum(axis=1)):
-            top[row] = np.argsort(-products[row], kind="stable")[:n]
-            values[row] = products[row, top[row]]
+        top = best_first(products, n)
         orders.append(top)
-        sims.append(values)
+        sims.append(np.take_along_axis(products, top, axis=1))
     if not orders:
         return np.zeros((0, n), dtype=np.int64), np.zeros((0, n))
     return np.concatenate(orders), np.concatenate(sims)
@@ -378,9 +364,10 @@ def _nearest(x, centres, chunk: int | None = None):
     import numpy as np
 
     squares = (centres ** 2).sum(axis=1)  # once, not once a chunk
+    columns = np.ascontiguousarray(centres.T)  # scipy copies a transposed operand at every product
 
     def nearest(start: int, stop: int):
-        scores = x[start:stop] @ centres.T
+        scores = x[start:stop] @ columns
         scores *= 2
         scores -= squares
         return scores.argmax(axis=1)
