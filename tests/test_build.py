@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from hypothesis import given, strategies as st
 
 from tooldns.building.build import build, build_zones
 from tooldns.building.catalog import load_catalogs, parse_catalog
@@ -10,6 +11,7 @@ from tooldns.exceptions import BuildError
 from tooldns.protocol.names import check_label
 from tooldns.serving.tree import load_tree
 from tooldns.building.trees import AutoTreeBuilder
+from fuzzing import examples
 
 THEMES = {
     "weather": ["forecast", "rain", "temperature", "wind", "humidity", "storm"],
@@ -340,3 +342,45 @@ def test_the_zone_a_leafs_map_is_made_from_is_the_zone_its_file_reads_back(embed
         assert read == zone, path
         assert [t.parameters for t in read.tools] == [t.parameters for t in zone.tools]
     assert len(list((tmp_path / "z" / ".snapshots").glob("*.map"))) == len(handed)
+
+
+_WORDS = st.sampled_from(["weather", "Weather", "WEATHER", "getWeather", "get_weather", "the", "id", "ID", "x1",
+                          "Straße", "STRASSE", "é", "天气", "天气预报", "MP3文件", "forecasts", " ", "  ", "\t", "\n",
+                          "\u2028", "\u3000", "-", ",", "", "'s"])
+_TEXTS = st.lists(_WORDS, max_size=12).map(" ".join)
+
+
+@examples(300)
+@given(names=st.lists(_TEXTS.filter(str.strip), min_size=1, max_size=3), description=_TEXTS,
+       parameters=st.lists(st.tuples(_TEXTS, st.sampled_from(["string", " integer "]), _TEXTS, st.booleans()),
+                           max_size=4))
+def test_the_terms_read_once_are_those_the_zones_index(names, description, parameters):
+    """A build reads each tool's terms once, for the tree and for the zones' statistics: they must be the
+    terms a zone indexes of the tool it writes (its text with repeated words capped, tokenized), whatever
+    the names, case, white space and scripts."""
+    from tooldns.building.build import zone_tool
+    from tooldns.building.catalog import CatalogTool, catalog_terms
+    from tooldns.scoring.tokenize import tokenize
+
+    tool = CatalogTool(id="t", name=names[0], description=description, parameters=parameters, names=names)
+    assert catalog_terms([tool]) == [tuple(tokenize(zone_tool(tool, "x", "http").text()))]
+
+
+def test_the_terms_of_a_large_catalog_are_read_in_processes_the_same(monkeypatch):
+    """From PARALLEL_TERMS tools on, the terms are read in processes of their own, a chunk at a time: the
+    same terms in the tools' order as read in one process, each term one string however many tools hold it."""
+    from tooldns.building import catalog as catalog_module
+
+    tools = parse_catalog(synthetic_catalog(60)).tools
+    monkeypatch.setattr(catalog_module, "PARALLEL_TERMS", 10)
+    monkeypatch.setattr(catalog_module, "TERMS_CHUNK", 7)
+    told: list[str] = []
+    together = catalog_module.catalog_terms(tools, told.append, every=0.0, processes=2)
+    alone = catalog_module.catalog_terms(tools, processes=1)
+    assert together == alone == [tuple(t.terms()) for t in tools]
+    assert told[-1] == f"reading the tools' text: {len(tools)}/{len(tools)}"
+    first = {}
+    for terms in together:
+        for term in terms:
+            assert first.setdefault(term, term) is term
+    assert len(first) < sum(map(len, together))  # terms shared between tools

@@ -25,7 +25,6 @@ import os
 import re
 import shutil
 import statistics
-import sys
 import threading
 import time
 from collections import Counter
@@ -42,12 +41,11 @@ from ..protocol.plan import WalkPlan
 from ..protocol.summary import CENTROIDS as DELEGATION_CENTROIDS
 from ..protocol.vector import decode_vector, encode_vector
 from ..scoring.bm25 import MAX_FACET_TOOLS, CorpusStats, facets_of
-from ..scoring.tokenize import tokenize
 from ..serving.index import own_tools_terms
 from ..serving.loader import SNAPSHOT_DIR
 from ..zone.model import SOA, Delegation, NameServer, Parameter, Settings, Summary, Tool, Zone
 from ..zone.zonefile import write_atomically, write_zone
-from .catalog import Catalog, CatalogTool, load_catalogs
+from .catalog import Catalog, CatalogTool, catalog_terms, load_catalogs
 from .examples import MAP_PREFIX, add_examples, fit_map, read_examples, save_map
 from .maps import KEPT_SCORERS, LeafMaps
 from .quantized import carried_rows, mean_row, read_back, row_centroids
@@ -346,8 +344,10 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                 child_b: float = DEFAULT_CHILD_B,
                 tool_k1: float = DEFAULT_TOOL_K1, prune_ratio: float = DEFAULT_PRUNE_RATIO,
                 scorer: str | None = None, scorer_options: dict | None = None, embedded: "Embedded | None" = None,
-                max_leaf: int | None = None, max_children: int | None = None, progress=lambda s: None) -> BuildReport:
+                max_leaf: int | None = None, max_children: int | None = None, progress=lambda s: None,
+                terms: list[tuple[str, ...]] | None = None) -> BuildReport:
     """Write one zone file per category of *root* into *out* (through :func:`write_zone`); return the report.
+    *terms*: each tool's index terms (:func:`~.catalog.catalog_terms`) when the caller has read them.
 
     With *embedded* (the catalog's vectors), every tool carries its vector and every delegation a
     few centroids of the tools beneath it, and the zones score with ``hybrid`` unless *scorer*
@@ -358,7 +358,7 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
         raise BuildError(f"unknown service {service!r}")
     outdir = _cleared(Path(out))
 
-    proto_tools, tool_tokens, stats = _catalog_text(catalog, service, progress)
+    proto_tools, tool_tokens, stats = _catalog_text(catalog, service, progress, terms)
     scorer = scorer or ("hybrid" if embedded else "bm25")
     settings = _tree_settings(scorer, {"k1": tool_k1, **(scorer_options or {})}, child_k1, child_b, prune_ratio,
                               embedded, outdir)
@@ -402,14 +402,15 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
     return report
 
 
-def _catalog_text(catalog: Catalog, service: str, progress) -> tuple[list[Tool], list[tuple[str, ...]], CorpusStats]:
-    """The catalog's tools as zone tools, their tokens and the global statistics over exactly the text
-    zone servers index. Each term is kept once in memory, however many tools use it (a million tools'
-    tokens would otherwise be some 33 million strings)."""
+def _catalog_text(catalog: Catalog, service: str, progress,
+                  terms: list[tuple[str, ...]] | None) -> tuple[list[Tool], list[tuple[str, ...]], CorpusStats]:
+    """The catalog's tools as zone tools, their index terms (*terms*, else :func:`~.catalog.catalog_terms`:
+    those of the zone tool's text, each kept once in memory) and the global statistics over exactly the
+    text zone servers index."""
     progress(f"global statistics of {len(catalog.tools)} tools' text")
     proto_tools = [zone_tool(t, "x", service) for t in catalog.tools]
-    tool_tokens = [tuple(map(sys.intern, tokenize(t.text()))) for t in proto_tools]
-    return proto_tools, tool_tokens, CorpusStats.from_tokens(tool_tokens)
+    terms = terms if terms is not None else catalog_terms(catalog.tools, progress)
+    return proto_tools, terms, CorpusStats.from_tokens(terms)
 
 
 def _cleared(outdir: Path) -> Path:
@@ -654,12 +655,13 @@ def _build(services, out, taxonomy, builder, embed, examples, tree_options, prog
             raise BuildError(str(exc)) from exc
         spec = embed if isinstance(embed, str) else (spec_for_model(embedder.model) or "")
         embedded = Embedded.of(catalog, embedder, options.get("service", "http"), progress, spec=spec)
+    terms = catalog_terms(catalog.tools, progress)  # read once: for the tree and for the zones
     if builder is None:
         builder = (A2XTreeBuilder(taxonomy) if taxonomy else
-                   AutoTreeBuilder(**(tree_options or {}), vectors=embedded.clusters if embedded else None))
+                   AutoTreeBuilder(**(tree_options or {}), vectors=embedded.clusters if embedded else None, terms=terms))
     root = builder.build(catalog, progress)
     offline = isinstance(builder, AutoTreeBuilder)
-    report = build_zones(catalog, root, out, progress=progress, embedded=embedded,
+    report = build_zones(catalog, root, out, progress=progress, embedded=embedded, terms=terms,
                          max_leaf=builder.max_leaf if offline else None,
                          max_children=builder.max_children if offline else None, **options)
     report.tools_unplaced_by_tree = getattr(builder, "unplaced", 0)

@@ -28,11 +28,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..exceptions import BuildError
+from ..protocol.hygiene import cap_repeats
 from ..protocol.summary import clip
+from ..scoring.tokenize import tokenize
 from ..zone.limits import ZoneLimits
 
 
@@ -47,9 +51,59 @@ class CatalogTool:
     examples: list[str] = field(default_factory=list)  # intents the tool serves (merged catalogs: all of them)
 
     def text(self) -> str:
-        """What lexical scorers and the tree builder read."""
+        """Name, other names, description, and parameter names and descriptions: what flat lexical
+        search reads."""
         params = " ".join(f"{p[0]} {p[2]}" for p in self.parameters)
         return " ".join([*self.names, self.description, params]).strip()
+
+    def terms(self) -> list[str]:
+        """The index terms its zone holds of this tool: :meth:`text` with each word past
+        :data:`~tooldns.protocol.hygiene.MAX_REPEATS` dropped, tokenized (the words of the zone tool's
+        ``Tool.text()``, in the same order: the same terms)."""
+        return tokenize(cap_repeats(self.text()))
+
+
+#: tools from which :func:`catalog_terms` reads their text in processes of their own, and how many a
+#: process is handed at once
+PARALLEL_TERMS = 50_000
+TERMS_CHUNK = 10_000
+
+
+def catalog_terms(tools: list[CatalogTool], progress: Callable[[str], None] = lambda s: None,
+                  every: float = 2.0, processes: int | None = None) -> list[tuple[str, ...]]:
+    """Each tool's :meth:`~CatalogTool.terms`, read once for both the tree builder and the zones'
+    statistics, each term kept once in memory however many tools use it (a million tools' terms would
+    otherwise be some 33 million strings); *progress* told how far every *every* seconds. From
+    :data:`PARALLEL_TERMS` tools on, read in *processes* processes (the machine's cores by default),
+    :data:`TERMS_CHUNK` tools at a time: a million tools' text took a minute on one core."""
+    processes = processes or os.cpu_count() or 1
+    out: list[tuple[str, ...]] = []
+    shown = time.monotonic()
+
+    def collect(parts: Iterable[list[tuple[str, ...]]]) -> None:
+        nonlocal shown
+        for part in parts:
+            out.extend(tuple(map(sys.intern, terms)) for terms in part)
+            if time.monotonic() - shown >= every:
+                shown = time.monotonic()
+                progress(f"reading the tools' text: {len(out)}/{len(tools)}")
+
+    chunks = (tools[i:i + TERMS_CHUNK] for i in range(0, len(tools), TERMS_CHUNK))
+    if len(tools) < PARALLEL_TERMS or processes < 2:
+        collect(map(_chunk_terms, chunks))
+        return out
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(processes, mp_context=get_context("forkserver")) as pool:
+        collect(pool.map(_chunk_terms, chunks))
+    return out
+
+
+def _chunk_terms(tools: list[CatalogTool]) -> list[tuple[str, ...]]:
+    """The terms of each of *tools*, each term one string within the chunk (pickled once, then referred
+    to)."""
+    return [tuple(map(sys.intern, tool.terms())) for tool in tools]
 
 
 @dataclass

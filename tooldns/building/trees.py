@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from .catalog import Catalog
+from .catalog import Catalog, catalog_terms
 from ..exceptions import BuildError
-from ..scoring.tokenize import tokenize
 
 Progress = Callable[[str], None]
 
@@ -165,7 +164,7 @@ def _idna_label(term: str) -> str:
     return label if len(label) <= 63 and re.fullmatch(r"[a-z0-9-]+", label) else ""
 
 
-#: members x groups scores held at once by each of :func:`route_scores`'s threads (dense float64: 40 MB,
+#: members x groups scores held at once by each of :func:`route_scores`'s threads (dense float32: 20 MB,
 #: and as much again for their order): rows are scored in chunks of this many cells
 ROUTE_CELLS = 5_000_000
 #: terms x groups up to which :func:`route_scores` may hold the groups' term weights dense (128 MB)
@@ -178,7 +177,8 @@ def route_scores(counts, labels, n_groups: int, k1: float, b: float, top: int = 
 
     *counts* is the members' term-count matrix (sparse, members x terms), *labels* each member's
     group. The same scores as :class:`~tooldns.scoring.bm25.BM25` over the groups' concatenated
-    tokens, as sparse products, so a node of a million tools is routed in seconds. Returns
+    tokens, as sparse products in single precision (the products read the groups' weights from memory
+    over and over: half the bytes, half the time), so a node of a million tools is routed in seconds. Returns
     (indices, scores), members x min(*top*, groups), best first, ties by group order. Members are
     scored *chunk* at a time (default: as many as keep :data:`ROUTE_CELLS` scores), so memory does not
     grow with the number of groups (a root of 1,000 children of 100,000 tools: 2.1 GB peak before).
@@ -187,9 +187,10 @@ def route_scores(counts, labels, n_groups: int, k1: float, b: float, top: int = 
     from scipy import sparse
 
     n = counts.shape[0]
+    counts = counts.astype(np.float32, copy=False)
     chunk = chunk or max(1, ROUTE_CELLS // max(n_groups, 1))
     membership = sparse.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(n_groups, n))
-    tf = (membership @ counts).tocsr()
+    tf = (membership @ counts).tocsr()  # in double precision: a term's count over a million tools
     dl = np.asarray(tf.sum(axis=1)).ravel()
     avgdl = dl.mean() or 1.0
     df = np.bincount(tf.indices, minlength=tf.shape[1])
@@ -197,7 +198,7 @@ def route_scores(counts, labels, n_groups: int, k1: float, b: float, top: int = 
     rows = np.repeat(np.arange(n_groups), np.diff(tf.indptr))
     weights = tf.copy()
     weights.data = idf[tf.indices] * tf.data / (tf.data + k1 * (1 - b + b * dl[rows] / avgdl))
-    by_term = weights.T.tocsr()
+    by_term = weights.T.tocsr().astype(np.float32)
     if by_term.shape[0] * by_term.shape[1] <= min(DENSE_ROUTE_CELLS, 4 * counts.nnz):
         # members' rows times dense columns: the same sums in the same order as the sparse product
         # (each member's terms in its row's order; a group without the term adds 0.0), at a sixth of
@@ -316,7 +317,7 @@ def kmeans(x, k: int, seed: int = 0, rounds: int = 50, inits: int = 3):
     import numpy as np
 
     cols = np.unique(x.indices)
-    x = x[:, cols].tocsr()
+    x = x[:, cols].tocsr().astype(np.float32, copy=False)  # single precision, as route_scores
     rng = np.random.default_rng(seed)
     cosines = _Cosines(x)
     best = max((_lloyd(x, k, rng, rounds, cosines) for _ in range(inits)), key=lambda fit: fit[2])
@@ -344,7 +345,7 @@ def _lloyd(x, k: int, rng, rounds: int, cosines: "_Cosines"):
             for c, row in zip(np.flatnonzero(counts == 0), np.argsort(_fit(x, centres, labels))):
                 labels[row] = c
             counts = np.bincount(labels, minlength=k)
-        membership = sparse.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n))
+        membership = sparse.csr_matrix((np.ones(n, dtype=x.dtype), (labels, np.arange(n))), shape=(k, n))
         del centres  # the old let go before the new is made: k x columns, dense (2,233 x 60,000: 1 GB)
         centres = (membership @ x).toarray()
         centres /= np.maximum(counts, 1)[:, None]
@@ -363,8 +364,8 @@ def _nearest(x, centres, chunk: int | None = None):
     as many as keep :data:`ROUTE_CELLS` scores), the chunks on a thread per core (:func:`in_threads`)."""
     import numpy as np
 
-    squares = (centres ** 2).sum(axis=1)  # once, not once a chunk
-    columns = np.ascontiguousarray(centres.T)  # scipy copies a transposed operand at every product
+    columns = np.ascontiguousarray(centres.T, dtype=x.dtype)  # scipy copies a transposed operand at every product
+    squares = (columns ** 2).sum(axis=0)  # once, not once a chunk
 
     def nearest(start: int, stop: int):
         scores = x[start:stop] @ columns
@@ -396,7 +397,7 @@ class _Cosines:
         if self.gram is not None:
             return self.gram[:, row].copy()
         x = self.x
-        dense = np.zeros(x.shape[1])
+        dense = np.zeros(x.shape[1], dtype=x.dtype)
         start, end = x.indptr[row], x.indptr[row + 1]
         dense[x.indices[start:end]] = x.data[start:end]
         return x @ dense
@@ -411,7 +412,7 @@ def _seed_centres(x, k: int, rng, cosines: _Cosines):
     chosen = [int(rng.integers(n))]
     best = cosines(chosen[0])
     for _ in range(1, k):
-        weights = np.maximum(1.0 - best, 0.0) ** 2
+        weights = np.maximum(1.0 - best.astype(np.float64), 0.0) ** 2  # probabilities that sum to 1 closely
         total = weights.sum()
         row = int(rng.choice(n, p=weights / total)) if total > 0 else int(rng.integers(n))
         chosen.append(row)
@@ -421,8 +422,15 @@ def _seed_centres(x, k: int, rng, cosines: _Cosines):
 
 def nearest_centres(x, centres, cols, chunk: int | None = None):
     """Label of the nearest of *centres* (over the columns *cols*) for each row of *x*, *chunk* rows at
-    a time (default: as many as keep :data:`ROUTE_CELLS` scores)."""
-    return _nearest(x[:, cols].tocsr(), centres, chunk)
+    a time (default: as many as keep :data:`ROUTE_CELLS` scores), in single precision as :func:`kmeans`."""
+    import numpy as np
+
+    return _nearest(x[:, cols].tocsr().astype(np.float32, copy=False), centres, chunk)
+
+
+def _as_given(terms):
+    """A tool's terms as the tree builder was handed them (already tokenized)."""
+    return terms
 
 
 def _compact(labels):
@@ -468,7 +476,7 @@ class AutoTreeBuilder:
 
     def __init__(self, max_children: int | None = None, max_leaf: int | None = None, max_depth: int | None = None,
                  overlap: float | None = None, seed: int = 0, refine: int = 3, k1: float = 10.0, b: float = 0.75,
-                 vectors=None, balance: float | None = None) -> None:
+                 vectors=None, balance: float | None = None, terms: list | None = None) -> None:
         dense = vectors is not None
         balance = balance if balance is not None else (math.inf if dense else BALANCE)
         #: none given: the shape follows the catalog's size (:func:`auto_shape`, from the shape of its kind),
@@ -480,6 +488,7 @@ class AutoTreeBuilder:
         if self.max_children < 2 or self.max_leaf < 1 or (max_depth is not None and max_depth < 1) or balance < 1:
             raise BuildError("max_children must be at least 2, max_leaf and max_depth at least 1, balance at least 1")
         self.vectors = vectors
+        self.terms = terms  # each tool's index terms (catalog_terms), read by the caller; else read here
         self.overlap = overlap if overlap is not None else (DENSE_OVERLAP if vectors is not None else LEXICAL_OVERLAP)
         self.seed, self.refine, self.balance = seed, refine, balance
         self.k1, self.b = k1, b  # as the parent zone will score its children
@@ -491,6 +500,8 @@ class AutoTreeBuilder:
             raise BuildError("the catalog has no tools")
         if self.vectors is not None and len(self.vectors) != len(catalog.tools):
             raise BuildError(f"{len(self.vectors)} vectors for {len(catalog.tools)} tools")
+        if self.terms is not None and len(self.terms) != len(catalog.tools):
+            raise BuildError(f"the terms of {len(self.terms)} tools for {len(catalog.tools)} tools")
         self._np = np
         self._counts, self._x, self._terms = self._vectorize(catalog, progress)
         self._say = _Throttle(progress)
@@ -509,22 +520,15 @@ class AutoTreeBuilder:
         return root
 
     def _vectorize(self, catalog: Catalog, progress: Progress):
-        """Term counts and TF-IDF vectors of each tool's text (the ToolDNS tokenizer), and the terms."""
+        """Term counts and TF-IDF vectors of each tool's index terms (:func:`~.catalog.catalog_terms`: the
+        terms its zone will hold), in single precision, and the terms."""
         import numpy as np
         from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
-        n, done, last = len(catalog.tools), [0], [time.monotonic()]
-
-        def tokens(text: str) -> list[str]:
-            done[0] += 1
-            if time.monotonic() - last[0] >= 2.0:
-                last[0] = time.monotonic()
-                progress(f"reading the tools' text: {done[0]}/{n}")
-            return tokenize(text)
-
-        counter = CountVectorizer(tokenizer=tokens, lowercase=False, token_pattern=None, dtype=np.float64)
-        counts = counter.fit_transform(t.text() for t in catalog.tools).tocsr()
-        x = TfidfTransformer(sublinear_tf=True).fit_transform(counts).tocsr()
+        terms = self.terms if self.terms is not None else catalog_terms(catalog.tools, progress)
+        counter = CountVectorizer(analyzer=_as_given, dtype=np.float32)
+        counts = counter.fit_transform(terms).tocsr()
+        x = TfidfTransformer(sublinear_tf=True).fit_transform(counts).tocsr().astype(np.float32, copy=False)
         return counts, x, np.array(counter.get_feature_names_out())
 
     def _splits(self, size: int, depth: int) -> bool:
