@@ -384,3 +384,22 @@ def test_the_terms_of_a_large_catalog_are_read_in_processes_the_same(monkeypatch
         for term in terms:
             assert first.setdefault(term, term) is term
     assert len(first) < sum(map(len, together))  # terms shared between tools
+
+
+def test_the_terms_are_read_in_this_process_when_its_processes_cannot_run(tmp_path):
+    """A script without a main guard cannot start processes the forkserver way (each would run the script
+    again): the terms are then read in the script's own process, and the build goes on."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from tooldns.building import catalog\n"
+        "catalog.PARALLEL_TERMS = 10\n"
+        "tools = catalog.parse_catalog([{'id': f't{i}', 'name': f'tool{i}', 'description': 'rain rain rain rain'}\n"
+        "                               for i in range(40)]).tools\n"
+        "terms = catalog.catalog_terms(tools, processes=2)\n"
+        "print(len(terms), terms == [tuple(t.terms()) for t in tools], terms[0])\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "40 True ('tool0', 'rain', 'rain', 'rain')"

@@ -347,11 +347,10 @@ def build_zones(catalog: Catalog, root: Category, out: str | os.PathLike, *, ori
                 max_leaf: int | None = None, max_children: int | None = None, progress=lambda s: None,
                 terms: list[tuple[str, ...]] | None = None) -> BuildReport:
     """Write one zone file per category of *root* into *out* (through :func:`write_zone`); return the report.
-    *terms*: each tool's index terms (:func:`~.catalog.catalog_terms`) when the caller has read them.
 
-    With *embedded* (the catalog's vectors), every tool carries its vector and every delegation a
-    few centroids of the tools beneath it, and the zones score with ``hybrid`` unless *scorer*
-    says otherwise; also ``build-state/`` for ``tooldns build --update`` (:func:`_new_state`)."""
+    With *embedded* (the catalog's vectors), every tool carries its vector and every delegation a few centroids
+    of the tools beneath it, and the zones score with ``hybrid`` unless *scorer* says otherwise; *terms*: each
+    tool's :func:`~.catalog.catalog_terms` if read; also ``build-state/`` for ``build --update`` (:func:`_new_state`)."""
     t0 = time.perf_counter()
     origin = names.normalize(origin)
     if service not in names.SERVICES or service == names.ANY_SERVICE:

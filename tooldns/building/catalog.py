@@ -88,15 +88,21 @@ def catalog_terms(tools: list[CatalogTool], progress: Callable[[str], None] = la
                 shown = time.monotonic()
                 progress(f"reading the tools' text: {len(out)}/{len(tools)}")
 
-    chunks = (tools[i:i + TERMS_CHUNK] for i in range(0, len(tools), TERMS_CHUNK))
-    if len(tools) < PARALLEL_TERMS or processes < 2:
-        collect(map(_chunk_terms, chunks))
-        return out
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
+    def chunks():
+        return (tools[i:i + TERMS_CHUNK] for i in range(0, len(tools), TERMS_CHUNK))
 
-    with ProcessPoolExecutor(processes, mp_context=get_context("forkserver")) as pool:
-        collect(pool.map(_chunk_terms, chunks))
+    if len(tools) >= PARALLEL_TERMS and processes > 1:
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+        from multiprocessing import get_context
+
+        try:
+            with ProcessPoolExecutor(processes, mp_context=get_context("forkserver")) as pool:
+                collect(pool.map(_chunk_terms, chunks()))
+            return out
+        except BrokenProcessPool:  # processes that could not run (a script without a main guard): read here
+            out.clear()
+    collect(map(_chunk_terms, chunks()))
     return out
 
 

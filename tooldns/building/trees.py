@@ -5,9 +5,10 @@ interchangeable behind one method, ``build(catalog, progress) -> Category``:
 
 * :class:`AutoTreeBuilder`: offline, deterministic, no model and no network. Recursive
   splitting (at most 100 children a node and leaves of about 20 tools up to 2,000 tools, as
-  ToolRet's 1,839; one wider level up to 200,000, a root of 708 leaves of 142 tools at 100,000;
-  beyond, as many levels of 100 children as the catalog needs, three for 1,000,000) by
-  k-means over TF-IDF vectors of the tools' text, then a few rounds of moving each tool to the
+  ToolRet's 1,839; beyond, two levels up to 1,250,000 tools, a root of 708 leaves of 142 tools at
+  100,000 and of 2,233 leaves of 448 at 1,000,000, before tools are placed twice; then as many levels of 100 children as the
+  catalog needs: :func:`auto_shape`) by k-means over TF-IDF vectors of the terms each tool's zone
+  will index, then a few rounds of moving each tool to the
   group whose aggregated text BM25 ranks first for the tool's own text: the groups become the
   ones a query about the tool would be routed to (measured: routing recall at the root from 83 %
   to 87 % at K = 3 on ToolRet). Balanced at any size: no group takes more than twice its fair
@@ -462,7 +463,8 @@ class AutoTreeBuilder:
     groups are k-means clusters of the vectors, and a tool whose second-nearest centroid is
     nearly as close as its nearest (cosine at least *overlap* times) is placed in both: the tree a
     hybrid scorer routes well. Without, they are clusters of TF-IDF vectors moved towards the group
-    BM25 routes each tool's own text to.
+    BM25 routes each tool's own text to. Either way the text is each tool's *terms* as its zone will
+    index them (:func:`~.catalog.catalog_terms`; read here unless the caller, who needs them too, has).
 
     Balance, at any size: no group of a split holds more than *balance* times its fair share
     (members / groups) after refinement or overlap (:func:`capacity_assign`), the planned depth
