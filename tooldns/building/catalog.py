@@ -80,10 +80,10 @@ def catalog_terms(tools: list[CatalogTool], progress: Callable[[str], None] = la
     out: list[tuple[str, ...]] = []
     shown = time.monotonic()
 
-    def collect(parts: Iterable[list[tuple[str, ...]]]) -> None:
+    def collect(parts: Iterable[list[tuple[str, ...]]], received: bool) -> None:
         nonlocal shown
-        for part in parts:
-            out.extend(tuple(map(sys.intern, terms)) for terms in part)
+        for part in parts:  # a part *received* from another process: its strings interned here again
+            out.extend((tuple(map(sys.intern, terms)) for terms in part) if received else part)
             if time.monotonic() - shown >= every:
                 shown = time.monotonic()
                 progress(f"reading the tools' text: {len(out)}/{len(tools)}")
@@ -98,11 +98,11 @@ def catalog_terms(tools: list[CatalogTool], progress: Callable[[str], None] = la
 
         try:
             with ProcessPoolExecutor(processes, mp_context=get_context("forkserver")) as pool:
-                collect(pool.map(_chunk_terms, chunks()))
+                collect(pool.map(_chunk_terms, chunks()), True)
             return out
         except BrokenProcessPool:  # processes that could not run (a script without a main guard): read here
             out.clear()
-    collect(map(_chunk_terms, chunks()))
+    collect(map(_chunk_terms, chunks()), False)
     return out
 
 
