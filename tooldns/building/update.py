@@ -536,7 +536,8 @@ class _Update:
         sub = Catalog([self.catalog.tools[i] for i, _ in members])
         max_leaf = state.settings["max_leaf"]
         builder = AutoTreeBuilder(max_children=state.settings.get("max_children"), max_leaf=max_leaf, max_depth=1,
-                                  k1=state.settings.get("child_k1", 10.0), b=state.settings.get("child_b", 0.75))
+                                  k1=state.settings.get("child_k1", 10.0), b=state.settings.get("child_b", 0.75),
+                                  terms=[self.tokens(i) for i, _ in members])  # kept: the delegations count them
         root = builder.build(sub)
         if not root.children:
             report.oversize[origin] = len(tools)
